@@ -1,0 +1,1 @@
+"""The ``kai-ray`` command line."""

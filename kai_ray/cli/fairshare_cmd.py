@@ -1,0 +1,47 @@
+"""``kai-ray fairshare FILE``: the resource division alone, like KAI's fair-share simulator."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from coordinator.fairshare import RESOURCES, QueueTree, divide
+from kai_ray.cli.output import clean_number, format_table, human_quantity, print_json
+from kai_ray.io.fairshare_input import load_fairshare_problem
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("fairshare", help="divide resources between queues (no nodes or pods)")
+    parser.add_argument("file", help="fair-share input YAML/JSON (DESIGN.md section 5.5)")
+    parser.add_argument("-o", "--output", choices=("json", "text"), default="json")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    problem = load_fairshare_problem(args.file)
+    tree = QueueTree.build(problem.specs)
+    request = np.array([problem.request[name] for name in tree.names]).reshape(len(tree), 3)
+    usage = np.array([problem.usage[name] for name in tree.names]).reshape(len(tree), 3)
+    division = divide(tree, problem.total, request, usage, problem.k_value)
+    order = {spec.name: i for i, spec in enumerate(problem.specs)}  # print in input order
+    if args.output == "json":
+        print_json({
+            "queues": {
+                name: {"fairShare": {r: clean_number(division.fair_share[tree.index[name], j])
+                                     for j, r in enumerate(RESOURCES)}}
+                for name in sorted(tree.names, key=order.__getitem__)
+            },
+            "remaining": {r: clean_number(division.remaining[j]) for j, r in enumerate(RESOURCES)},
+        })
+        return 0
+    rows = []
+    for name in tree.names:
+        i = tree.index[name]
+        indent = "  " * int(tree.depth[i])
+        rows.append([indent + name, *(human_quantity(r, division.fair_share[i, j]) for j, r in enumerate(RESOURCES)),
+                     *(human_quantity(r, request[i, j]) for j, r in enumerate(RESOURCES))])
+    print(format_table(["queue", "gpu", "cpu", "memory", "req gpu", "req cpu", "req memory"], rows))
+    left = ", ".join(f"{r} {human_quantity(r, division.remaining[j])}" for j, r in enumerate(RESOURCES))
+    print(f"\nundistributed at the top level: {left}")
+    return 0

@@ -1,0 +1,40 @@
+"""Entry point: one sub-command per job; bad input ends in one line on stderr, exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from kai_ray.cli import fairshare_cmd
+from kai_ray.errors import InputError
+
+EXIT_BAD_INPUT = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kai-ray", description="KAI Scheduler's semantics on Ray actors: schedule, simulate, run.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    fairshare_cmd.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except InputError as exc:
+        print(f"kai-ray: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

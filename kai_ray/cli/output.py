@@ -1,0 +1,43 @@
+"""Printing results: JSON for machines, aligned tables for people."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+
+def clean_number(value: float) -> float | int:
+    """Whole numbers print without a fraction; float noise below 1e-9 is rounded away."""
+    rounded = round(value, 9)
+    return int(rounded) if rounded == int(rounded) and abs(rounded) < 2**53 else rounded
+
+
+def print_json(document: Any) -> None:
+    json.dump(document, sys.stdout, indent=1, sort_keys=False)
+    sys.stdout.write("\n")
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        value = clean_number(value)
+        return f"{value:g}" if isinstance(value, float) else str(value)
+    return "-" if value is None else str(value)
+
+
+def human_quantity(resource: str, value: float) -> str:
+    """gpu as devices, cpu as cores, memory in GB, for text output."""
+    if resource == "cpu":
+        return f"{value / 1000:g}"
+    if resource == "memory":
+        return f"{value / 1e9:.3g}G" if value else "0"
+    return f"{clean_number(value):g}"

@@ -1,0 +1,40 @@
+"""Which PodGroup a pod belongs to when it names none (KAI's pod grouper rules).
+
+Kept free of Kubernetes I/O so that the snapshot loader and the adapter share it:
+the caller passes the pod and the chain of its owners, nearest first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kai_ray import labels as L
+from kai_ray.model import Pod
+
+# Owners whose pods each get a PodGroup of their own (serving workloads).
+_PER_POD_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "Service"}
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    kind: str
+    name: str
+    uid: str
+    min_member: int | None = None  # a gang size the owner asks for, if any
+
+
+@dataclass(frozen=True, slots=True)
+class ImplicitGroup:
+    name: str
+    min_member: int
+    queue: str
+    priority_class_name: str | None
+
+
+def implicit_group(pod: Pod, owners: tuple[OwnerRef, ...]) -> ImplicitGroup:
+    """The PodGroup KAI's pod grouper would create for ``pod``: ``pg-<top owner>-<uid>``."""
+    top = owners[-1] if owners else None
+    queue = pod.queue_label or L.DEFAULT_QUEUE
+    if top is None or top.kind in _PER_POD_KINDS:
+        return ImplicitGroup(f"pg-{pod.name}-{pod.uid or 'nouid'}", 1, queue, pod.priority_class_name)
+    return ImplicitGroup(f"pg-{top.name}-{top.uid or 'nouid'}", top.min_member or 1, queue, pod.priority_class_name)

@@ -1,0 +1,136 @@
+"""Typed reads from Kubernetes objects that fail with the object and field named."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from kai_ray.errors import InputError
+from kai_ray.quantity import QuantityError, cpu_millis, plain
+
+
+class ObjectReader:
+    """Reads fields of one manifest; every failure names ``Kind ns/name: path``."""
+
+    def __init__(self, doc: Mapping[str, Any], index: int) -> None:
+        self.doc = doc
+        self.kind = str(doc.get("kind", "?"))
+        meta = doc.get("metadata")
+        if not isinstance(meta, Mapping):
+            raise InputError(f"{self.kind} (document {index}): metadata: missing or not a mapping")
+        self.meta: Mapping[str, Any] = meta
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            raise InputError(f"{self.kind} (document {index}): metadata.name: missing")
+        self.name = name
+        namespace = meta.get("namespace")
+        self.namespace = namespace if isinstance(namespace, str) and namespace else "default"
+
+    def ident(self, namespaced: bool = True) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}" if namespaced else f"{self.kind} {self.name}"
+
+    def fail(self, path: str, problem: str, namespaced: bool = True) -> InputError:
+        return InputError(f"{self.ident(namespaced)}: {path}: {problem}")
+
+    def get(self, path: str, default: Any = None) -> Any:
+        """The value at a dotted path ('spec.resources.gpu'), or ``default``."""
+        node: Any = self.doc
+        for part in path.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return default
+            node = node[part]
+        return default if node is None else node
+
+    def mapping(self, path: str, namespaced: bool = True) -> Mapping[str, Any]:
+        value = self.get(path, {})
+        if not isinstance(value, Mapping):
+            raise self.fail(path, "must be a mapping", namespaced)
+        return value
+
+    def sequence(self, path: str, namespaced: bool = True) -> list[Any]:
+        value = self.get(path, [])
+        if not isinstance(value, list):
+            raise self.fail(path, "must be a list", namespaced)
+        return value
+
+    def string_map(self, path: str, namespaced: bool = True) -> dict[str, str]:
+        return {str(k): "" if v is None else str(v) for k, v in self.mapping(path, namespaced).items()}
+
+    def number(self, path: str, default: float, namespaced: bool = True) -> float:
+        value = self.get(path)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise self.fail(path, f"not a number: {value!r}", namespaced)
+        try:
+            return float(value)
+        except ValueError:
+            raise self.fail(path, f"not a number: {value!r}", namespaced) from None
+
+    def integer(self, path: str, default: int, namespaced: bool = True) -> int:
+        number = self.number(path, float(default), namespaced)
+        if not number.is_integer():
+            raise self.fail(path, f"not an integer: {number!r}", namespaced)
+        return int(number)
+
+    def quantity(self, path: str, value: Any, resource: str, namespaced: bool = True) -> float:
+        """A resource quantity in scheduler units; negative amounts are refused."""
+        try:
+            amount = cpu_millis(value) if resource == "cpu" else plain(value)
+        except QuantityError:
+            raise self.fail(path, f"bad quantity {value!r}", namespaced) from None
+        if amount < 0:
+            raise self.fail(path, f"negative quantity {value!r}", namespaced)
+        return amount
+
+    def timestamp(self, path: str, value: Any, namespaced: bool = True) -> float | None:
+        if value is None or value == "":
+            return None
+        try:
+            return parse_time(value)
+        except ValueError:
+            raise self.fail(path, f"bad timestamp {value!r}", namespaced) from None
+
+
+def parse_time(value: Any) -> float:
+    """RFC 3339 (or a datetime YAML already parsed) as epoch seconds."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    else:
+        raise ValueError(value)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def parse_duration(text: Any) -> float:
+    """A Go/Kubernetes duration ('60s', '1h30m', '500ms') in seconds."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        return float(text)
+    if not isinstance(text, str) or not text:
+        raise ValueError(text)
+    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+    sign = -1.0 if text.startswith("-") else 1.0
+    rest = text.lstrip("+-")
+    total, number = 0.0, ""
+    i = 0
+    while i < len(rest):
+        ch = rest[i]
+        if ch.isdigit() or ch == ".":
+            number += ch
+            i += 1
+            continue
+        unit = next((u for u in ("ns", "us", "µs", "ms", "s", "m", "h") if rest.startswith(u, i)), None)
+        if unit is None or not number:
+            raise ValueError(text)
+        total += float(number) * units[unit]
+        number = ""
+        i += len(unit)
+    if number:
+        if total == 0 and float(number) == 0:
+            return 0.0
+        raise ValueError(text)
+    return sign * total

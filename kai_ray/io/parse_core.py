@@ -1,0 +1,235 @@
+"""Core Kubernetes kinds (Node, Pod) into model records."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kai_ray import labels as L
+from kai_ray.io.fields import ObjectReader
+from kai_ray.model import (
+    GPU_RESOURCE,
+    AffinityTerm,
+    GpuShare,
+    Node,
+    Pod,
+    PodState,
+    ResourceVector,
+    SelectorRequirement,
+    Taint,
+    Toleration,
+)
+from kai_ray.quantity import QuantityError, plain
+
+_CORE_NAMES = {"cpu", "memory", GPU_RESOURCE, "pods"}
+_IGNORED_RESOURCES = {"ephemeral-storage", "storage"}
+
+
+def _resource_vector(reader: ObjectReader, path: str, values: Mapping[str, Any], namespaced: bool) -> ResourceVector:
+    amounts: dict[str, float] = {}
+    for name, raw in values.items():
+        if name in _IGNORED_RESOURCES or name.startswith("hugepages-"):
+            continue
+        amounts[name] = reader.quantity(f"{path}.{name}", raw, "cpu" if name == "cpu" else name, namespaced)
+    scalars = {k: v for k, v in amounts.items() if k not in _CORE_NAMES}
+    return ResourceVector.of(
+        cpu=amounts.get("cpu", 0.0), memory=amounts.get("memory", 0.0),
+        gpu=amounts.get(GPU_RESOURCE, 0.0), pods=amounts.get("pods", 0.0), scalars=scalars,
+    )
+
+
+def parse_node(reader: ObjectReader) -> Node:
+    status = reader.mapping("status", namespaced=False)
+    raw = status.get("allocatable") or status.get("capacity")
+    if not isinstance(raw, Mapping):
+        raise reader.fail("status.allocatable", "missing", namespaced=False)
+    allocatable = _resource_vector(reader, "status.allocatable", raw, namespaced=False)
+    if allocatable.pods == 0 and "pods" not in raw:
+        allocatable = ResourceVector.of(allocatable.cpu, allocatable.memory, allocatable.gpu, 110, allocatable.scalars)
+    node_labels = reader.string_map("metadata.labels", namespaced=False)
+    taints = []
+    for i, taint in enumerate(reader.sequence("spec.taints", namespaced=False)):
+        if not isinstance(taint, Mapping) or not taint.get("key"):
+            raise reader.fail(f"spec.taints[{i}].key", "missing", namespaced=False)
+        taints.append(Taint(str(taint["key"]), str(taint.get("value") or ""), str(taint.get("effect") or "NoSchedule")))
+    ready = True
+    for condition in reader.sequence("status.conditions", namespaced=False):
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+            ready = str(condition.get("status")) == "True"
+    gpu_memory = float(L.DEFAULT_GPU_MEMORY_MIB)
+    if L.GPU_MEMORY_NODE_LABEL in node_labels:
+        try:
+            gpu_memory = max(float(L.DEFAULT_GPU_MEMORY_MIB), plain(node_labels[L.GPU_MEMORY_NODE_LABEL]) // 100 * 100)
+        except QuantityError:
+            raise reader.fail(f"metadata.labels.{L.GPU_MEMORY_NODE_LABEL}", "not a number", namespaced=False) from None
+    return Node(
+        name=reader.name, allocatable=allocatable, labels=node_labels, taints=tuple(taints), ready=ready,
+        unschedulable=bool(reader.get("spec.unschedulable", False)), gpu_memory_mib=gpu_memory,
+    )
+
+
+def _container_requests(reader: ObjectReader, path: str, containers: list[Any]) -> list[ResourceVector]:
+    vectors = []
+    for i, container in enumerate(containers):
+        if not isinstance(container, Mapping):
+            raise reader.fail(f"{path}[{i}]", "must be a mapping")
+        resources = container.get("resources") or {}
+        requests = dict(resources.get("requests") or {})
+        # The API server defaults a missing request to the limit; snapshots of raw manifests may not have it yet.
+        for name, value in (resources.get("limits") or {}).items():
+            requests.setdefault(name, value)
+        vectors.append(_resource_vector(reader, f"{path}[{i}].resources.requests", requests, True))
+    return vectors
+
+
+def _max(a: ResourceVector, b: ResourceVector) -> ResourceVector:
+    names = set(a.scalars) | set(b.scalars)
+    return ResourceVector.of(
+        max(a.cpu, b.cpu), max(a.memory, b.memory), max(a.gpu, b.gpu), 0,
+        {n: max(a.scalars.get(n, 0.0), b.scalars.get(n, 0.0)) for n in names},
+    )
+
+
+def _pod_requests(reader: ObjectReader) -> ResourceVector:
+    containers = reader.sequence("spec.containers")
+    if not containers:
+        raise reader.fail("spec.containers", "missing")
+    total = ResourceVector()
+    for vector in _container_requests(reader, "spec.containers", containers):
+        total = total + vector
+    # Effective request: init containers run one at a time, before the app containers.
+    for vector in _container_requests(reader, "spec.initContainers", reader.sequence("spec.initContainers")):
+        total = _max(total, vector)
+    overhead = reader.mapping("spec.overhead")
+    if overhead:  # RuntimeClass overhead counts too (KAI ignores it: issue #373)
+        total = total + _resource_vector(reader, "spec.overhead", overhead, True)
+    if total.gpu != int(total.gpu):
+        raise reader.fail(f"spec.containers[*].resources.requests.{GPU_RESOURCE}", "must be a whole number of GPUs")
+    return ResourceVector.of(total.cpu, total.memory, total.gpu, 1, total.scalars)
+
+
+def _gpu_share(reader: ObjectReader, annotations: Mapping[str, str], whole_gpus: float) -> GpuShare | None:
+    fraction_text = annotations.get(L.GPU_FRACTION_ANNOTATION)
+    memory_text = annotations.get(L.GPU_MEMORY_ANNOTATION)
+    if fraction_text is None and memory_text is None:
+        return None
+    path = "metadata.annotations"
+    if whole_gpus:
+        raise reader.fail(path, f"a pod may not request {GPU_RESOURCE} together with a GPU fraction or GPU memory")
+    if fraction_text is not None and memory_text is not None:
+        raise reader.fail(path, f"set only one of {L.GPU_FRACTION_ANNOTATION} and {L.GPU_MEMORY_ANNOTATION}")
+    devices_text = annotations.get(L.GPU_FRACTION_DEVICES_ANNOTATION, "1")
+    try:
+        devices = int(devices_text)
+    except ValueError:
+        raise reader.fail(f"{path}.{L.GPU_FRACTION_DEVICES_ANNOTATION}", f"not an integer: {devices_text!r}") from None
+    if devices < 1:
+        raise reader.fail(f"{path}.{L.GPU_FRACTION_DEVICES_ANNOTATION}", "must be at least 1")
+    if fraction_text is not None:
+        try:
+            fraction = float(fraction_text)
+        except ValueError:
+            raise reader.fail(f"{path}.{L.GPU_FRACTION_ANNOTATION}", f"not a number: {fraction_text!r}") from None
+        if not 0 < fraction <= 1:
+            raise reader.fail(f"{path}.{L.GPU_FRACTION_ANNOTATION}", f"must be in (0, 1], got {fraction_text}")
+        return GpuShare(fraction=fraction, devices=devices)
+    assert memory_text is not None
+    try:
+        memory = int(plain(memory_text))
+    except (QuantityError, ValueError):
+        raise reader.fail(f"{path}.{L.GPU_MEMORY_ANNOTATION}", f"not a number: {memory_text!r}") from None
+    if memory <= 0:
+        raise reader.fail(f"{path}.{L.GPU_MEMORY_ANNOTATION}", "must be positive")
+    return GpuShare(memory_mib=memory, devices=devices)
+
+
+def _affinity(reader: ObjectReader) -> tuple[AffinityTerm, ...]:
+    path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+    terms: list[AffinityTerm] = []
+    for i, term in enumerate(reader.sequence(path)):
+        if not isinstance(term, Mapping):
+            raise reader.fail(f"{path}[{i}]", "must be a mapping")
+        requirements: list[SelectorRequirement] = []
+        for section, is_field in (("matchExpressions", False), ("matchFields", True)):
+            for j, expr in enumerate(term.get(section) or []):
+                where = f"{path}[{i}].{section}[{j}]"
+                if not isinstance(expr, Mapping) or not expr.get("key") or not expr.get("operator"):
+                    raise reader.fail(where, "needs key and operator")
+                operator = str(expr["operator"])
+                if operator not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
+                    raise reader.fail(f"{where}.operator", f"unknown operator {operator!r}")
+                values = tuple(str(v) for v in expr.get("values") or ())
+                requirements.append(SelectorRequirement(str(expr["key"]), operator, values, is_field))
+        terms.append(tuple(requirements))
+    return tuple(terms)
+
+
+def _tolerations(reader: ObjectReader) -> tuple[Toleration, ...]:
+    result = []
+    for i, tol in enumerate(reader.sequence("spec.tolerations")):
+        if not isinstance(tol, Mapping):
+            raise reader.fail(f"spec.tolerations[{i}]", "must be a mapping")
+        result.append(Toleration(
+            key=str(tol.get("key") or ""), operator=str(tol.get("operator") or "Equal"),
+            value=str(tol.get("value") or ""), effect=str(tol.get("effect") or ""),
+        ))
+    return tuple(result)
+
+
+def _pod_state(reader: ObjectReader) -> tuple[PodState, str | None]:
+    phase = reader.get("status.phase", "Pending")
+    node_name = reader.get("spec.nodeName") or None
+    if phase == "Succeeded":
+        return PodState.SUCCEEDED, node_name
+    if phase == "Failed":
+        return PodState.FAILED, node_name
+    if reader.meta.get("deletionTimestamp"):
+        return PodState.RELEASING, node_name
+    if node_name:
+        return PodState.RUNNING, node_name
+    nominated = reader.get("status.nominatedNodeName") or None
+    if nominated:
+        return PodState.PIPELINED, nominated
+    return PodState.PENDING, None
+
+
+def _gpu_groups(pod_labels: Mapping[str, str]) -> tuple[str, ...]:
+    groups: list[str] = []
+    first = pod_labels.get(L.GPU_GROUP_LABEL)
+    if first:
+        groups.append(first)
+    prefix = L.GPU_GROUP_LABEL + "/"
+    for key, value in sorted(pod_labels.items()):
+        if key.startswith(prefix) and value and value not in groups:
+            groups.append(value)
+    return tuple(groups)
+
+
+def parse_pod(reader: ObjectReader) -> Pod:
+    pod_labels = reader.string_map("metadata.labels")
+    annotations = reader.string_map("metadata.annotations")
+    requests = _pod_requests(reader)
+    state, node = _pod_state(reader)
+    task_priority = None
+    if L.TASK_PRIORITY_LABEL in pod_labels:
+        try:
+            task_priority = int(pod_labels[L.TASK_PRIORITY_LABEL])
+        except ValueError:
+            raise reader.fail(f"metadata.labels.{L.TASK_PRIORITY_LABEL}", "not an integer") from None
+    queue = pod_labels.get(L.QUEUE_LABEL) or pod_labels.get(L.LEGACY_QUEUE_LABEL) or None
+    leader = pod_labels.get(L.KUBEFLOW_ROLE_LABEL) in ("master", "launcher") or (
+        pod_labels.get(L.RAY_NODE_TYPE_LABEL) == "head"
+    )
+    return Pod(
+        namespace=reader.namespace, name=reader.name, uid=str(reader.meta.get("uid") or ""),
+        scheduler_name=str(reader.get("spec.schedulerName", "default-scheduler")),
+        state=state, node=node, requests=requests,
+        gpu_share=_gpu_share(reader, annotations, requests.gpu),
+        gpu_groups=_gpu_groups(pod_labels), labels=pod_labels, annotations=annotations,
+        node_selector=reader.string_map("spec.nodeSelector"), affinity=_affinity(reader),
+        tolerations=_tolerations(reader),
+        created=reader.timestamp("metadata.creationTimestamp", reader.meta.get("creationTimestamp")) or 0.0,
+        pod_group=annotations.get(L.POD_GROUP_ANNOTATION) or None, queue_label=queue,
+        subgroup=pod_labels.get(L.SUBGROUP_LABEL) or None, task_priority=task_priority, is_leader=leader,
+        priority_class_name=reader.get("spec.priorityClassName") or pod_labels.get(L.PRIORITY_CLASS_LABEL) or None,
+    )

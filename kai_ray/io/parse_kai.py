@@ -1,0 +1,130 @@
+"""KAI's kinds (Queue, PodGroup) and PriorityClass into model records."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kai_ray import labels as L
+from kai_ray.io.fields import ObjectReader, parse_duration
+from kai_ray.model import UNLIMITED, PriorityClass, Queue, QueueResource, SubGroup
+
+MEMORY_UNIT = 1_000_000  # Queue memory is in 10^6 bytes
+
+
+def _queue_resource(reader: ObjectReader, name: str, spec: Mapping[str, Any], warnings: list[str]) -> QueueResource:
+    path = f"spec.resources.{name}"
+    raw = spec.get(name)
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise reader.fail(path, "must be a mapping", namespaced=False)
+    values: dict[str, float] = {}
+    for field in ("quota", "overQuotaWeight", "limit"):
+        value = reader.number(f"{path}.{field}", 0.0, namespaced=False)
+        if value < 0 and value != -1:
+            raise reader.fail(f"{path}.{field}", f"must be -1 or at least 0, got {value:g}", namespaced=False)
+        if field == "overQuotaWeight" and value < 0:
+            value = 0.0
+        values[field] = value
+    if "limit" not in raw:
+        # KAI reads an unset limit as 0: nothing of this resource may be allocated.
+        warnings.append(f"Queue {reader.name}: {path}.limit is unset, which KAI reads as 0 (use -1 for no limit)")
+    scale = MEMORY_UNIT if name == "memory" else 1
+    quota, limit = values["quota"], values["limit"]
+    return QueueResource(
+        quota=quota * scale if quota != -1 else UNLIMITED,
+        over_quota_weight=values["overQuotaWeight"],
+        limit=limit * scale if limit != -1 else UNLIMITED,
+    )
+
+
+def parse_queue(reader: ObjectReader, warnings: list[str]) -> Queue:
+    spec = reader.mapping("spec", namespaced=False)
+    resources = spec.get("resources")
+    if not isinstance(resources, Mapping):
+        raise reader.fail("spec.resources", "missing (KAI requires it)", namespaced=False)
+    min_runtimes: dict[str, float | None] = {}
+    for field in ("preemptMinRuntime", "reclaimMinRuntime"):
+        raw = spec.get(field)
+        try:
+            min_runtimes[field] = None if raw in (None, "") else parse_duration(raw)
+        except ValueError:
+            raise reader.fail(f"spec.{field}", f"bad duration {raw!r}", namespaced=False) from None
+    return Queue(
+        name=reader.name,
+        parent=str(spec["parentQueue"]) if spec.get("parentQueue") else None,
+        priority=reader.integer("spec.priority", L.DEFAULT_QUEUE_PRIORITY, namespaced=False),
+        gpu=_queue_resource(reader, "gpu", resources, warnings),
+        cpu=_queue_resource(reader, "cpu", resources, warnings),
+        memory=_queue_resource(reader, "memory", resources, warnings),
+        created=reader.timestamp("metadata.creationTimestamp", reader.meta.get("creationTimestamp"), False) or 0.0,
+        preempt_min_runtime=min_runtimes["preemptMinRuntime"],
+        reclaim_min_runtime=min_runtimes["reclaimMinRuntime"],
+    )
+
+
+def parse_priority_class(reader: ObjectReader) -> PriorityClass:
+    if reader.get("value") is None:
+        raise reader.fail("value", "missing", namespaced=False)
+    return PriorityClass(
+        name=reader.name, value=reader.integer("value", 0, namespaced=False),
+        global_default=bool(reader.get("globalDefault", False)),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RawPodGroup:
+    """A PodGroup as written, before its priority class and queue are resolved."""
+
+    namespace: str
+    name: str
+    uid: str
+    queue: str | None
+    priority_class_name: str | None
+    preemptibility: str | None
+    min_member: int
+    sub_groups: tuple[SubGroup, ...]
+    created: float
+    staleness_grace_seconds: float | None
+    stale_since: float | None
+    last_start: float | None
+
+
+def parse_pod_group(reader: ObjectReader) -> RawPodGroup:
+    spec = reader.mapping("spec")
+    pg_labels = reader.string_map("metadata.labels")
+    annotations = reader.string_map("metadata.annotations")
+    min_member = reader.integer("spec.minMember", 1)
+    if min_member < 0:
+        raise reader.fail("spec.minMember", "must be at least 0")
+    sub_groups = []
+    for i, sub in enumerate(reader.sequence("spec.subGroups")):
+        if not isinstance(sub, Mapping) or not sub.get("name"):
+            raise reader.fail(f"spec.subGroups[{i}].name", "missing")
+        sub_min = sub.get("minMember", 1)
+        if isinstance(sub_min, bool) or not isinstance(sub_min, int) or sub_min < 0:
+            raise reader.fail(f"spec.subGroups[{i}].minMember", f"must be a whole number >= 0, got {sub_min!r}")
+        sub_groups.append(SubGroup(str(sub["name"]), sub_min))
+    preemptibility = spec.get("preemptibility") or pg_labels.get(L.PREEMPTIBILITY_LABEL) or None
+    if preemptibility not in (None, "preemptible", "non-preemptible"):
+        raise reader.fail("spec.preemptibility", f"must be preemptible or non-preemptible, got {preemptibility!r}")
+    grace_raw = spec.get("stalenessGracePeriod") or annotations.get(L.STALENESS_GRACE_ANNOTATION)
+    try:
+        grace = None if not grace_raw else parse_duration(grace_raw)
+    except ValueError:
+        raise reader.fail("spec.stalenessGracePeriod", f"bad duration {grace_raw!r}") from None
+    return RawPodGroup(
+        namespace=reader.namespace, name=reader.name, uid=str(reader.meta.get("uid") or ""),
+        queue=str(spec["queue"]) if spec.get("queue") else pg_labels.get(L.QUEUE_LABEL) or None,
+        priority_class_name=str(spec["priorityClassName"]) if spec.get("priorityClassName")
+        else pg_labels.get(L.PRIORITY_CLASS_LABEL) or None,
+        preemptibility=preemptibility, min_member=min_member, sub_groups=tuple(sub_groups),
+        created=reader.timestamp("metadata.creationTimestamp", reader.meta.get("creationTimestamp")) or 0.0,
+        staleness_grace_seconds=grace,
+        stale_since=reader.timestamp(
+            f"metadata.annotations.{L.STALE_TIMESTAMP_ANNOTATION}", annotations.get(L.STALE_TIMESTAMP_ANNOTATION)),
+        last_start=reader.timestamp(
+            f"metadata.annotations.{L.LAST_START_ANNOTATION}", annotations.get(L.LAST_START_ANNOTATION)),
+    )

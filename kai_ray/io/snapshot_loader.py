@@ -1,0 +1,163 @@
+"""Snapshot input (DESIGN §5.2): manifests in, a validated ClusterSnapshot out.
+
+Malformed input raises InputError with a one-line message naming the object and the
+field. Cluster states that KAI tolerates are not errors: orphan queues are dropped
+with a warning, unknown kinds are skipped and counted, and pods that name a missing
+queue or PodGroup are kept (the session leaves them pending with a reason).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from kai_ray import labels as L
+from kai_ray.errors import InputError
+from kai_ray.grouping import OwnerRef, implicit_group
+from kai_ray.io.documents import iter_objects, parse_documents, read_text
+from kai_ray.io.fields import ObjectReader
+from kai_ray.io.parse_core import parse_node, parse_pod
+from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
+from kai_ray.model import ClusterSnapshot, LoadReport, Node, Pod, PodGroup, PriorityClass, Queue
+
+
+def load_snapshot(path: str | Path, scheduler_name: str = L.DEFAULT_SCHEDULER_NAME) -> ClusterSnapshot:
+    text = read_text(path)
+    return snapshot_from_documents(parse_documents(text, str(path)), str(path), scheduler_name)
+
+
+def snapshot_from_documents(
+    documents: list[Any], source: str = "<input>", scheduler_name: str = L.DEFAULT_SCHEDULER_NAME,
+) -> ClusterSnapshot:
+    nodes: dict[str, Node] = {}
+    pods: dict[str, Pod] = {}
+    owners: dict[str, tuple[OwnerRef, ...]] = {}
+    raw_groups: dict[str, RawPodGroup] = {}
+    queues: dict[str, Queue] = {}
+    classes: dict[str, PriorityClass] = {}
+    skipped: Counter[str] = Counter()
+    warnings: list[str] = []
+    for index, doc in iter_objects(documents, source):
+        kind = doc.get("kind")
+        if not isinstance(kind, str) or not kind:
+            raise InputError(f"{source}: document {index}: kind: missing")
+        api_group = str(doc.get("apiVersion", "")).split("/")[0] if "/" in str(doc.get("apiVersion", "")) else ""
+        reader = ObjectReader(doc, index)
+        if kind == "Node" and api_group == "":
+            _put(nodes, reader.name, parse_node(reader), reader, False)
+        elif kind == "Pod" and api_group == "":
+            pod = parse_pod(reader)
+            _put(pods, pod.key, pod, reader, True)
+            owners[pod.key] = _owner_refs(reader)
+        elif kind == "Queue" and api_group == "scheduling.run.ai":
+            _put(queues, reader.name, parse_queue(reader, warnings), reader, False)
+        elif kind == "PodGroup" and api_group == "scheduling.run.ai":
+            group = parse_pod_group(reader)
+            _put(raw_groups, f"{group.namespace}/{group.name}", group, reader, True)
+        elif kind == "PriorityClass" and api_group == "scheduling.k8s.io":
+            _put(classes, reader.name, parse_priority_class(reader), reader, False)
+        else:
+            skipped[kind] += 1
+    kept_queues = _valid_queue_tree(queues, warnings)
+    groups = _resolve_groups(raw_groups, pods, owners, classes, warnings, scheduler_name)
+    return ClusterSnapshot(
+        nodes=tuple(nodes.values()), pods=tuple(pods.values()), pod_groups=tuple(groups),
+        queues=tuple(kept_queues), priority_classes=tuple(classes.values()),
+        report=LoadReport(dict(sorted(skipped.items())), tuple(warnings)),
+    )
+
+
+def _put(store: dict[str, Any], key: str, value: Any, reader: ObjectReader, namespaced: bool) -> None:
+    if key in store:
+        raise reader.fail("metadata.name", "appears twice in the snapshot", namespaced)
+    store[key] = value
+
+
+def _owner_refs(reader: ObjectReader) -> tuple[OwnerRef, ...]:
+    refs = []
+    for ref in reader.sequence("metadata.ownerReferences"):
+        if isinstance(ref, Mapping) and ref.get("controller") and ref.get("kind") and ref.get("name"):
+            refs.append(OwnerRef(str(ref["kind"]), str(ref["name"]), str(ref.get("uid") or "")))
+    return tuple(refs)
+
+
+def _valid_queue_tree(queues: dict[str, Queue], warnings: list[str]) -> list[Queue]:
+    """Refuse cycles; drop queues whose ancestry leads to a missing parent (KAI's orphans)."""
+    for name in queues:
+        seen = [name]
+        parent = queues[name].parent
+        while parent is not None and parent in queues:
+            if parent in seen:
+                cycle = " -> ".join([*seen[seen.index(parent):], parent])
+                raise InputError(f"Queue {name}: spec.parentQueue: cycle {cycle}")
+            seen.append(parent)
+            parent = queues[parent].parent
+    kept = []
+    for name, queue in queues.items():
+        ancestor = queue.parent
+        while ancestor is not None and ancestor in queues:
+            ancestor = queues[ancestor].parent
+        if ancestor is not None:
+            warnings.append(f"Queue {name}: dropped, its ancestor queue {ancestor!r} does not exist")
+            continue
+        kept.append(queue)
+    return kept
+
+
+def _priority(name: str | None, classes: Mapping[str, PriorityClass], where: str, warnings: list[str]) -> int:
+    if name and name in classes:
+        return classes[name].value
+    if name:
+        warnings.append(f"{where}: PriorityClass {name!r} does not exist, using the default priority")
+    default = next((c.value for c in classes.values() if c.global_default), None)
+    return default if default is not None else L.DEFAULT_JOB_PRIORITY
+
+
+def _resolve_groups(
+    raw_groups: Mapping[str, RawPodGroup], pods: dict[str, Pod], owners: Mapping[str, tuple[OwnerRef, ...]],
+    classes: Mapping[str, PriorityClass], warnings: list[str], scheduler_name: str,
+) -> list[PodGroup]:
+    members: dict[str, list[Pod]] = {}
+    for pod in pods.values():
+        if pod.pod_group:
+            members.setdefault(f"{pod.namespace}/{pod.pod_group}", []).append(pod)
+    groups = []
+    for key, raw in raw_groups.items():
+        queue = raw.queue or next((p.queue_label for p in members.get(key, []) if p.queue_label), None)
+        priority = _priority(raw.priority_class_name, classes, f"PodGroup {key}", warnings)
+        preemptible = priority < L.PREEMPTIBLE_BELOW if raw.preemptibility is None else (
+            raw.preemptibility == "preemptible")
+        groups.append(PodGroup(
+            namespace=raw.namespace, name=raw.name, uid=raw.uid, queue=queue or L.DEFAULT_QUEUE,
+            priority=priority, preemptible=preemptible, min_member=raw.min_member, sub_groups=raw.sub_groups,
+            priority_class_name=raw.priority_class_name, created=raw.created,
+            staleness_grace_seconds=raw.staleness_grace_seconds, stale_since=raw.stale_since,
+            last_start=raw.last_start,
+        ))
+    groups.extend(_implicit_groups(pods, owners, classes, warnings, scheduler_name))
+    return groups
+
+
+def _implicit_groups(
+    pods: dict[str, Pod], owners: Mapping[str, tuple[OwnerRef, ...]],
+    classes: Mapping[str, PriorityClass], warnings: list[str], scheduler_name: str,
+) -> Iterable[PodGroup]:
+    """PodGroups for our pods that name none, as KAI's pod grouper would create them."""
+    created: dict[str, PodGroup] = {}
+    for key, pod in list(pods.items()):
+        if pod.pod_group or pod.scheduler_name != scheduler_name:
+            continue
+        spec = implicit_group(pod, owners.get(key, ()))
+        group_key = f"{pod.namespace}/{spec.name}"
+        if group_key not in created:
+            priority = _priority(spec.priority_class_name, classes, f"Pod {key}", warnings)
+            created[group_key] = PodGroup(
+                namespace=pod.namespace, name=spec.name, queue=spec.queue, priority=priority,
+                preemptible=priority < L.PREEMPTIBLE_BELOW, min_member=spec.min_member,
+                priority_class_name=spec.priority_class_name, created=pod.created,
+            )
+        pods[key] = replace(pod, pod_group=spec.name)
+    return created.values()

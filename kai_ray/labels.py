@@ -1,0 +1,28 @@
+"""Label and annotation keys of KAI's API that kai-ray reads and writes."""
+
+QUEUE_LABEL = "kai.scheduler/queue"
+LEGACY_QUEUE_LABEL = "runai/queue"
+PROJECT_LABEL = "project"
+POD_GROUP_ANNOTATION = "pod-group-name"
+SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
+TASK_PRIORITY_LABEL = "kai.scheduler/task-priority"
+PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+PRIORITY_CLASS_LABEL = "priorityClassName"
+GPU_FRACTION_ANNOTATION = "gpu-fraction"
+GPU_MEMORY_ANNOTATION = "gpu-memory"
+GPU_FRACTION_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
+GPU_GROUP_LABEL = "runai-gpu-group"
+GPU_MEMORY_NODE_LABEL = "nvidia.com/gpu.memory"
+STALE_TIMESTAMP_ANNOTATION = "kai.scheduler/stale-podgroup-timestamp"
+LAST_START_ANNOTATION = "kai.scheduler/last-start-timestamp"
+STALENESS_GRACE_ANNOTATION = "kai.scheduler/staleness-grace-period"
+KUBEFLOW_ROLE_LABEL = "training.kubeflow.org/job-role"
+RAY_NODE_TYPE_LABEL = "ray.io/node-type"
+
+DEFAULT_QUEUE = "default-queue"
+DEFAULT_PARENT_QUEUE = "default-parent-queue"
+DEFAULT_SCHEDULER_NAME = "kai-scheduler"
+DEFAULT_QUEUE_PRIORITY = 100
+DEFAULT_JOB_PRIORITY = 50  # KAI's fallback when no PriorityClass applies
+PREEMPTIBLE_BELOW = 100  # priority < 100 is preemptible unless said otherwise
+DEFAULT_GPU_MEMORY_MIB = 100

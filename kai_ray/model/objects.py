@@ -1,0 +1,210 @@
+"""The cluster objects kai-ray schedules with, already validated and defaulted.
+
+These records are what the snapshot loader and the Kubernetes adapter produce and
+what the coordinator and shards consume. They are frozen: a change in the cluster is
+a new record (a delta), never an in-place edit.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from kai_ray.model.resources import ZERO, GpuShare, ResourceVector
+
+NO_LABELS: Mapping[str, str] = MappingProxyType({})
+UNLIMITED = -1.0
+
+
+class PodState(enum.StrEnum):
+    """A pod's scheduling state, in KAI's vocabulary."""
+
+    PENDING = "Pending"  # waiting for a placement
+    PIPELINED = "Pipelined"  # placed on capacity that frees when releasing pods finish
+    BINDING = "Binding"  # placed on free capacity, bind in flight
+    RUNNING = "Running"  # bound to a node and holding its resources
+    RELEASING = "Releasing"  # terminating: still holds resources that will free up
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+    @property
+    def holds_node(self) -> bool:
+        """Whether the pod occupies capacity on a node right now."""
+        return self in (PodState.BINDING, PodState.RUNNING, PodState.RELEASING)
+
+    @property
+    def is_active_allocated(self) -> bool:
+        """KAI's 'active allocated': placed and not on its way out."""
+        return self in (PodState.BINDING, PodState.RUNNING, PodState.PIPELINED)
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""  # empty key with operator Exists tolerates everything
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # empty matches every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorRequirement:
+    """One node-affinity expression: ``key operator values``."""
+
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+    field: bool = False  # a matchFields entry (only metadata.name exists)
+
+    def matches(self, labels: Mapping[str, str], node_name: str) -> bool:
+        present = node_name if self.field else labels.get(self.key)
+        op = self.operator
+        if op == "In":
+            return present is not None and present in self.values
+        if op == "NotIn":
+            return present is None or present not in self.values
+        if op == "Exists":
+            return present is not None
+        if op == "DoesNotExist":
+            return present is None
+        if op in ("Gt", "Lt") and present is not None:
+            try:
+                have, want = int(present), int(self.values[0])
+            except (ValueError, IndexError):
+                return False
+            return have > want if op == "Gt" else have < want
+        return False
+
+
+# A required node affinity: the node must match at least one term; a term is an AND.
+AffinityTerm = tuple[SelectorRequirement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    allocatable: ResourceVector
+    labels: Mapping[str, str] = NO_LABELS
+    taints: tuple[Taint, ...] = ()
+    ready: bool = True
+    unschedulable: bool = False
+    gpu_memory_mib: float = 100.0  # per device, floored to a multiple of 100 (KAI)
+
+    @property
+    def gpu_count(self) -> int:
+        return int(self.allocatable.gpu)
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str = ""
+    scheduler_name: str = "kai-scheduler"
+    state: PodState = PodState.PENDING
+    node: str | None = None  # where it runs, or where it is pipelined
+    requests: ResourceVector = ZERO  # whole GPUs in .gpu, pods=1
+    gpu_share: GpuShare | None = None
+    gpu_groups: tuple[str, ...] = ()  # shared GPUs a placed fraction sits on
+    labels: Mapping[str, str] = NO_LABELS
+    annotations: Mapping[str, str] = NO_LABELS
+    node_selector: Mapping[str, str] = NO_LABELS
+    affinity: tuple[AffinityTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    created: float = 0.0  # epoch seconds
+    pod_group: str | None = None  # name of its PodGroup (same namespace)
+    queue_label: str | None = None
+    subgroup: str | None = None
+    task_priority: int | None = None
+    is_leader: bool = False  # kubeflow master/launcher or ray head: placed first
+    priority_class_name: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_fractional(self) -> bool:
+        return self.gpu_share is not None
+
+
+@dataclass(frozen=True, slots=True)
+class SubGroup:
+    name: str
+    min_member: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    namespace: str
+    name: str
+    queue: str
+    priority: int
+    preemptible: bool
+    min_member: int = 1
+    sub_groups: tuple[SubGroup, ...] = ()
+    priority_class_name: str | None = None
+    created: float = 0.0
+    staleness_grace_seconds: float | None = None  # None: the scheduler default
+    stale_since: float | None = None  # kai.scheduler/stale-podgroup-timestamp
+    last_start: float | None = None  # kai.scheduler/last-start-timestamp
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueResource:
+    """One resource of a queue in scheduler units (memory already in bytes)."""
+
+    quota: float = 0.0  # deserved; -1 = everything requested
+    over_quota_weight: float = 1.0
+    limit: float = UNLIMITED  # max allowed; -1 = no limit
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    name: str
+    parent: str | None = None
+    priority: int = 100
+    gpu: QueueResource = field(default_factory=QueueResource)
+    cpu: QueueResource = field(default_factory=QueueResource)
+    memory: QueueResource = field(default_factory=QueueResource)
+    created: float = 0.0
+    preempt_min_runtime: float | None = None  # seconds
+    reclaim_min_runtime: float | None = None
+
+    def resource(self, name: str) -> QueueResource:
+        if name == "gpu":
+            return self.gpu
+        if name == "cpu":
+            return self.cpu
+        if name == "memory":
+            return self.memory
+        raise KeyError(name)
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    name: str
+    value: int
+    global_default: bool = False

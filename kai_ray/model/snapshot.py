@@ -1,0 +1,25 @@
+"""A whole cluster at one instant: the input of one scheduling session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kai_ray.model.objects import Node, Pod, PodGroup, PriorityClass, Queue
+
+
+@dataclass(frozen=True, slots=True)
+class LoadReport:
+    """What the loader did besides building objects: kinds it skipped, warnings."""
+
+    skipped_kinds: dict[str, int] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    nodes: tuple[Node, ...] = ()
+    pods: tuple[Pod, ...] = ()
+    pod_groups: tuple[PodGroup, ...] = ()
+    queues: tuple[Queue, ...] = ()
+    priority_classes: tuple[PriorityClass, ...] = ()
+    report: LoadReport = field(default_factory=LoadReport)

@@ -1,0 +1,57 @@
+"""Kubernetes resource quantities ("500m", "16Gi", "1e3") as numbers.
+
+Written here rather than imported from kubernetes-asyncio because importing that
+client costs most of a second, and `kai-ray schedule` must start fast.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+_PATTERN = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE]([+-]?\d+))?$")
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": Decimal(10**3),
+    "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12), "P": Decimal(10**15),
+    "E": Decimal(10**18),
+}
+
+
+class QuantityError(ValueError):
+    """The text is not a Kubernetes quantity."""
+
+
+def parse_quantity(value: object) -> Decimal:
+    """The exact value of a quantity; plain ints and floats are accepted as they are."""
+    if isinstance(value, bool):
+        raise QuantityError(f"not a quantity: {value!r}")
+    if isinstance(value, int | float):
+        return Decimal(str(value))
+    if not isinstance(value, str):
+        raise QuantityError(f"not a quantity: {value!r}")
+    match = _PATTERN.match(value.strip())
+    if not match:
+        raise QuantityError(f"not a quantity: {value!r}")
+    number, suffix, exponent = match.groups()
+    try:
+        amount = Decimal(number)
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
+        raise QuantityError(f"not a quantity: {value!r}") from exc
+    if suffix in _BINARY:
+        return amount * _BINARY[suffix]
+    if suffix:
+        return amount * _DECIMAL[suffix]
+    if exponent:
+        return amount.scaleb(int(exponent))
+    return amount
+
+
+def cpu_millis(value: object) -> float:
+    """A CPU quantity in millicores ("2" -> 2000, "250m" -> 250)."""
+    return float(parse_quantity(value) * 1000)
+
+
+def plain(value: object) -> float:
+    """Any other quantity in its base unit (bytes for memory, a count for devices)."""
+    return float(parse_quantity(value))
