@@ -1,0 +1,1 @@
+"""Benchmarks and load generators; each benchmark runs a baseline in the same process."""

@@ -1,0 +1,2 @@
+"""Node shards: partitions of the cluster's nodes as numpy arrays, vectorized filter and score,
+two-phase reservations."""
