@@ -101,7 +101,7 @@ AffinityTerm = tuple[SelectorRequirement, ...]
 class Node:
     name: str
     allocatable: ResourceVector
-    labels: Mapping[str, str] = NO_LABELS
+    labels: Mapping[str, str] = field(default_factory=lambda: NO_LABELS)
     taints: tuple[Taint, ...] = ()
     ready: bool = True
     unschedulable: bool = False
@@ -123,9 +123,9 @@ class Pod:
     requests: ResourceVector = ZERO  # whole GPUs in .gpu, pods=1
     gpu_share: GpuShare | None = None
     gpu_groups: tuple[str, ...] = ()  # shared GPUs a placed fraction sits on
-    labels: Mapping[str, str] = NO_LABELS
-    annotations: Mapping[str, str] = NO_LABELS
-    node_selector: Mapping[str, str] = NO_LABELS
+    labels: Mapping[str, str] = field(default_factory=lambda: NO_LABELS)
+    annotations: Mapping[str, str] = field(default_factory=lambda: NO_LABELS)
+    node_selector: Mapping[str, str] = field(default_factory=lambda: NO_LABELS)
     affinity: tuple[AffinityTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     created: float = 0.0  # epoch seconds

@@ -35,7 +35,7 @@ class ResourceVector:
     memory: float = 0.0  # bytes
     gpu: float = 0.0  # whole devices
     pods: float = 0.0
-    scalars: Mapping[str, float] = field(default=_EMPTY)
+    scalars: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
 
     @staticmethod
     def of(

@@ -1,0 +1,1 @@
+"""KAI's scheduling actions, run in the configured order within one session."""

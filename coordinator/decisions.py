@@ -1,0 +1,120 @@
+"""A session's outcome in the shape of DESIGN §5.3: every pod, pod group and queue."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from coordinator.fairshare import RESOURCES
+from coordinator.jobs import Job, Status, Task
+from coordinator.session_state import SessionState
+from coordinator.statement import Eviction
+from kai_ray.model import Pod, PodState
+
+
+@dataclass(frozen=True, slots=True)
+class PodDecision:
+    status: str
+    node: str | None
+    gpu_groups: tuple[str, ...] = ()
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class Decisions:
+    pods: dict[str, PodDecision] = field(default_factory=dict)
+    pod_groups: dict[str, PodDecision] = field(default_factory=dict)
+    queues: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    evictions: list[tuple[str, str, str | None]] = field(default_factory=list)  # pod, action, preemptor
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pods": {k: _pod_json(v) for k, v in self.pods.items()},
+            "podGroups": {k: {"status": v.status, "reason": v.reason} for k, v in self.pod_groups.items()},
+            "queues": self.queues,
+        }
+
+
+def _pod_json(decision: PodDecision) -> dict[str, Any]:
+    out: dict[str, Any] = {"status": decision.status, "node": decision.node, "gpuGroups": list(decision.gpu_groups)}
+    if decision.reason:
+        out["reason"] = decision.reason
+    return out
+
+
+def collect(state: SessionState, evictions: list[Eviction]) -> Decisions:
+    decisions = Decisions()
+    for pod in state.all_pods:
+        task = state.tasks.get(pod.key)
+        decisions.pods[pod.key] = _decide_task(state, task) if task else _other_pod(state, pod)
+    for job in state.jobs.values():
+        decisions.pod_groups[job.key] = _decide_job(state, job)
+    queues = state.queues
+    for i, name in enumerate(queues.tree.names):
+        decisions.queues[name] = {
+            "fairShare": {r: _clean(queues.fair_share[i, j]) for j, r in enumerate(RESOURCES)},
+            "allocated": {r: _clean(queues.allocated[i, j]) for j, r in enumerate(RESOURCES)},
+        }
+    decisions.evictions = [(e.task.key, e.action, e.preemptor) for e in evictions]
+    return decisions
+
+
+def _clean(value: float) -> float:
+    rounded = round(float(value), 9)
+    return int(rounded) if rounded.is_integer() else rounded
+
+
+def _decide_task(state: SessionState, task: Task) -> PodDecision:
+    status = task.status
+    reason = ""
+    if status is Status.PENDING:
+        reason = _pending_reason(state, task)
+    return PodDecision(status.value, task.node, task.gpu_groups, reason)
+
+
+def _pending_reason(state: SessionState, task: Task) -> str:
+    if task.key in state.pod_notes:
+        return state.pod_notes[task.key]
+    job = state.jobs_by_task.get(task.key)
+    if job is None:
+        return "not part of any PodGroup"
+    return job_reason(state, job)
+
+
+def job_reason(state: SessionState, job: Job) -> str:
+    if not state.queues.has(job.queue):
+        return f"QueueDoesNotExist: queue {job.queue} does not exist"
+    if not state.queues.is_leaf(job.queue):
+        return f"queue {job.queue} is not a leaf queue; jobs must name a leaf queue"
+    if not job.ready_for_scheduling():
+        short = [f"{ps.name}: {ps.alive} of {ps.min_available}" for ps in job.pod_sets.values()
+                 if ps.alive < ps.min_available]
+        return "waiting for the gang's pods to be created (" + ", ".join(short) + ")"
+    if job.fit_errors:
+        return job.fit_errors[-1]
+    return "not scheduled in this session"
+
+
+def _decide_job(state: SessionState, job: Job) -> PodDecision:
+    statuses = [t.status for t in job.tasks]
+    if not statuses:
+        return PodDecision("Pending", None, (), "the PodGroup has no pods yet")
+    if any(s is Status.PENDING for s in statuses):
+        if any(s is not Status.PENDING for s in statuses) and job.gang_satisfied():
+            return PodDecision("Running", None, (), "")
+        return PodDecision("Pending", None, (), job_reason(state, job))
+    for status in (Status.RELEASING, Status.PIPELINED, Status.ALLOCATED, Status.RUNNING):
+        if status in statuses:
+            return PodDecision(status.value, None)
+    return PodDecision(statuses[0].value, None)
+
+
+def _other_pod(state: SessionState, pod: Pod) -> PodDecision:
+    status = {PodState.BINDING: "Binding", PodState.RUNNING: "Running", PodState.PIPELINED: "Pipelined",
+              PodState.RELEASING: "Releasing", PodState.SUCCEEDED: "Succeeded", PodState.FAILED: "Failed",
+              PodState.PENDING: "Pending"}[pod.state]
+    reason = ""
+    if status == "Pending":
+        reason = state.pod_notes.get(pod.key) or (
+            f"scheduled by {pod.scheduler_name}, not by {state.config.schedulerName}")
+    return PodDecision(status, pod.node, pod.gpu_groups, reason)

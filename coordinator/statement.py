@@ -1,0 +1,131 @@
+"""A transaction over a session: allocate, pipeline and evict, with checkpoints and rollback.
+
+Every operation changes three things together: the task's status, its holdings on the
+node table, and its queue's allocation. Each operation pushes its own undo, so a
+rollback restores the exact earlier state (the gang all-or-nothing rule relies on it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from coordinator.jobs import Job, Status, Task
+from coordinator.queue_state import QueueState
+from shards.node_table import Holding, Kind, NodeTable
+from shards.placement import Choice
+
+Undo = Callable[[], None]
+
+
+@dataclass(slots=True)
+class Eviction:
+    task: Task
+    action: str
+    preemptor: str | None
+
+
+@dataclass(slots=True)
+class Statement:
+    table: NodeTable
+    queues: QueueState
+    jobs_by_task: dict[str, Job]
+    undo_log: list[Undo] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+
+    def checkpoint(self) -> int:
+        return len(self.undo_log)
+
+    def rollback(self, checkpoint: int = 0) -> None:
+        while len(self.undo_log) > checkpoint:
+            self.undo_log.pop()()
+
+    def commit(self) -> None:
+        """Keep everything done so far; later rollbacks cannot go behind this point."""
+        self.undo_log.clear()
+
+    # ---------------------------------------------------------- operations
+    def place(self, task: Task, choice: Choice, accepted: tuple[float, float, float]) -> None:
+        """Allocate (bind now) or pipeline ``task`` as ``choice`` says."""
+        kind = Kind.PIPELINED if choice.pipelined else Kind.ACTIVE
+        status = Status.PIPELINED if choice.pipelined else Status.ALLOCATED
+        vector = self.table.schema.vector(task.pod.requests)
+        if task.pod.gpu_share is not None:
+            vector[2] = 0.0
+        holding = self.table.hold(task.key, choice.node, kind, vector, choice.shares, choice.create)
+        previous = (task.status, task.node, task.gpu_groups, task.accepted)
+        task.holdings.append(holding)
+        task.status = status
+        task.node = self.table.names[choice.node]
+        task.gpu_groups = tuple(g for g, _ in choice.shares)
+        task.accepted = accepted
+        job = self.jobs_by_task[task.key]
+        self.queues.add_allocation(job.queue, accepted, job.preemptible)
+
+        def undo() -> None:
+            self.queues.add_allocation(job.queue, accepted, job.preemptible, sign=-1.0)
+            task.holdings.remove(holding)
+            self.table.release(holding)
+            task.status, task.node, task.gpu_groups, task.accepted = previous
+
+        self.undo_log.append(undo)
+
+    def to_pipelined(self, task: Task) -> None:
+        """An allocated pod of a job that must wait: its hold becomes a pipelined one."""
+        old = next(h for h in task.holdings if h.kind is Kind.ACTIVE)
+        new = self._rehold(task, old, Kind.PIPELINED)
+        task.status = Status.PIPELINED
+
+        def undo() -> None:
+            self._swap(task, new, old)
+            task.status = Status.ALLOCATED
+
+        self.undo_log.append(undo)
+
+    def evict(self, task: Task, action: str, preemptor: str | None) -> None:
+        """The pod is evicted in this session: what it held is now releasing."""
+        job = self.jobs_by_task[task.key]
+        previous_status = task.status
+        current = next((h for h in task.holdings if h.kind is not Kind.RELEASING), None)
+        replacement = None
+        if current is not None and current.kind is Kind.ACTIVE:
+            replacement = self._rehold(task, current, Kind.RELEASING)
+        elif current is not None:  # pipelined pods free nothing: they simply stop waiting
+            task.holdings.remove(current)
+            self.table.release(current)
+        accepted = task.accepted
+        self.queues.add_allocation(job.queue, accepted, job.preemptible, sign=-1.0)
+        task.status = Status.RELEASING
+        was_evicted = task.evicted_in_session
+        task.evicted_in_session = True
+        self.evictions.append(Eviction(task, action, preemptor))
+
+        def undo() -> None:
+            self.evictions.pop()
+            task.evicted_in_session = was_evicted
+            task.status = previous_status
+            self.queues.add_allocation(job.queue, accepted, job.preemptible)
+            if replacement is not None and current is not None:
+                self._swap(task, replacement, current)
+            elif current is not None:
+                restored = self.table.hold(current.pod, current.node, current.kind, current.vector,
+                                           current.shares, current.created_groups)
+                task.holdings.append(restored)
+
+        self.undo_log.append(undo)
+
+    # ------------------------------------------------------------- helpers
+    def _rehold(self, task: Task, old: Holding, kind: Kind) -> Holding:
+        self.table.release(old)
+        task.holdings.remove(old)
+        new = self.table.hold(old.pod, old.node, kind, np.array(old.vector), old.shares, old.created_groups)
+        task.holdings.append(new)
+        return new
+
+    def _swap(self, task: Task, current: Holding, back: Holding) -> None:
+        self.table.release(current)
+        task.holdings.remove(current)
+        restored = self.table.hold(back.pod, back.node, back.kind, back.vector, back.shares, back.created_groups)
+        task.holdings.append(restored)

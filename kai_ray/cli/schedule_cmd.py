@@ -1,0 +1,72 @@
+"""``kai-ray schedule``: one scheduling session on a snapshot; prints decisions, changes nothing."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+
+from kai_ray.cli.output import format_table, print_json
+from kai_ray.errors import InputError
+from kai_ray.io.config import DEFAULT_ACTIONS, load_config
+from kai_ray.io.fields import parse_time
+from kai_ray.io.snapshot_loader import load_snapshot
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("schedule", help="run one scheduling session on a cluster snapshot")
+    parser.add_argument("--snapshot", required=True, help="Kubernetes List or multi-document YAML/JSON")
+    parser.add_argument("--config", help="scheduler config YAML (DESIGN.md section 5.4)")
+    parser.add_argument("--actions", help="comma-separated actions to run instead of the config's, or 'none'")
+    parser.add_argument("--now", help="the session's clock, RFC 3339 (default: the current time)")
+    parser.add_argument("-o", "--output", choices=("json", "text"), default="json")
+    parser.set_defaults(handler=run)
+
+
+def _actions(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    if text.strip() == "none":
+        return ()
+    names = tuple(a.strip() for a in text.split(",") if a.strip())
+    unknown = [a for a in names if a not in DEFAULT_ACTIONS]
+    if unknown:
+        raise InputError(f"--actions: unknown action {unknown[0]!r} (known: {', '.join(DEFAULT_ACTIONS)}, none)")
+    return names
+
+
+def run(args: argparse.Namespace) -> int:
+    from coordinator.session import run_session
+
+    config = load_config(args.config)
+    actions = _actions(args.actions)
+    if actions is not None:
+        spread = "spread" in (config.placementStrategy.gpu, config.placementStrategy.cpu)
+        actions = tuple(a for a in actions if not (spread and a == "consolidation"))
+    try:
+        now = parse_time(args.now) if args.now else time.time()
+    except ValueError:
+        raise InputError(f"--now: bad timestamp {args.now!r}") from None
+    snapshot = load_snapshot(args.snapshot, config.schedulerName)
+    for warning in snapshot.report.warnings:
+        print(f"kai-ray: warning: {warning}", file=sys.stderr)
+    decisions = run_session(snapshot, config, now, actions)
+    if args.output == "json":
+        print_json(decisions.to_json())
+        return 0
+    rows = [[key, d.status, d.node, ",".join(d.gpu_groups) or None, d.reason or None]
+            for key, d in sorted(decisions.pods.items())]
+    print(format_table(["pod", "status", "node", "gpu groups", "reason"], rows))
+    counts = Counter(d.status for d in decisions.pods.values())
+    print("\n" + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    queue_rows = [[name, q["fairShare"]["gpu"], q["allocated"]["gpu"], q["fairShare"]["cpu"], q["allocated"]["cpu"]]
+                  for name, q in decisions.queues.items()]
+    if queue_rows:
+        print()
+        print(format_table(["queue", "gpu fair share", "gpu allocated", "cpu fair share (m)", "cpu allocated (m)"],
+                           queue_rows))
+    if snapshot.report.skipped_kinds:
+        skipped = ", ".join(f"{n} {k}" for k, n in snapshot.report.skipped_kinds.items())
+        print(f"\nskipped kinds kai-ray does not use: {skipped}")
+    return 0

@@ -1,0 +1,79 @@
+"""Static node filters (selectors, affinity, taints, readiness) as cached boolean masks.
+
+These depend only on node labels/taints/readiness, never on capacity, so one mask per
+distinct ``Constraints`` serves every pod with the same constraints until a node's
+labels, taints or readiness change (the table's ``static_epoch``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from kai_ray.model import Taint, Toleration
+from shards.node_table import NodeTable
+from shards.shapes import Constraints
+
+Mask = npt.NDArray[np.bool_]
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
+
+
+def tolerates_all(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> bool:
+    """PreferNoSchedule taints never block; NoSchedule and NoExecute must be tolerated."""
+    return all(
+        taint.effect == "PreferNoSchedule" or any(t.tolerates(taint) for t in tolerations) for taint in taints
+    )
+
+
+class ConstraintMasks:
+    """Masks of nodes that a pod's constraints admit, recomputed when node labels change."""
+
+    def __init__(self, table: NodeTable) -> None:
+        self.table = table
+        self._epoch = -1
+        self._cache: dict[Constraints, Mask] = {}
+
+    def admitted(self, constraints: Constraints) -> Mask:
+        table = self.table
+        if self._epoch != table.static_epoch:
+            self._cache.clear()
+            self._epoch = table.static_epoch
+        mask = self._cache.get(constraints)
+        if mask is None:
+            mask = self._compute(constraints)
+            self._cache[constraints] = mask
+        return mask
+
+    def _compute(self, constraints: Constraints) -> Mask:
+        table = self.table
+        tolerations = constraints.tolerations
+        out = np.zeros(len(table), dtype=bool)
+        for row in range(len(table)):
+            if not table.present[row]:
+                continue
+            if not table.ready[row] and not tolerates_all((NOT_READY_TAINT,), tolerations):
+                continue
+            if table.unschedulable[row] and not tolerates_all((UNSCHEDULABLE_TAINT,), tolerations):
+                continue
+            if not tolerates_all(table.taints[row], tolerations):
+                continue
+            out[row] = constraints.matches_labels(table.labels[row], table.names[row])
+        return out
+
+    def reasons(self, constraints: Constraints) -> dict[str, int]:
+        """How many present nodes each static filter turns away (for pending-pod reasons)."""
+        table = self.table
+        counts = {"not ready": 0, "unschedulable": 0, "untolerated taint": 0, "selector or affinity mismatch": 0}
+        for row in range(len(table)):
+            if not table.present[row]:
+                continue
+            if not table.ready[row] and not tolerates_all((NOT_READY_TAINT,), constraints.tolerations):
+                counts["not ready"] += 1
+            elif table.unschedulable[row] and not tolerates_all((UNSCHEDULABLE_TAINT,), constraints.tolerations):
+                counts["unschedulable"] += 1
+            elif not tolerates_all(table.taints[row], constraints.tolerations):
+                counts["untolerated taint"] += 1
+            elif not constraints.matches_labels(table.labels[row], table.names[row]):
+                counts["selector or affinity mismatch"] += 1
+        return {k: v for k, v in counts.items() if v}

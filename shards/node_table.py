@@ -1,0 +1,196 @@
+"""A set of nodes as numpy arrays, with every pod's hold on them.
+
+Rows are nodes, columns follow the ``ResourceSchema`` (cpu, memory, whole GPUs, pods,
+extended scalars). Each pod's hold is recorded as a ``Holding`` so it can be undone
+exactly: a session rolls back a gang by releasing the holdings it made.
+
+Two derived views are kept up to date row by row, because every filter reads them:
+``idle`` (free now) and ``future`` (free once releasing pods are gone, minus what is
+already pipelined onto that). The GPU column counts whole devices only; shared GPUs
+live in per-node ``GroupUsage`` records and are folded into the GPU column as KAI does.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from kai_ray.model import Node, Taint
+from shards.gpu_groups import GroupUsage, summarize
+from shards.shapes import GPU, PODS, ResourceSchema
+
+Vector = npt.NDArray[np.float64]
+
+
+class Kind(enum.IntEnum):
+    ACTIVE = 0  # allocated, binding or running
+    RELEASING = 1  # terminating
+    PIPELINED = 2  # waits for releasing capacity
+
+
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """One pod's hold on one node. ``shares`` are (group, MiB) for a fractional pod."""
+
+    pod: str
+    node: int
+    kind: Kind
+    vector: Vector
+    shares: tuple[tuple[str, int], ...] = ()
+    created_groups: tuple[str, ...] = ()
+
+
+class NodeTable:
+    """Capacity arrays for a fixed set of node rows (nodes may be added, never reordered)."""
+
+    def __init__(self, schema: ResourceSchema, nodes: Sequence[Node] = ()) -> None:
+        self.schema = schema
+        width = schema.width
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        self.labels: list[dict[str, str]] = []
+        self.taints: list[tuple[Taint, ...]] = []
+        self.alloc = np.zeros((0, width))
+        self.held = np.zeros((3, 0, width))
+        self.idle = np.zeros((0, width))
+        self.future = np.zeros((0, width))
+        self.gpu_count = np.zeros(0)
+        self.gpu_mem = np.zeros(0, dtype=np.int64)
+        self.ready = np.zeros(0, dtype=bool)
+        self.unschedulable = np.zeros(0, dtype=bool)
+        self.present = np.zeros(0, dtype=bool)  # False once a node is removed (its row stays)
+        self.name_rank = np.zeros(0, dtype=np.int64)
+        self.version = np.zeros(0, dtype=np.int64)
+        self.room_future = np.zeros(0, dtype=np.int64)
+        self.room_idle = np.zeros(0, dtype=np.int64)
+        self.groups: list[dict[str, GroupUsage]] = []
+        self.static_epoch = 0  # bumps when labels/taints/readiness change: constraint masks expire
+        self.add_nodes(nodes)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    # ------------------------------------------------------------------ nodes
+    def add_nodes(self, nodes: Iterable[Node]) -> None:
+        new = [n for n in nodes if n.name not in self.index]
+        if not new:
+            return
+        start = len(self.names)
+        for offset, node in enumerate(new):
+            self.index[node.name] = start + offset
+            self.names.append(node.name)
+            self.labels.append(dict(node.labels))
+            self.taints.append(node.taints)
+            self.groups.append({})
+        width = self.schema.width
+        alloc = np.array([self.schema.vector(n.allocatable) for n in new]).reshape(len(new), width)
+        self.alloc = np.vstack([self.alloc, alloc])
+        self.held = np.concatenate([self.held, np.zeros((3, len(new), width))], axis=1)
+        self.idle = np.vstack([self.idle, alloc])
+        self.future = np.vstack([self.future, alloc])
+        self.gpu_count = np.concatenate([self.gpu_count, alloc[:, GPU]])
+        self.gpu_mem = np.concatenate([self.gpu_mem, np.array([int(n.gpu_memory_mib) for n in new], dtype=np.int64)])
+        self.ready = np.concatenate([self.ready, np.array([n.ready for n in new], dtype=bool)])
+        self.unschedulable = np.concatenate([self.unschedulable, np.array([n.unschedulable for n in new], dtype=bool)])
+        self.present = np.concatenate([self.present, np.ones(len(new), dtype=bool)])
+        self.version = np.concatenate([self.version, np.zeros(len(new), dtype=np.int64)])
+        self.room_future = np.concatenate([self.room_future, np.full(len(new), -1, dtype=np.int64)])
+        self.room_idle = np.concatenate([self.room_idle, np.full(len(new), -1, dtype=np.int64)])
+        self.name_rank = np.argsort(np.argsort(np.array(self.names), kind="stable"), kind="stable")
+        self.static_epoch += 1
+
+    def update_node(self, node: Node) -> None:
+        """New labels, taints, readiness or allocatable for an existing node; holdings stay."""
+        row = self.index[node.name]
+        self.labels[row] = dict(node.labels)
+        self.taints[row] = node.taints
+        self.ready[row] = node.ready
+        self.unschedulable[row] = node.unschedulable
+        self.present[row] = True
+        self.alloc[row] = self.schema.vector(node.allocatable)
+        self.gpu_count[row] = self.alloc[row, GPU]
+        self.gpu_mem[row] = int(node.gpu_memory_mib)
+        self.static_epoch += 1
+        self._refresh(row)
+
+    def remove_node(self, name: str) -> None:
+        """The node is gone: its row stays (indices are stable) but nothing fits there."""
+        row = self.index[name]
+        self.present[row] = False
+        self.static_epoch += 1
+        self.version[row] += 1
+
+    # ---------------------------------------------------------------- holdings
+    def hold(self, pod: str, node: int, kind: Kind, vector: Vector,
+             shares: Sequence[tuple[str, int]] = (), create: Sequence[str] = ()) -> Holding:
+        """Record that ``pod`` takes ``vector`` (and ``shares`` of shared GPUs) on ``node``."""
+        self.held[kind, node] += vector
+        groups = self.groups[node]
+        for gid in create:
+            groups.setdefault(gid, GroupUsage()).owns_slot = True
+        for gid, mib in shares:
+            usage = groups.setdefault(gid, GroupUsage())
+            if kind is Kind.ACTIVE:
+                usage.active += mib
+            elif kind is Kind.RELEASING:
+                usage.releasing += mib
+            else:
+                usage.pipelined += mib
+        holding = Holding(pod, node, kind, vector, tuple(shares), tuple(create))
+        self._refresh(node)
+        return holding
+
+    def release(self, holding: Holding) -> None:
+        """Undo ``hold`` exactly (groups this holding created disappear when empty)."""
+        node = holding.node
+        self.held[holding.kind, node] -= holding.vector
+        groups = self.groups[node]
+        for gid, mib in holding.shares:
+            usage = groups[gid]
+            if holding.kind is Kind.ACTIVE:
+                usage.active -= mib
+            elif holding.kind is Kind.RELEASING:
+                usage.releasing -= mib
+            else:
+                usage.pipelined -= mib
+            if usage.used <= 0:
+                del groups[gid]
+        self._refresh(node)
+
+    def _refresh(self, row: int) -> None:
+        counts = summarize(self.groups[row], int(self.gpu_mem[row]))
+        active, releasing, pipelined = self.held[0, row], self.held[1, row], self.held[2, row]
+        idle = self.alloc[row] - active - releasing
+        idle[GPU] -= counts.busy
+        idle[PODS] -= counts.owned_slots
+        future = idle + releasing - pipelined
+        future[GPU] += counts.frees_whole - counts.waits_on_releasing
+        self.idle[row] = idle
+        self.future[row] = future
+        self.room_future[row] = counts.best_room_future
+        self.room_idle[row] = counts.best_room_idle
+        self.version[row] += 1
+
+    # ---------------------------------------------------------------- helpers
+    def is_cpu_only(self) -> npt.NDArray[np.bool_]:
+        return self.gpu_count <= 0
+
+    def group_ids(self, row: int) -> list[str]:
+        return sorted(self.groups[row])
+
+    def new_group_id(self, row: int) -> str:
+        """A deterministic id for a GPU that starts being shared on this node."""
+        taken = self.groups[row]
+        k = 0
+        while f"{self.names[row]}-gpu{k}" in taken:
+            k += 1
+        return f"{self.names[row]}-gpu{k}"
+
+    def whole_gpus_free(self, row: int) -> tuple[int, int]:
+        """Whole devices free now, and free once releasing pods finish (KAI floors both)."""
+        idle = int(np.floor(self.idle[row, GPU] + 1e-9))
+        return idle, idle + int(np.floor(self.future[row, GPU] - self.idle[row, GPU] + 1e-9))

@@ -1,0 +1,229 @@
+"""Choosing a node (and GPU devices) for one pod, the way KAI's allocate does.
+
+A node is a candidate when the pod fits on its idle capacity plus what releasing pods
+will free ("future"). Candidates are ranked by KAI's summed score bands, which never
+overlap, so the ranking is lexicographic:
+
+1. gpusharingorder (+1000): a fraction fits on a GPU that is already shared;
+2. nodeavailability (+100): the pod fits on idle capacity, no waiting;
+3. resourcetype (+10): a CPU-only pod on a CPU-only node;
+4. nodeplacement (0..9 binpack, 0..1 spread): binpack prefers the node with the least
+   free GPUs (GPU pods) or CPU (CPU-only pods); spread the largest free share.
+
+Ties go to the node whose name sorts first. The pod is *pipelined* when it only fits
+with releasing capacity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from kai_ray.model import GpuShare
+from shards.constraints import ConstraintMasks
+from shards.node_table import NodeTable
+from shards.shapes import CPU, GPU, MEMORY, PODS, TaskShape
+
+TOLERANCE = 1e-6
+Mask = npt.NDArray[np.bool_]
+Ints = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementPolicy:
+    gpu: str = "binpack"  # binpack | spread, for pods that want GPUs
+    cpu: str = "binpack"  # binpack | spread, for CPU-only pods
+    gpu_device: str = "pack"  # pack | spread: which shared GPU a fraction joins
+
+    @property
+    def gpu_sharing_order(self) -> bool:
+        """KAI registers gpusharingorder only with GPU binpack."""
+        return self.gpu == "binpack"
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    node: int
+    pipelined: bool
+    shares: tuple[tuple[str, int], ...] = ()  # (GPU group, MiB) for fractions
+    create: tuple[str, ...] = ()  # groups that start being shared with this pod
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """Per-node verdicts for one shape over the whole table."""
+
+    now: Mask
+    future: Mask
+    share_mib: Ints | None  # MiB the fraction takes per device on each node
+
+
+def share_mib(share: GpuShare, device_mib: Ints) -> Ints:
+    """MiB of one device a fraction takes on each node (KAI truncates to whole MiB)."""
+    if share.memory_mib is not None:
+        return np.full(len(device_mib), share.memory_mib, dtype=np.int64)
+    assert share.fraction is not None
+    truncated: Ints = np.trunc(share.fraction * device_mib).astype(np.int64)
+    return truncated
+
+
+class Placer:
+    """Finds the best node for a pod on one ``NodeTable``."""
+
+    def __init__(self, table: NodeTable, policy: PlacementPolicy) -> None:
+        self.table = table
+        self.policy = policy
+        self.masks = ConstraintMasks(table)
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, shape: TaskShape) -> Fit:
+        table = self.table
+        admitted = self.masks.admitted(shape.constraints)
+        request = table.schema.vector(shape.request)
+        request[PODS] = 0  # pod slots are checked on their own below, as KAI's predicate does
+        if shape.share is None:
+            if shape.is_best_effort:
+                now = admitted.copy()
+                future = admitted & (table.future[:, PODS] >= 1 - TOLERANCE)
+                return Fit(now, future, None)
+            now = admitted & np.all(request <= table.idle + TOLERANCE, axis=1)
+            future = admitted & np.all(request <= table.future + TOLERANCE, axis=1)
+            future &= table.future[:, PODS] >= 1 - TOLERANCE
+            return Fit(now, future, None)
+        mib = share_mib(shape.share, table.gpu_mem)
+        valid = admitted & (mib <= table.gpu_mem) & (mib > 0) & (table.gpu_count > 0)
+        joinable = self._joinable_groups(mib, shape.share.devices)
+        devices = shape.share.devices
+        idle_whole = np.floor(table.idle[:, GPU] + 1e-9)
+        future_whole = idle_whole + np.floor(table.future[:, GPU] - table.idle[:, GPU] + 1e-9)
+        now = valid & np.all(request <= table.idle + TOLERANCE, axis=1) & (idle_whole + joinable >= devices)
+        future = valid & np.all(request <= table.future + TOLERANCE, axis=1) & (future_whole + joinable >= devices)
+        # A fraction that opens a new shared GPU also needs a slot for KAI's reservation pod.
+        opens_group = joinable < devices if self.policy.gpu_device == "pack" else future_whole >= 1
+        slots = np.where(opens_group, 2.0, 1.0)
+        future &= table.future[:, PODS] >= slots - TOLERANCE
+        return Fit(now, future, mib)
+
+    def _joinable_groups(self, mib: Ints, devices: int) -> Ints:
+        """How many already-shared GPUs per node can take one more portion of ``mib``."""
+        table = self.table
+        if devices == 1:
+            return (table.room_future >= mib).astype(np.int64)
+        counts = np.zeros(len(table), dtype=np.int64)
+        for row in np.flatnonzero(table.room_future >= mib):
+            device = int(table.gpu_mem[row])
+            counts[row] = sum(
+                1 for usage in table.groups[row].values()
+                if (room := usage.room_future(device)) is not None and room >= mib[row]
+            )
+        return counts
+
+    # ---------------------------------------------------------------- score
+    def rank_keys(self, shape: TaskShape, fit: Fit, rows: Ints) -> tuple[Floats, Floats]:
+        """(band, placement) for candidate ``rows``; higher is better in both."""
+        table = self.table
+        band = np.where(fit.now[rows], 100.0, 0.0)
+        if shape.is_cpu_only:
+            band += np.where(table.gpu_count[rows] <= 0, 10.0, 0.0)
+        elif shape.share is not None and self.policy.gpu_sharing_order and fit.share_mib is not None:
+            band += np.where(table.room_future[rows] >= fit.share_mib[rows], 1000.0, 0.0)
+        column, strategy = (CPU, self.policy.cpu) if shape.is_cpu_only else (GPU, self.policy.gpu)
+        free = table.future[rows, column]
+        if strategy == "spread":
+            total = table.alloc[rows, column] if column != GPU else table.gpu_count[rows]
+            placement = np.divide(free, total, out=np.zeros_like(free), where=total > 0)
+        else:
+            placement = -free
+        return band, placement
+
+    def best_node(self, shape: TaskShape, pipeline_only: bool = False, fit: Fit | None = None) -> Choice | None:
+        fit = fit if fit is not None else self.fit(shape)
+        rows = np.flatnonzero(fit.future)
+        if not len(rows):
+            return None
+        band, placement = self.rank_keys(shape, fit, rows)
+        top = band == band.max()
+        rows, placement = rows[top], placement[top]
+        top = placement >= placement.max() - 1e-12
+        rows = rows[top]
+        row = int(rows[np.argmin(self.table.name_rank[rows])])
+        return self.choose_on(row, shape, fit, pipeline_only)
+
+    def choose_on(self, row: int, shape: TaskShape, fit: Fit, pipeline_only: bool) -> Choice:
+        """The concrete placement on ``row`` (GPU groups for fractions)."""
+        fits_now = bool(fit.now[row])
+        if shape.share is None:
+            return Choice(row, pipeline_only or not fits_now)
+        assert fit.share_mib is not None
+        return self._choose_devices(row, shape.share, int(fit.share_mib[row]), fits_now, pipeline_only)
+
+    def _choose_devices(self, row: int, share: GpuShare, mib: int, fits_now: bool, pipeline_only: bool) -> Choice:
+        table = self.table
+        device = int(table.gpu_mem[row])
+        pack = self.policy.gpu_device == "pack"
+        options: list[tuple[float, str, str | None]] = []  # (score, tie, group or None for a whole GPU)
+        for gid, usage in sorted(table.groups[row].items()):
+            room = usage.room_future(device)
+            if room is not None and room >= mib:
+                used = usage.used / device
+                options.append((used if pack else 1 - used, gid, gid))
+        _, future_whole = table.whole_gpus_free(row)
+        options.extend((0.0 if pack else 1.0, "~", None) for _ in range(max(future_whole, 0)))
+        options.sort(key=lambda o: (-o[0], o[1]))
+        shares: list[tuple[str, int]] = []
+        created: list[str] = []
+        pipelined = pipeline_only
+        for _, _, existing in options[: share.devices]:
+            if existing is None:
+                gid = self._fresh_group(row, created)
+                created.append(gid)
+                pipelined = pipelined or not fits_now
+            else:
+                gid = existing
+                room = table.groups[row][gid].room_idle(device)
+                pipelined = pipelined or room is None or room < mib or not fits_now
+            shares.append((gid, mib))
+        return Choice(row, pipelined, tuple(shares), tuple(created))
+
+    def _fresh_group(self, row: int, pending: list[str]) -> str:
+        gid = self.table.new_group_id(row)
+        k = 0
+        while gid in pending:
+            k += 1
+            gid = f"{self.table.names[row]}-gpu-new{k}"
+        return gid
+
+    # ---------------------------------------------------------------- reasons
+    def explain(self, shape: TaskShape) -> str:
+        """Why no node can take the pod, counted by first failing filter."""
+        table = self.table
+        present = int(table.present.sum())
+        if present == 0:
+            return "no nodes in the cluster"
+        reasons = self.masks.reasons(shape.constraints)
+        admitted = self.masks.admitted(shape.constraints)
+        request = table.schema.vector(shape.request)
+        parts = [f"{n} {why}" for why, n in reasons.items()]
+        checks = [(CPU, "too little free CPU"), (MEMORY, "too little free memory"), (GPU, "too few free GPUs")]
+        remaining = admitted.copy()
+        for column, label in checks:
+            if column == GPU and shape.share is not None:
+                continue
+            short = remaining & (table.future[:, column] + TOLERANCE < request[column])
+            if short.any():
+                parts.append(f"{int(short.sum())} {label}")
+                remaining &= ~short
+        if shape.share is not None:
+            fit = self.fit(shape)
+            short = remaining & ~fit.future
+            if short.any():
+                parts.append(f"{int(short.sum())} no GPU with room for the fraction")
+                remaining &= ~short
+        short = remaining & (table.future[:, PODS] < 1 - TOLERANCE)
+        if short.any():
+            parts.append(f"{int(short.sum())} no free pod slot")
+        detail = ", ".join(parts) if parts else "no node fits"
+        return f"0/{present} nodes fit: {detail}"

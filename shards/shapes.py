@@ -1,0 +1,93 @@
+"""What a pod asks of a node, reduced to what placement needs.
+
+A ``TaskShape`` is hashable and shared by identical pods, so filter masks and
+scores computed for one pod serve all pods of the same shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from kai_ray.model import AffinityTerm, GpuShare, Pod, ResourceVector, Toleration
+
+CORE_COLUMNS = ("cpu", "memory", "gpu", "pods")
+CPU, MEMORY, GPU, PODS = range(4)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSchema:
+    """Column layout of the resource arrays: the core four, then extended scalars by name."""
+
+    scalars: tuple[str, ...] = ()
+
+    @property
+    def width(self) -> int:
+        return len(CORE_COLUMNS) + len(self.scalars)
+
+    def vector(self, amounts: ResourceVector) -> npt.NDArray[np.float64]:
+        out = np.zeros(self.width)
+        out[CPU], out[MEMORY], out[GPU], out[PODS] = amounts.cpu, amounts.memory, amounts.gpu, amounts.pods
+        for name, value in amounts.scalars.items():
+            if name in self.scalars:
+                out[len(CORE_COLUMNS) + self.scalars.index(name)] = value
+        return out
+
+    def knows(self, amounts: ResourceVector) -> bool:
+        return all(name in self.scalars for name in amounts.scalars)
+
+    @staticmethod
+    def covering(vectors: Sequence[ResourceVector]) -> ResourceSchema:
+        names: set[str] = set()
+        for vector in vectors:
+            names.update(vector.scalars)
+        return ResourceSchema(tuple(sorted(names)))
+
+
+@dataclass(frozen=True, slots=True)
+class Constraints:
+    """Where a pod may run regardless of capacity: selectors, affinity, tolerations."""
+
+    node_selector: tuple[tuple[str, str], ...] = ()
+    affinity: tuple[AffinityTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+    @staticmethod
+    def of_pod(pod: Pod) -> Constraints:
+        return Constraints(tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations)
+
+    def matches_labels(self, labels: Mapping[str, str], node_name: str) -> bool:
+        if any(labels.get(k) != v for k, v in self.node_selector):
+            return False
+        # Required node affinity: at least one term must match in full.
+        return not self.affinity or any(all(req.matches(labels, node_name) for req in term) for term in self.affinity)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskShape:
+    """A pod's resource request and constraints. ``request`` excludes shared GPUs."""
+
+    request: ResourceVector  # whole GPUs in .gpu; pods = 1
+    share: GpuShare | None = None
+    constraints: Constraints = Constraints()
+
+    @staticmethod
+    def of_pod(pod: Pod) -> TaskShape:
+        return TaskShape(pod.requests, pod.gpu_share, Constraints.of_pod(pod))
+
+    @property
+    def wants_gpu(self) -> bool:
+        return self.request.gpu > 0 or self.share is not None
+
+    @property
+    def is_cpu_only(self) -> bool:
+        return not self.wants_gpu
+
+    @property
+    def is_best_effort(self) -> bool:
+        """KAI: a pod that requests nothing always fits on idle capacity."""
+        r = self.request
+        return self.share is None and not (r.cpu or r.memory or r.gpu or r.scalars)
