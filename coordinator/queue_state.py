@@ -72,7 +72,7 @@ class QueueState:
                 self.allocated_np[i] += vector
 
     # ------------------------------------------------------------ capacity
-    def check_capacity(self, queue: str, request: Sequence[float], preemptible: bool,
+    def check_capacity(self, queue: str, request: Sequence[float] | Array, preemptible: bool,
                        limits: bool = True) -> CapacityVerdict:
         """KAI's IsJobOverQueueCapacity: limits at every level, then non-preemptible quota."""
         tree = self.tree

@@ -79,9 +79,13 @@ class Placer:
         self.masks = ConstraintMasks(table)
 
     # ------------------------------------------------------------------ fit
-    def fit(self, shape: TaskShape) -> Fit:
+    def fit(self, shape: TaskShape, allowed: Mask | None = None) -> Fit:
+        """Where ``shape`` fits now and once releasing pods are gone; ``allowed`` narrows
+        the nodes considered (victim simulations only use some nodes)."""
         table = self.table
         admitted = self.masks.admitted(shape.constraints)
+        if allowed is not None:
+            admitted = admitted & allowed
         request = table.schema.vector(shape.request)
         request[PODS] = 0  # pod slots are checked on their own below, as KAI's predicate does
         if shape.share is None:
@@ -139,8 +143,8 @@ class Placer:
             placement = -free
         return band, placement
 
-    def best_node(self, shape: TaskShape, pipeline_only: bool = False, fit: Fit | None = None) -> Choice | None:
-        fit = fit if fit is not None else self.fit(shape)
+    def best_node(self, shape: TaskShape, pipeline_only: bool = False, allowed: Mask | None = None) -> Choice | None:
+        fit = self.fit(shape, allowed)
         rows = np.flatnonzero(fit.future)
         if not len(rows):
             return None

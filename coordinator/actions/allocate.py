@@ -13,10 +13,13 @@ from coordinator.job_order import JobOrder
 from coordinator.jobs import Job, Status, Task
 from coordinator.session_state import SessionState
 from coordinator.statement import Statement
+from shards.placement import Mask
 
 
-def allocate_job(state: SessionState, stmt: Statement, job: Job, pipeline_only: bool, real: bool) -> bool:
-    """KAI's AllocateJob: queue capacity first, then every task to allocate, in order."""
+def allocate_job(state: SessionState, stmt: Statement, job: Job, pipeline_only: bool, real: bool,
+                 allowed: Mask | None = None) -> bool:
+    """KAI's AllocateJob: queue capacity first, then every task to allocate, in order.
+    All or nothing: a failure undoes the pods this call placed."""
     tasks = job.tasks_to_allocate(real)
     if not tasks:
         return False
@@ -29,11 +32,13 @@ def allocate_job(state: SessionState, stmt: Statement, job: Job, pipeline_only: 
         if not pipeline_only:
             job.fit_errors.append(f"{verdict.reason}: {verdict.message}")
         return False
+    checkpoint = stmt.checkpoint()
     for placed, task in enumerate(tasks):
-        choice = state.placer.best_node(task.shape, pipeline_only=pipeline_only)
+        choice = state.placer.best_node(task.shape, pipeline_only=pipeline_only, allowed=allowed)
         if choice is None:
             if not pipeline_only:
                 job.fit_errors.append(_task_failure(state, job, task, placed))
+            stmt.rollback(checkpoint)
             return False
         stmt.place(task, choice, state.accepted_quota(task, choice.node))
     return True

@@ -1,0 +1,192 @@
+"""Finding victims for a pending job (KAI's JobSolver, shared by reclaim, preempt, consolidation).
+
+The job is grown one pod at a time. For each step, victims are added one job-chunk at a
+time from the victims queue (most over-served queue first, least important job first),
+and each candidate scenario is simulated: evict the victims, then place victims' jobs
+again where possible (they are *moved*, not killed) and the pending pods, in fair
+order, all pipelined. A solution must pass the action's validator; its victims are
+kept ("recorded") for the next step. The job is solved when its gang is satisfied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from coordinator.actions.allocate import allocate_job
+from coordinator.actions.scenario import IdleGpuFilter, NodeAffinityFilter, Scenario, gpu_headroom, job_with_tasks
+from coordinator.job_order import JobOrder
+from coordinator.jobs import Job, Status, Task
+from coordinator.session_state import SessionState
+from coordinator.statement import Statement
+
+Validator = Callable[[Scenario], bool]
+VictimsQueueFactory = Callable[[], JobOrder]
+
+
+@dataclass(slots=True)
+class Solution:
+    victims: list[Task]
+    victim_jobs: list[Job]  # the chunks they came in, recorded for the job's next step
+
+
+def _chunks_of(scenario: Scenario, tasks: list[Task]) -> list[Job]:
+    wanted = {id(t) for t in tasks}
+    chunks: list[Job] = []
+    for job_chunks in scenario.chunks_by_job.values():
+        for chunk in job_chunks:
+            if any(id(t) in wanted for t in chunk.tasks) and chunk not in chunks:
+                chunks.append(chunk)
+    return chunks
+
+
+class JobSolver:
+    def __init__(self, state: SessionState, stmt: Statement, action: str, validator: Validator,
+                 victims_queue: VictimsQueueFactory) -> None:
+        self.state = state
+        self.stmt = stmt
+        self.action = action
+        self.validator = validator
+        self.victims_queue = victims_queue
+
+    def solve(self, job: Job) -> bool:
+        """Try to make room for ``job``; on success the statement holds the evictions and
+        placements, on failure nothing is left changed."""
+        start = self.stmt.checkpoint()
+        original_active = job.active_used()
+        tasks = job.tasks_to_allocate(real=False)
+        feasible = self._feasible_nodes(job)
+        recorded: list[Job] = []
+        solved_all = False
+        for n in range(1, len(tasks) + 1):
+            partial = job_with_tasks(job, tasks[:n], min_from_tasks=True)
+            step = self.stmt.checkpoint()
+            solution = self._solve_partial(partial, tasks[:n], recorded, feasible)
+            if solution is None:
+                break
+            recorded = solution.victim_jobs
+            if n < len(tasks):
+                self.stmt.rollback(step)
+            else:
+                solved_all = True
+        if solved_all and job.gang_satisfied() and job.active_used() > original_active:
+            return True
+        self.stmt.rollback(start)
+        return False
+
+    # ------------------------------------------------------------ one step
+    def _solve_partial(self, partial: Job, pending: list[Task], recorded: list[Job],
+                       feasible: set[str]) -> Solution | None:
+        scenario = Scenario(partial, pending, list(recorded))
+        nodes = set(feasible) | {t.node for t in scenario.recorded_tasks if t.node}
+        idle_gpus = IdleGpuFilter(self.state, scenario)
+        affinity = NodeAffinityFilter(self.state, scenario, nodes)
+        queue = self.victims_queue()
+        recorded_keys = {t.key for t in scenario.recorded_tasks}
+        first = True
+        while True:
+            if not first and not self._add_next_victims(scenario, queue, recorded_keys):
+                return None
+            first = False
+            if not idle_gpus.passes(scenario) or (affinity.active() and not affinity.passes(scenario)):
+                continue
+            solution = self._try_scenario(scenario, nodes)
+            if solution is not None:
+                return solution
+
+    def _add_next_victims(self, scenario: Scenario, queue: JobOrder, recorded: set[str]) -> bool:
+        """Pop victim chunks until one adds new potential victims; False when none are left."""
+        while not queue.empty():
+            job = queue.pop()
+            assert job is not None
+            chunk, more = job.tasks_to_evict()
+            original = self.state.jobs[job.key]
+            if any(t.key in recorded for t in chunk):
+                remaining = [t for t in job.tasks if t.key not in recorded]
+                if remaining:
+                    queue.push(job_with_tasks(job, remaining))
+                continue
+            if more:
+                chunk_ids = {id(t) for t in chunk}
+                queue.push(job_with_tasks(job, [t for t in job.tasks if id(t) not in chunk_ids]))
+            if chunk:
+                scenario.add_potential(job_with_tasks(job, chunk), original)
+                return True
+        return False
+
+    def _try_scenario(self, scenario: Scenario, nodes: set[str]) -> Solution | None:
+        """Simulate the scenario: with the recorded victims only, or node by node with the
+        potential victims found there. A refusal by the validator ends the scenario."""
+        stmt = self.stmt
+        base = stmt.checkpoint()
+        preemptor = scenario.preemptor.key
+        for task in scenario.recorded_tasks:
+            self._evict(task, preemptor)
+        attempts: list[tuple[list[Task], set[str]]] = []
+        if scenario.latest_job is None:
+            if scenario.recorded_tasks:
+                attempts.append(([], set()))
+        else:
+            for node in sorted({t.node for t in scenario.latest_job.tasks if t.node}):
+                candidates = scenario.victim_tasks_on_node(node)
+                attempts.append((candidates, {t.node for t in candidates if t.node}))
+        for candidates, extra_nodes in attempts:
+            before = stmt.checkpoint()
+            for task in candidates:
+                self._evict(task, preemptor)
+            verdict, solution = self._simulate(scenario, nodes | extra_nodes, scenario.recorded_tasks + candidates)
+            if verdict == "solved":
+                return solution
+            if verdict == "refused":
+                break
+            stmt.rollback(before)
+        stmt.rollback(base)
+        return None
+
+    def _evict(self, task: Task, preemptor: str) -> None:
+        if task.status.active_allocated:
+            self.stmt.evict(task, self.action, preemptor)
+
+    def _simulate(self, scenario: Scenario, nodes: set[str], victims: list[Task]) -> tuple[str, Solution | None]:
+        """Place victims' jobs again and the pending pods, all pipelined, in fair order.
+        Returns ("solved", solution), ("retry", None) or ("refused", None)."""
+        state = self.state
+        allowed = np.zeros(len(state.table), dtype=bool)
+        for name in nodes:
+            row = state.table.index.get(name)
+            if row is not None:
+                allowed[row] = True
+        unique = list({id(t): t for t in victims}.values())
+        victim_jobs = {state.jobs_by_task[t.key].key for t in unique}
+        order = JobOrder(state.queues, lambda j: state.job_request(j, real=False))
+        candidates = {j.key: j for j in state.jobs.values() if j.has_pending()}
+        for key in victim_jobs:
+            candidates[key] = state.jobs[key]
+        candidates[scenario.preemptor.key] = scenario.preemptor
+        order.push_all(candidates.values())
+        placed_preemptor = False
+        while not order.empty():
+            job = order.pop()
+            assert job is not None
+            if job is scenario.preemptor:
+                if not allocate_job(state, self.stmt, job, pipeline_only=True, real=False, allowed=allowed):
+                    return "retry", None
+                placed_preemptor = True
+            elif job.key in victim_jobs:
+                allocate_job(state, self.stmt, job, pipeline_only=True, real=False, allowed=allowed)
+        if not placed_preemptor:
+            return "retry", None
+        if not self.validator(scenario):
+            return "refused", None
+        chosen = [t for t in unique if t.status in (Status.RELEASING, Status.PIPELINED)]
+        return "solved", Solution(chosen, _chunks_of(scenario, chosen))
+
+    def _feasible_nodes(self, job: Job) -> set[str]:
+        """KAI's FeasibleNodesForJob: GPU jobs only consider nodes with some free or freeing GPU."""
+        table = self.state.table
+        names = [table.names[r] for r in range(len(table)) if table.present[r]]
+        if any(not t.shape.wants_gpu for t in job.tasks):
+            return set(names)
+        return {table.names[r] for r in range(len(table)) if table.present[r] and gpu_headroom(self.state, r) > 0}
