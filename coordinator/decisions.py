@@ -91,7 +91,9 @@ def job_reason(state: SessionState, job: Job) -> str:
                  if ps.alive < ps.min_available]
         return "waiting for the gang's pods to be created (" + ", ".join(short) + ")"
     if job.fit_errors:
-        return job.fit_errors[-1]
+        primary = job.fit_errors.get("allocate")
+        others = [f"{action}: {why}" for action, why in job.fit_errors.items() if action != "allocate"]
+        return "; ".join(([primary] if primary else []) + others)
     return "not scheduled in this session"
 
 

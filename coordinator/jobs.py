@@ -130,7 +130,7 @@ class Job:
     pod_sets: dict[str, PodSet]
     preemptible: bool
     priority: int
-    fit_errors: list[str] = field(default_factory=list)
+    fit_errors: dict[str, str] = field(default_factory=dict)  # action -> why it could not place the job
     stale_since: float | None = None
 
     @property

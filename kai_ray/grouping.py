@@ -36,5 +36,9 @@ def implicit_group(pod: Pod, owners: tuple[OwnerRef, ...]) -> ImplicitGroup:
     top = owners[-1] if owners else None
     queue = pod.queue_label or L.DEFAULT_QUEUE
     if top is None or top.kind in _PER_POD_KINDS:
-        return ImplicitGroup(f"pg-{pod.name}-{pod.uid or 'nouid'}", 1, queue, pod.priority_class_name)
-    return ImplicitGroup(f"pg-{top.name}-{top.uid or 'nouid'}", top.min_member or 1, queue, pod.priority_class_name)
+        return ImplicitGroup(_name(pod.name, pod.uid), 1, queue, pod.priority_class_name)
+    return ImplicitGroup(_name(top.name, top.uid), top.min_member or 1, queue, pod.priority_class_name)
+
+
+def _name(owner: str, uid: str) -> str:
+    return f"pg-{owner}-{uid}" if uid else f"pg-{owner}"

@@ -30,14 +30,14 @@ def allocate_job(state: SessionState, stmt: Statement, job: Job, pipeline_only: 
     verdict = state.queues.check_capacity(job.queue, total, job.preemptible)
     if not verdict.ok:
         if not pipeline_only:
-            job.fit_errors.append(f"{verdict.reason}: {verdict.message}")
+            job.fit_errors["allocate"] = f"{verdict.reason}: {verdict.message}"
         return False
     checkpoint = stmt.checkpoint()
     for placed, task in enumerate(tasks):
         choice = state.placer.best_node(task.shape, pipeline_only=pipeline_only, allowed=allowed)
         if choice is None:
             if not pipeline_only:
-                job.fit_errors.append(_task_failure(state, job, task, placed))
+                job.fit_errors["allocate"] = _task_failure(state, job, task, placed)
             stmt.rollback(checkpoint)
             return False
         stmt.place(task, choice, state.accepted_quota(task, choice.node))

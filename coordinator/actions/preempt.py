@@ -24,7 +24,7 @@ class PreemptAction:
             request = state.job_request(job, real=False)
             verdict = state.queues.check_capacity(job.queue, request, job.preemptible, limits=False)
             if not verdict.ok:
-                job.fit_errors.append(f"{verdict.reason}: {verdict.message}")
+                job.fit_errors["preempt"] = f"{verdict.reason}: {verdict.message}"
                 continue
             solver = JobSolver(state, stmt, self.name, _always_valid, lambda job=job: _victims(state, job))  # type: ignore[misc]
             if solver.solve(job):

@@ -30,7 +30,7 @@ class ReclaimAction:
             assert job is not None
             request = state.job_request(job, real=False)
             if not can_reclaim(state.queues, job.queue, request, job.preemptible):
-                job.fit_errors.append(f"reclaim: queue {job.queue} would go above its fair share")
+                job.fit_errors["reclaim"] = f"queue {job.queue} cannot reclaim: it would go above its fair share"
                 continue
             frozen = QueueSnapshot(state.queues.allocated.copy(), state.queues.allocated_np.copy())
             solver = JobSolver(state, stmt, self.name, _validator(state, job, frozen),
