@@ -18,10 +18,11 @@ from coordinator.fairshare import QueueSpec, QueueTree, divide
 from coordinator.jobs import DEFAULT_SUBGROUP, Job, PodSet, Status, Task, task_status
 from coordinator.queue_state import QueueState
 from kai_ray.io.config import SchedulerConfig
-from kai_ray.model import ClusterSnapshot, Pod, PodGroup, Queue
-from shards.node_table import Kind, NodeTable
-from shards.placement import PlacementPolicy, Placer, share_mib
-from shards.shapes import GPU, ResourceSchema, TaskShape
+from kai_ray.model import ClusterSnapshot, Pod, PodGroup, ResourceVector
+from shards.node_table import Holding, NodeTable
+from shards.placement import PlacementPolicy, Placer
+from shards.pod_holds import pod_hold
+from shards.shapes import ResourceSchema, TaskShape
 
 Quota = tuple[float, float, float]
 
@@ -50,18 +51,9 @@ class SessionState:
         return (gpu, pod.requests.cpu, pod.requests.memory)
 
     def accepted_quota(self, task: Task, row: int) -> Quota:
-        """What a placed pod holds of its queue, with its fraction measured on its node."""
-        pod = task.pod
-        gpu = pod.requests.gpu
-        share = pod.gpu_share
-        if share is not None:
-            if share.fraction is not None:
-                portion = share.fraction
-            else:
-                assert share.memory_mib is not None
-                portion = math.ceil(share.memory_mib / max(float(self.table.gpu_mem[row]), 1.0) * 100) / 100
-            gpu += share.devices * portion
-        return (gpu, pod.requests.cpu, pod.requests.memory)
+        """What a pod placed on table row ``row`` holds of its queue."""
+        return accepted_on(task, float(self.table.gpu_mem[row]))
+
 
     def job_request(self, job: Job, real: bool = False) -> np.ndarray:
         total = np.zeros(3)
@@ -77,27 +69,67 @@ class SessionState:
         return total
 
 
-def open_session(snapshot: ClusterSnapshot, config: SchedulerConfig, now: float) -> SessionState:
+def open_session(snapshot: ClusterSnapshot, config: SchedulerConfig, now: float,
+                 table: NodeTable | None = None) -> SessionState:
+    """A session over ``table`` (rows that already carry their usage, e.g. from shards), or
+    over a table built here from every node and placed pod of the snapshot."""
     ours = [p for p in snapshot.pods if p.scheduler_name == config.schedulerName]
-    schema = ResourceSchema.covering([n.allocatable for n in snapshot.nodes] + [p.requests for p in snapshot.pods])
-    table = NodeTable(schema, sorted(snapshot.nodes, key=lambda n: n.name))
+    vectors = [n.allocatable for n in snapshot.nodes] + [p.requests for p in snapshot.pods]
+    built_here = table is None
+    if table is None:
+        table = NodeTable(ResourceSchema.covering(vectors), sorted(snapshot.nodes, key=lambda n: n.name))
+    else:
+        table.widen(_grown(table.schema, vectors))
     gpu_mems = [n.gpu_memory_mib for n in snapshot.nodes if n.allocatable.gpu > 0]
     min_gpu_memory = min(gpu_mems) if gpu_mems else 100.0
-    placement = config.placementStrategy
-    placer = Placer(table, PlacementPolicy(placement.gpu, placement.cpu, placement.gpu_device))
+    device_mib = {n.name: n.gpu_memory_mib for n in snapshot.nodes}
     tasks: dict[str, Task] = {}
     for pod in ours:
         status = task_status(pod)
-        tasks[pod.key] = Task(pod, TaskShape.of_pod(pod), status, pod.node, pod.gpu_groups,
-                              original_status=status, original_node=pod.node)
+        task = Task(pod, TaskShape.of_pod(pod), status, pod.node, pod.gpu_groups,
+                    original_status=status, original_node=pod.node)
+        if pod.node is not None and status.active_used:
+            task.accepted = accepted_on(task, device_mib.get(pod.node, 100.0))
+        tasks[pod.key] = task
     state = SessionState(
-        config=config, now=now, table=table, placer=placer, queues=_empty_queues(), jobs={}, tasks=tasks,
-        jobs_by_task={}, all_pods=list(snapshot.pods), min_gpu_memory=min_gpu_memory,
+        config=config, now=now, table=table, placer=_placer(table, config), queues=_empty_queues(), jobs={},
+        tasks=tasks, jobs_by_task={}, all_pods=list(snapshot.pods), min_gpu_memory=min_gpu_memory,
     )
-    _hold_placed_pods(state, snapshot.pods)
+    _attach_placed_pods(state, snapshot.pods, apply=built_here)
     _build_jobs(state, snapshot.pod_groups, ours)
-    state.queues = _queue_state(state, snapshot.queues, snapshot.pods)
+    state.queues = _queue_state(state, snapshot)
     return state
+
+
+def rebase_session(state: SessionState, table: NodeTable) -> None:
+    """Move a session onto another table (e.g. from candidate nodes to all nodes). The new
+    table carries the cluster's usage; what this session placed so far is held again on it."""
+    old = state.table
+    table.widen(_grown(table.schema, [old.schema.scalars_vector()]))
+    for task in state.tasks.values():
+        previous, task.holdings = task.holdings, []
+        if task.status is task.original_status:  # untouched: its usage is already in the new table
+            hold = pod_hold(table, task.pod)
+            if hold is not None:
+                task.holdings.append(Holding(task.key, hold.row, hold.kind, hold.vector, hold.shares))
+            continue
+        for holding in previous:  # placed by this session: hold it again on the new table
+            row = table.index[old.names[holding.node]]
+            vector = table.schema.vector_from(holding.vector, old.schema)
+            task.holdings.append(table.hold(holding.pod, row, holding.kind, vector, holding.shares,
+                                            holding.created_groups))
+    state.table = table
+    state.placer = _placer(table, state.config)
+
+
+def _placer(table: NodeTable, config: SchedulerConfig) -> Placer:
+    placement = config.placementStrategy
+    return Placer(table, PlacementPolicy(placement.gpu, placement.cpu, placement.gpu_device))
+
+
+def _grown(schema: ResourceSchema, vectors: list[ResourceVector]) -> ResourceSchema:
+    names = set(schema.scalars) | {n for v in vectors for n in v.scalars}
+    return schema if len(names) == len(schema.scalars) else ResourceSchema(tuple(sorted(names)))
 
 
 def _empty_queues() -> QueueState:
@@ -106,32 +138,24 @@ def _empty_queues() -> QueueState:
     return QueueState(tree, empty, empty, empty.copy(), empty.copy(), np.zeros(3))
 
 
-def _hold_placed_pods(state: SessionState, pods: Iterable[Pod]) -> None:
+def _attach_placed_pods(state: SessionState, pods: Iterable[Pod], apply: bool) -> None:
+    """Record what placed pods hold; ``apply`` also adds it to the table (when the table was
+    built from the snapshot rather than handed over with usage already in it)."""
     table = state.table
-    kinds = {Status.RUNNING: Kind.ACTIVE, Status.ALLOCATED: Kind.ACTIVE, Status.RELEASING: Kind.RELEASING,
-             Status.PIPELINED: Kind.PIPELINED}
     for pod in pods:
-        status = task_status(pod)
-        kind = kinds.get(status)
-        if kind is None or pod.node is None:
+        hold = pod_hold(table, pod)
+        if hold is None:
+            if pod.node is not None and pod.node not in table.index and apply and task_status(pod).active_used:
+                state.pod_notes.setdefault(pod.key, f"its node {pod.node} is not in the cluster")
             continue
-        row = table.index.get(pod.node)
-        if row is None:
-            state.pod_notes.setdefault(pod.key, f"its node {pod.node} is not in the cluster")
-            continue
-        vector = table.schema.vector(pod.requests)
-        shares: list[tuple[str, int]] = []
-        if pod.gpu_share is not None:
-            vector[GPU] = 0.0
-            mib = int(share_mib(pod.gpu_share, table.gpu_mem[row:row + 1])[0])
-            groups = pod.gpu_groups or tuple(f"{pod.name}-gpu{i}" for i in range(pod.gpu_share.devices))
-            shares = [(g, mib) for g in groups]
-        holding = table.hold(pod.key, row, kind, vector, shares)
+        if apply:
+            holding = table.hold(pod.key, hold.row, hold.kind, hold.vector, hold.shares)
+        else:
+            holding = Holding(pod.key, hold.row, hold.kind, hold.vector, hold.shares)
         task = state.tasks.get(pod.key)
         if task is not None:
             task.holdings.append(holding)
-            task.gpu_groups = tuple(g for g, _ in shares)
-            task.accepted = state.accepted_quota(task, row)
+            task.gpu_groups = tuple(g for g, _ in hold.shares)
 
 
 def _build_jobs(state: SessionState, groups: Iterable[PodGroup], ours: list[Pod]) -> None:
@@ -162,7 +186,7 @@ def _build_jobs(state: SessionState, groups: Iterable[PodGroup], ours: list[Pod]
                 state.pod_notes[task.key] = f"PodGroup {key} does not exist"
 
 
-def _queue_state(state: SessionState, queues: Iterable[Queue], pods: Iterable[Pod]) -> QueueState:
+def _queue_state(state: SessionState, snapshot: ClusterSnapshot) -> QueueState:
     specs = [
         QueueSpec(
             name=q.name, parent=q.parent, priority=q.priority, created=q.created,
@@ -170,7 +194,7 @@ def _queue_state(state: SessionState, queues: Iterable[Queue], pods: Iterable[Po
             over_quota_weight=(q.gpu.over_quota_weight, q.cpu.over_quota_weight, q.memory.over_quota_weight),
             limit=(q.gpu.limit, q.cpu.limit, q.memory.limit),
         )
-        for q in queues
+        for q in snapshot.queues
     ]
     tree = QueueTree.build(specs)
     n = len(tree)
@@ -188,24 +212,37 @@ def _queue_state(state: SessionState, queues: Iterable[Queue], pods: Iterable[Po
             elif task.status is Status.PENDING:
                 request[leaf] += state.requested_quota(task)
     request, allocated, allocated_np = tree.roll_up(request), tree.roll_up(allocated), tree.roll_up(allocated_np)
-    total = _divisible_total(state, pods)
+    total = _divisible_total(state, snapshot)
     division = divide(tree, total, request, None, state.config.kValue)
     return QueueState(tree, division.fair_share, request, allocated, allocated_np, total)
 
 
-def _divisible_total(state: SessionState, pods: Iterable[Pod]) -> np.ndarray:
+def _divisible_total(state: SessionState, snapshot: ClusterSnapshot) -> np.ndarray:
     """Ready nodes' allocatable minus what other schedulers' pods use (KAI's proportion total)."""
-    table = state.table
-    ready = table.ready & table.present
-    from shards.shapes import CPU, MEMORY
-
-    total = np.array([table.alloc[ready, GPU].sum(), table.alloc[ready, CPU].sum(), table.alloc[ready, MEMORY].sum()])
-    for pod in pods:
-        if pod.scheduler_name == state.config.schedulerName or pod.node is None:
+    ready = {n.name: n for n in snapshot.nodes if n.ready}
+    total = np.zeros(3)
+    for node in ready.values():
+        total += (node.allocatable.gpu, node.allocatable.cpu, node.allocatable.memory)
+    for pod in snapshot.pods:
+        if pod.scheduler_name == state.config.schedulerName or pod.node not in ready:
             continue
-        row = table.index.get(pod.node)
-        if row is None or not ready[row] or not task_status(pod).active_used:
+        if not task_status(pod).active_used:
             continue
         gpu = pod.requests.gpu + (pod.gpu_share.quota_gpus(state.min_gpu_memory) if pod.gpu_share else 0.0)
         total -= (gpu, pod.requests.cpu, pod.requests.memory)
     return total
+
+
+def accepted_on(task: Task, device_mib: float) -> Quota:
+    """What a placed pod holds of its queue, with its fraction measured on its node's GPUs."""
+    pod = task.pod
+    gpu = pod.requests.gpu
+    share = pod.gpu_share
+    if share is not None:
+        if share.fraction is not None:
+            portion = share.fraction
+        else:
+            assert share.memory_mib is not None
+            portion = math.ceil(share.memory_mib / max(device_mib, 1.0) * 100) / 100
+        gpu += share.devices * portion
+    return (gpu, pod.requests.cpu, pod.requests.memory)

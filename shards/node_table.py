@@ -115,7 +115,7 @@ class NodeTable:
         self.gpu_count[row] = self.alloc[row, GPU]
         self.gpu_mem[row] = int(node.gpu_memory_mib)
         self.static_epoch += 1
-        self._refresh(row)
+        self.refresh(row)
 
     def remove_node(self, name: str) -> None:
         """The node is gone: its row stays (indices are stable) but nothing fits there."""
@@ -141,7 +141,7 @@ class NodeTable:
             else:
                 usage.pipelined += mib
         holding = Holding(pod, node, kind, vector, tuple(shares), tuple(create))
-        self._refresh(node)
+        self.refresh(node)
         return holding
 
     def release(self, holding: Holding) -> None:
@@ -159,9 +159,9 @@ class NodeTable:
                 usage.pipelined -= mib
             if usage.used <= 0:
                 del groups[gid]
-        self._refresh(node)
+        self.refresh(node)
 
-    def _refresh(self, row: int) -> None:
+    def refresh(self, row: int) -> None:
         counts = summarize(self.groups[row], int(self.gpu_mem[row]))
         active, releasing, pipelined = self.held[0, row], self.held[1, row], self.held[2, row]
         idle = self.alloc[row] - active - releasing
@@ -174,6 +174,29 @@ class NodeTable:
         self.room_future[row] = counts.best_room_future
         self.room_idle[row] = counts.best_room_idle
         self.version[row] += 1
+
+    def widen(self, schema: ResourceSchema) -> None:
+        """Switch to a schema with more extended resources (columns are appended, never removed)."""
+        if schema == self.schema:
+            return
+        extra = [name for name in schema.scalars if name not in self.schema.scalars]
+        if not extra or any(name not in schema.scalars for name in self.schema.scalars):
+            raise ValueError("a table's schema can only grow")
+        order = [4 + self.schema.scalars.index(n) if n in self.schema.scalars else -1 for n in schema.scalars]
+
+        def pad(values: Vector) -> Vector:
+            out = np.zeros(values.shape[:-1] + (schema.width,))
+            out[..., :4] = values[..., :4]
+            for j, source in enumerate(order):
+                if source >= 0:
+                    out[..., 4 + j] = values[..., source]
+            return out
+
+        self.alloc, self.held = pad(self.alloc), pad(self.held)
+        self.idle, self.future = pad(self.idle), pad(self.future)
+        self.schema = schema
+        for row in range(len(self.names)):
+            self.refresh(row)
 
     # ---------------------------------------------------------------- helpers
     def is_cpu_only(self) -> npt.NDArray[np.bool_]:

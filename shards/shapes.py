@@ -36,8 +36,23 @@ class ResourceSchema:
                 out[len(CORE_COLUMNS) + self.scalars.index(name)] = value
         return out
 
+    def vector_from(self, values: npt.NDArray[np.float64], other: ResourceSchema) -> npt.NDArray[np.float64]:
+        """A vector laid out for ``other`` re-laid for this schema (unknown scalars dropped)."""
+        if other == self:
+            return values
+        out = np.zeros(self.width)
+        out[: len(CORE_COLUMNS)] = values[: len(CORE_COLUMNS)]
+        for j, name in enumerate(other.scalars):
+            if name in self.scalars:
+                out[len(CORE_COLUMNS) + self.scalars.index(name)] = values[len(CORE_COLUMNS) + j]
+        return out
+
     def knows(self, amounts: ResourceVector) -> bool:
         return all(name in self.scalars for name in amounts.scalars)
+
+    def scalars_vector(self) -> ResourceVector:
+        """A zero amount naming every extended resource of this schema."""
+        return ResourceVector.of(scalars=dict.fromkeys(self.scalars, 1.0))
 
     @staticmethod
     def covering(vectors: Sequence[ResourceVector]) -> ResourceSchema:

@@ -20,6 +20,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--config", help="scheduler config YAML (DESIGN.md section 5.4)")
     parser.add_argument("--actions", help="comma-separated actions to run instead of the config's, or 'none'")
     parser.add_argument("--now", help="the session's clock, RFC 3339 (default: the current time)")
+    parser.add_argument("--shards", type=int, help="node shards to split the cluster into (default: config)")
     parser.add_argument("-o", "--output", choices=("json", "text"), default="json")
     parser.set_defaults(handler=run)
 
@@ -37,7 +38,8 @@ def _actions(text: str | None) -> tuple[str, ...] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from coordinator.session import run_session
+    from kai_ray.deltas import ClusterDeltas
+    from kai_ray.runtime import in_process_coordinator, shard_count
 
     config = load_config(args.config)
     actions = _actions(args.actions)
@@ -51,7 +53,9 @@ def run(args: argparse.Namespace) -> int:
     snapshot = load_snapshot(args.snapshot, config.schedulerName)
     for warning in snapshot.report.warnings:
         print(f"kai-ray: warning: {warning}", file=sys.stderr)
-    decisions = run_session(snapshot, config, now, actions)
+    coordinator = in_process_coordinator(config, shard_count(config, len(snapshot.nodes), args.shards))
+    coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+    decisions = coordinator.cycle(now, actions).decisions
     if args.output == "json":
         print_json(decisions.to_json())
         return 0

@@ -47,6 +47,9 @@ class ResourceVector:
     ) -> ResourceVector:
         return ResourceVector(float(cpu), float(memory), float(gpu), float(pods), _frozen(scalars))
 
+    def __hash__(self) -> int:
+        return hash((self.cpu, self.memory, self.gpu, self.pods, tuple(self.scalars.items())))
+
     def __add__(self, other: ResourceVector) -> ResourceVector:
         merged = dict(self.scalars)
         for name, value in other.scalars.items():

@@ -1,0 +1,68 @@
+"""The coordinator's picture of the cluster: the latest record of every object, by key."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kai_ray.deltas import ClusterDeltas
+from kai_ray.model import ClusterSnapshot, Node, Pod, PodGroup, PodState, Queue
+
+
+class ClusterModel:
+    def __init__(self) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.pods: dict[str, Pod] = {}
+        self.pod_groups: dict[str, PodGroup] = {}
+        self.queues: dict[str, Queue] = {}
+
+    def apply(self, deltas: ClusterDeltas) -> None:
+        for node in deltas.nodes_upserted:
+            self.nodes[node.name] = node
+        for name in deltas.nodes_removed:
+            self.nodes.pop(name, None)
+        for pod in deltas.pods_upserted:
+            self.pods[pod.key] = pod
+        for key in deltas.pods_removed:
+            self.pods.pop(key, None)
+        for queue in deltas.queues_upserted:
+            self.queues[queue.name] = queue
+        for name in deltas.queues_removed:
+            self.queues.pop(name, None)
+        for group in deltas.pod_groups_upserted:
+            self.pod_groups[group.key] = group
+        for key in deltas.pod_groups_removed:
+            self.pod_groups.pop(key, None)
+
+    def snapshot(self) -> ClusterSnapshot:
+        return ClusterSnapshot(
+            nodes=tuple(self.nodes.values()), pods=tuple(self.pods.values()),
+            pod_groups=tuple(self.pod_groups.values()), queues=tuple(self.queues.values()),
+        )
+
+    def assume_bound(self, key: str, node: str, gpu_groups: tuple[str, ...]) -> Pod | None:
+        """Record a committed bind before the watch confirms it, so it is not placed twice."""
+        pod = self.pods.get(key)
+        if pod is None:
+            return None
+        assumed = replace(pod, state=PodState.BINDING, node=node, gpu_groups=gpu_groups)
+        self.pods[key] = assumed
+        return assumed
+
+    def forget_bind(self, key: str) -> Pod | None:
+        """A bind failed: the pod is pending again."""
+        pod = self.pods.get(key)
+        if pod is None or pod.state is not PodState.BINDING:
+            return None
+        pending = replace(pod, state=PodState.PENDING, node=None, gpu_groups=())
+        self.pods[key] = pending
+        return pending
+
+    def set_last_start(self, key: str, when: float) -> None:
+        group = self.pod_groups.get(key)
+        if group is not None:
+            self.pod_groups[key] = replace(group, last_start=when)
+
+    def set_stale_since(self, key: str, when: float | None) -> None:
+        group = self.pod_groups.get(key)
+        if group is not None and group.stale_since != when:
+            self.pod_groups[key] = replace(group, stale_since=when)

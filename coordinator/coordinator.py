@@ -1,0 +1,205 @@
+"""The coordinator: cluster model in, one scheduling cycle out, gangs committed across shards.
+
+A cycle is one KAI session:
+
+1. *Propose.* Every shard gets the cycle's distinct pending pod shapes in one call and
+   answers with its best nodes for each, in the exact ranking a session uses, together
+   with those nodes' current usage. The union is exact: a node outside every shard's top
+   ``k`` can never be chosen while fewer than ``k`` pods are placed (see DESIGN.md §3).
+2. *Session.* Allocate runs on those candidate nodes; if eviction actions are configured
+   and jobs are still pending, the session moves onto every node's rows and runs them.
+3. *Prepare, commit or abort.* The pods each job binds now are reserved on every shard
+   involved, all jobs in one call per shard; a job whose reservation is refused anywhere
+   is aborted everywhere and left pending for the next cycle. Committed pods are assumed
+   bound until the watch confirms them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from coordinator.cluster_model import ClusterModel
+from coordinator.decisions import Decisions, PodDecision, collect
+from coordinator.jobs import Status, Task
+from coordinator.session import build_actions
+from coordinator.session_state import SessionState, open_session, rebase_session
+from coordinator.shard_set import ShardSet
+from coordinator.statement import Statement
+from kai_ray.deltas import ClusterDeltas
+from kai_ray.io.config import SchedulerConfig
+from shards.messages import Placement, PrepareItem, ProposeRequest
+from shards.node_table import NodeTable
+from shards.rows import NodeRows, merge_rows, table_from_rows
+from shards.shapes import ResourceSchema, TaskShape
+
+EVICTION_ACTIONS = ("consolidation", "reclaim", "preempt")
+
+
+@dataclass(frozen=True, slots=True)
+class BindIntent:
+    pod: str
+    node: str
+    gpu_groups: tuple[str, ...]
+    reservation: str
+
+
+@dataclass(frozen=True, slots=True)
+class EvictIntent:
+    pod: str
+    action: str
+    preemptor: str | None
+
+
+@dataclass(slots=True)
+class CycleStats:
+    seconds: float = 0.0
+    session_seconds: float = 0.0
+    candidate_nodes: int = 0
+    full_table: bool = False
+    prepared_jobs: int = 0
+    aborted_jobs: int = 0
+    shard_calls: int = 0
+
+
+@dataclass(slots=True)
+class CycleResult:
+    decisions: Decisions
+    binds: list[BindIntent] = field(default_factory=list)
+    evictions: list[EvictIntent] = field(default_factory=list)
+    stats: CycleStats = field(default_factory=CycleStats)
+
+
+class Coordinator:
+    def __init__(self, config: SchedulerConfig, shards: ShardSet) -> None:
+        self.config = config
+        self.shards = shards
+        self.model = ClusterModel()
+        self.cycles = 0
+
+    # ------------------------------------------------------------------ input
+    def apply(self, deltas: ClusterDeltas) -> None:
+        """Cluster changes, batched; shards get the node and pod changes they own."""
+        self.model.apply(deltas)
+        self.shards.apply(deltas)
+
+    def bind_failed(self, pods: Sequence[str]) -> None:
+        """The adapter could not bind these pods: they are pending again and their capacity returns."""
+        pending = [p for key in pods if (p := self.model.forget_bind(key)) is not None]
+        if pending:
+            self.shards.apply(ClusterDeltas(pods_upserted=tuple(pending)))
+
+    # ------------------------------------------------------------------ cycle
+    def cycle(self, now: float, actions: Sequence[str] | None = None) -> CycleResult:
+        started = time.perf_counter()
+        calls_before = self.shards.calls
+        self.cycles += 1
+        self.shards.expire(now)
+        names = tuple(self.config.effective_actions if actions is None else actions)
+        snapshot = self.model.snapshot()
+        stats = CycleStats()
+        table = self._candidate_table(stats)
+        state = open_session(snapshot, self.config, now, table)
+        stmt = Statement(state.table, state.queues, state.jobs_by_task)
+        session_started = time.perf_counter()
+        for action in build_actions(names):
+            if not stats.full_table and _needs_every_node(action.name, state):
+                rebase_session(state, self._full_table())
+                stmt = Statement(state.table, state.queues, state.jobs_by_task)
+                stats.full_table = True
+            action.execute(state, stmt)
+            stmt.commit()
+        stats.session_seconds = time.perf_counter() - session_started
+        decisions = collect(state, stmt.evictions)
+        result = CycleResult(decisions, stats=stats)
+        self._commit_binds(state, now, result)
+        result.evictions = [EvictIntent(pod, action, by) for pod, action, by in decisions.evictions]
+        self._remember_job_clock(state)
+        stats.shard_calls = self.shards.calls - calls_before
+        stats.seconds = time.perf_counter() - started
+        return result
+
+    def _candidate_table(self, stats: CycleStats) -> NodeTable:
+        pending = [p for p in self.model.pods.values()
+                   if p.scheduler_name == self.config.schedulerName and p.state.value == "Pending"]
+        shapes = tuple(dict.fromkeys(TaskShape.of_pod(p) for p in pending))
+        if not shapes:
+            return NodeTable(ResourceSchema())
+        replies = self.shards.propose(ProposeRequest(shapes, max(len(pending), 1)))
+        rows = merge_rows([r.rows for r in replies], _union_schema([r.rows for r in replies]))
+        stats.candidate_nodes = len(rows)
+        return table_from_rows(rows)
+
+    def _full_table(self) -> NodeTable:
+        parts = self.shards.rows()
+        return table_from_rows(merge_rows(parts, _union_schema(parts)))
+
+    # ------------------------------------------------------------------ commit
+    def _commit_binds(self, state: SessionState, now: float, result: CycleResult) -> None:
+        """Reserve each job's new binds on the shards involved; commit the jobs held everywhere."""
+        by_job: dict[str, list[Task]] = defaultdict(list)
+        for task in state.tasks.values():
+            if task.status is Status.ALLOCATED and task.original_status is not Status.ALLOCATED:
+                by_job[state.jobs_by_task[task.key].key].append(task)
+        if not by_job:
+            return
+        items: dict[int, list[PrepareItem]] = defaultdict(list)
+        rids: dict[str, str] = {}
+        for job_key, tasks in by_job.items():
+            rid = f"c{self.cycles}/{job_key}"
+            rids[job_key] = rid
+            per_shard: dict[int, list[Placement]] = defaultdict(list)
+            for task in tasks:
+                assert task.node is not None
+                holding = task.holdings[-1]
+                per_shard[self.shards.owner[task.node]].append(Placement(
+                    task.key, task.node, task.pod.requests, False, task.pod.gpu_share, holding.shares,
+                    holding.created_groups))
+            for shard, placements in per_shard.items():
+                items[shard].append(PrepareItem(rid, tuple(placements)))
+        replies = self.shards.prepare(items, now)
+        refused: dict[str, str] = {}
+        for reply in replies.values():
+            refused.update(reply.refused)
+        committed = {job: rid for job, rid in rids.items() if rid not in refused}
+        aborted = [rid for rid in rids.values() if rid in refused]
+        placed = {t.key: t.node for job in committed for t in by_job[job] if t.node}
+        self.shards.commit(list(committed.values()), placed)
+        self.shards.abort(aborted)
+        result.stats.prepared_jobs, result.stats.aborted_jobs = len(rids), len(aborted)
+        for job_key, rid in rids.items():
+            for task in by_job[job_key]:
+                if job_key in committed:
+                    assert task.node is not None
+                    self.model.assume_bound(task.key, task.node, task.gpu_groups)
+                    result.binds.append(BindIntent(task.key, task.node, task.gpu_groups, rid))
+                else:
+                    result.decisions.pods[task.key] = PodDecision(
+                        "Pending", None, (), f"capacity changed before the bind was committed ({refused[rid]}); "
+                                             "retried next cycle")
+
+    def _remember_job_clock(self, state: SessionState) -> None:
+        for key, when in state.last_start.items():
+            group = self.model.pod_groups.get(key)
+            if group is not None and group.last_start != when:
+                self.model.pod_groups[key] = replace(group, last_start=when)
+        for key, job in state.jobs.items():
+            self.model.set_stale_since(key, job.stale_since)
+
+
+def _needs_every_node(action: str, state: SessionState) -> bool:
+    """Evicting actions look beyond the candidates, but only when they have something to do."""
+    if action in EVICTION_ACTIONS:
+        return any(t.status is Status.PENDING for t in state.tasks.values())
+    if action == "stalegangeviction":
+        return any(job.is_stale() for job in state.jobs.values())
+    return False
+
+
+def _union_schema(parts: Sequence[NodeRows]) -> ResourceSchema:
+    names: set[str] = set()
+    for part in parts:
+        names.update(part.schema.scalars)
+    return ResourceSchema(tuple(sorted(names)))

@@ -1,0 +1,31 @@
+"""Changes to the cluster, batched: what the adapter (or the simulator) feeds the coordinator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kai_ray.model import ClusterSnapshot, Node, Pod, PodGroup, Queue
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDeltas:
+    nodes_upserted: tuple[Node, ...] = ()
+    nodes_removed: tuple[str, ...] = ()
+    pods_upserted: tuple[Pod, ...] = ()
+    pods_removed: tuple[str, ...] = ()  # "namespace/name"
+    queues_upserted: tuple[Queue, ...] = ()
+    queues_removed: tuple[str, ...] = ()
+    pod_groups_upserted: tuple[PodGroup, ...] = ()  # priorities and preemptibility already resolved
+    pod_groups_removed: tuple[str, ...] = ()  # "namespace/name"
+
+    def __bool__(self) -> bool:
+        return any((self.nodes_upserted, self.nodes_removed, self.pods_upserted, self.pods_removed,
+                    self.queues_upserted, self.queues_removed, self.pod_groups_upserted, self.pod_groups_removed))
+
+    @staticmethod
+    def of_snapshot(snapshot: ClusterSnapshot) -> ClusterDeltas:
+        """Everything in a snapshot, as additions."""
+        return ClusterDeltas(
+            nodes_upserted=snapshot.nodes, pods_upserted=snapshot.pods, queues_upserted=snapshot.queues,
+            pod_groups_upserted=snapshot.pod_groups,
+        )

@@ -1,0 +1,86 @@
+"""Moving nodes between shards with everything they carry.
+
+When shards are added or removed, a node leaves one shard and joins another together
+with its capacity state, the pods placed on it and the parts of reservations that hold
+capacity on it, so no capacity and no reservation is lost or counted twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from shards.node_table import Holding, Kind, NodeTable
+from shards.reservations import Reservation, ReservationBook, ReservationState
+from shards.rows import NodeRows, export_rows, load_rows
+
+
+@dataclass(frozen=True, slots=True)
+class MovedHolding:
+    owner: str  # "pod" or a reservation id
+    pod: str
+    node: str
+    kind: int
+    vector: np.ndarray
+    shares: tuple[tuple[str, int], ...]
+    created: tuple[str, ...]
+    state: str = ""  # reservation state
+    deadline: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ShardHandover:
+    rows: NodeRows
+    holdings: tuple[MovedHolding, ...]
+
+
+def take_nodes(table: NodeTable, pods: dict[str, Holding], book: ReservationBook, names: list[str]) -> ShardHandover:
+    leaving = {table.index[n] for n in names if n in table.index and table.present[table.index[n]]}
+    rows = export_rows(table, sorted(leaving))
+    moved: list[MovedHolding] = []
+    for key, holding in list(pods.items()):
+        if holding.node in leaving:
+            moved.append(_moved("pod", holding, table))
+            del pods[key]
+    for reservation in book.prepared():  # committed ones' holdings are the pods' holdings
+        staying = []
+        for holding in reservation.holdings:
+            if holding.node in leaving:
+                moved.append(_moved(reservation.rid, holding, table, reservation.state.value, reservation.deadline))
+            else:
+                staying.append(holding)
+        reservation.holdings = staying
+    for row in leaving:
+        table.held[:, row] = 0.0
+        table.groups[row] = {}
+        table.refresh(row)
+        table.remove_node(table.names[row])
+    return ShardHandover(rows, tuple(moved))
+
+
+def give_nodes(table: NodeTable, pods: dict[str, Holding], book: ReservationBook, handover: ShardHandover) -> None:
+    schema = handover.rows.schema
+    if schema != table.schema:
+        table.widen(schema)
+    for name in handover.rows.names:
+        if name in table.index:
+            table.present[table.index[name]] = True
+    load_rows(table, handover.rows)
+    for item in handover.holdings:
+        row = table.index[item.node]
+        vector = table.schema.vector_from(item.vector, handover.rows.schema)
+        holding = Holding(item.pod, row, Kind(item.kind), vector, item.shares, item.created)
+        if item.owner == "pod":
+            pods[item.pod] = holding
+            continue
+        reservation = book.get(item.owner)
+        if reservation is None:
+            reservation = Reservation(item.owner, item.deadline, [], ReservationState(item.state))
+            book.add(reservation)
+        reservation.holdings.append(holding)
+
+
+def _moved(owner: str, holding: Holding, table: NodeTable, state: str = "", deadline: float = 0.0) -> MovedHolding:
+    return MovedHolding(owner, holding.pod, table.names[holding.node], int(holding.kind), holding.vector,
+                        holding.shares, holding.created_groups, state, deadline)

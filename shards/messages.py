@@ -1,0 +1,63 @@
+"""What the coordinator and the shards say to each other, one batched message per phase."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kai_ray.model import GpuShare, Node, Pod, ResourceVector
+from shards.rows import NodeRows
+from shards.shapes import TaskShape
+
+
+@dataclass(frozen=True, slots=True)
+class ShardDeltas:
+    """Cluster changes for one shard, applied in order: nodes first, then pods."""
+
+    nodes_upserted: tuple[Node, ...] = ()
+    nodes_removed: tuple[str, ...] = ()
+    pods_upserted: tuple[Pod, ...] = ()
+    pods_removed: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.nodes_upserted or self.nodes_removed or self.pods_upserted or self.pods_removed)
+
+
+@dataclass(frozen=True, slots=True)
+class ProposeRequest:
+    """Distinct pod shapes of a cycle and how many candidate nodes each needs."""
+
+    shapes: tuple[TaskShape, ...]
+    candidates_per_shape: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProposeReply:
+    rows: NodeRows  # every node named below, with its current usage
+    ranked: tuple[tuple[str, ...], ...]  # per shape: best candidates first
+    totals: tuple[float, float, float]  # ready nodes' allocatable gpu, cpu, memory
+    scanned: int  # nodes the shard looked at
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """One pod of a gang on one node, as the coordinator decided it."""
+
+    pod: str
+    node: str
+    requests: ResourceVector
+    pipelined: bool
+    share: GpuShare | None = None
+    shares: tuple[tuple[str, int], ...] = ()
+    create: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareItem:
+    rid: str
+    placements: tuple[Placement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareReply:
+    held: tuple[str, ...] = ()  # reservation ids held on this shard
+    refused: dict[str, str] = field(default_factory=dict)  # reservation id -> why

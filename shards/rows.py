@@ -1,0 +1,130 @@
+"""Node rows in transit: a column-wise copy of some nodes of a table and what they hold.
+
+Shards send rows to the coordinator (candidates for a session) and to each other
+(rebalancing). Numeric state travels as numpy arrays (Ray ships them as buffers without
+pickling element by element); labels, taints and shared-GPU groups as plain lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from kai_ray.model import Taint
+from shards.gpu_groups import GroupUsage
+from shards.node_table import NodeTable
+from shards.shapes import ResourceSchema
+
+GroupState = tuple[int, int, int, bool]  # active, releasing, pipelined MiB; owns a reservation slot
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRows:
+    schema: ResourceSchema
+    names: list[str]
+    labels: list[dict[str, str]]
+    taints: list[tuple[Taint, ...]]
+    ready: npt.NDArray[np.bool_]
+    unschedulable: npt.NDArray[np.bool_]
+    alloc: npt.NDArray[np.float64]
+    held: npt.NDArray[np.float64]  # (3, n, width)
+    gpu_mem: npt.NDArray[np.int64]
+    groups: list[dict[str, GroupState]]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @staticmethod
+    def empty(schema: ResourceSchema) -> NodeRows:
+        width = schema.width
+        return NodeRows(schema, [], [], [], np.zeros(0, dtype=bool), np.zeros(0, dtype=bool),
+                        np.zeros((0, width)), np.zeros((3, 0, width)), np.zeros(0, dtype=np.int64), [])
+
+
+def export_rows(table: NodeTable, rows: Sequence[int] | npt.NDArray[np.int64]) -> NodeRows:
+    """Copy ``rows`` of ``table`` (present nodes only make sense to send)."""
+    index = np.asarray(rows, dtype=np.int64)
+    return NodeRows(
+        schema=table.schema,
+        names=[table.names[r] for r in index],
+        labels=[dict(table.labels[r]) for r in index],
+        taints=[table.taints[r] for r in index],
+        ready=table.ready[index].copy(),
+        unschedulable=table.unschedulable[index].copy(),
+        alloc=table.alloc[index].copy(),
+        held=table.held[:, index].copy(),
+        gpu_mem=table.gpu_mem[index].copy(),
+        groups=[{g: (u.active, u.releasing, u.pipelined, u.owns_slot) for g, u in table.groups[r].items()}
+                for r in index],
+    )
+
+
+def merge_rows(parts: Sequence[NodeRows], schema: ResourceSchema) -> NodeRows:
+    """One set of rows from several (duplicates by name keep the first copy)."""
+    seen: set[str] = set()
+    picks: list[tuple[NodeRows, int]] = []
+    for part in parts:
+        for i, name in enumerate(part.names):
+            if name not in seen:
+                seen.add(name)
+                picks.append((part, i))
+    if not picks:
+        return NodeRows.empty(schema)
+    width = schema.width
+
+    def widen(part: NodeRows, values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        if part.schema == schema:
+            return values
+        out = np.zeros(values.shape[:-1] + (width,))
+        out[..., :4] = values[..., :4]
+        for j, name in enumerate(part.schema.scalars):
+            if name in schema.scalars:
+                out[..., 4 + schema.scalars.index(name)] = values[..., 4 + j]
+        return out
+
+    return NodeRows(
+        schema=schema,
+        names=[p.names[i] for p, i in picks],
+        labels=[p.labels[i] for p, i in picks],
+        taints=[p.taints[i] for p, i in picks],
+        ready=np.array([p.ready[i] for p, i in picks], dtype=bool),
+        unschedulable=np.array([p.unschedulable[i] for p, i in picks], dtype=bool),
+        alloc=np.array([widen(p, p.alloc[i]) for p, i in picks]).reshape(len(picks), width),
+        held=np.stack([widen(p, p.held[:, i]) for p, i in picks], axis=1).reshape(3, len(picks), width),
+        gpu_mem=np.array([p.gpu_mem[i] for p, i in picks], dtype=np.int64),
+        groups=[p.groups[i] for p, i in picks],
+    )
+
+
+def table_from_rows(rows: NodeRows) -> NodeTable:
+    """A table holding exactly these rows, with their usage already in place."""
+    table = NodeTable(rows.schema)
+    load_rows(table, rows)
+    return table
+
+
+def load_rows(table: NodeTable, rows: NodeRows) -> list[int]:
+    """Add ``rows`` to ``table`` (nodes it does not have yet) with their usage; their row numbers."""
+    from kai_ray.model import Node, ResourceVector
+
+    nodes = []
+    for i, name in enumerate(rows.names):
+        alloc = rows.alloc[i]
+        scalars = {n: float(alloc[4 + j]) for j, n in enumerate(rows.schema.scalars)}
+        nodes.append(Node(
+            name, ResourceVector.of(alloc[0], alloc[1], alloc[2], alloc[3], scalars), labels=rows.labels[i],
+            taints=rows.taints[i], ready=bool(rows.ready[i]), unschedulable=bool(rows.unschedulable[i]),
+            gpu_memory_mib=float(rows.gpu_mem[i]),
+        ))
+    table.add_nodes(nodes)
+    placed = []
+    for i, name in enumerate(rows.names):
+        row = table.index[name]
+        table.held[:, row] = rows.held[:, i]
+        table.groups[row] = {g: GroupUsage(a, r, p, slot) for g, (a, r, p, slot) in rows.groups[i].items()}
+        table.refresh(row)
+        placed.append(row)
+    return placed
