@@ -95,7 +95,8 @@ class RemoteCoordinator:
         import ray
 
         ensure_ray()
-        self._handle = ray.remote(num_cpus=0)(_CoordinatorHost).remote(config, shards)
+        actor: Any = ray.remote(num_cpus=0)(_CoordinatorHost)
+        self._handle: Any = actor.remote(config, shards)
 
     def _get(self, ref: Any) -> Any:
         import ray
