@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from kai_ray.model import Pod, PodGroup, PodState
 from shards.node_table import Holding
 from shards.shapes import TaskShape
 
 DEFAULT_SUBGROUP = "default"
+T = TypeVar("T")
 
 
 class Status(enum.Enum):
@@ -132,6 +135,16 @@ class Job:
     priority: int
     fit_errors: dict[str, str] = field(default_factory=dict)  # action -> why it could not place the job
     stale_since: float | None = None
+    version: int = 0  # bumped whenever one of its tasks changes status (caches below key on it)
+    _cache: dict[object, tuple[int, object]] = field(default_factory=dict)
+
+    def cached(self, key: object, compute: Callable[[], T]) -> T:
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == self.version:
+            return hit[1]  # type: ignore[return-value]
+        value = compute()
+        self._cache[key] = (self.version, value)
+        return value
 
     @property
     def key(self) -> str:
@@ -143,6 +156,9 @@ class Job:
 
     def elastic_state(self) -> int:
         """0 below its minimum, 1 exactly at it, 2 above it (KAI's elastic job order)."""
+        return self.cached("elastic", self._elastic_state)
+
+    def _elastic_state(self) -> int:
         at_min = True
         for ps in self.pod_sets.values():
             active = ps.active_allocated
@@ -157,7 +173,7 @@ class Job:
         return (-self.priority, self.elastic_state(), self.group.created, self.group.uid or self.key)
 
     def has_pending(self) -> bool:
-        return any(t.status is Status.PENDING for t in self.tasks)
+        return self.cached("has_pending", lambda: any(t.status is Status.PENDING for t in self.tasks))
 
     def ready_for_scheduling(self) -> bool:
         return all(ps.alive >= ps.min_available for ps in self.pod_sets.values())
@@ -169,7 +185,7 @@ class Job:
         return sum(1 for t in self.tasks if t.status.active_used)
 
     def active_allocated(self) -> int:
-        return sum(1 for t in self.tasks if t.status.active_allocated)
+        return self.cached("active_allocated", lambda: sum(1 for t in self.tasks if t.status.active_allocated))
 
     def is_stale(self) -> bool:
         tasks = self.tasks
@@ -190,6 +206,9 @@ class Job:
 
     def tasks_to_allocate(self, real: bool) -> list[Task]:
         """KAI's GetTasksToAllocate: the gang's missing pods, or one more pod of an elastic job."""
+        return self.cached(("to_allocate", real), lambda: self._tasks_to_allocate(real))
+
+    def _tasks_to_allocate(self, real: bool) -> list[Task]:
         sets = sorted(self.pod_sets.values(), key=PodSet.order_key)
         unsatisfied = sum(1 for ps in sets if ps.active_allocated < ps.min_available)
         max_sets = unsatisfied if unsatisfied else 1

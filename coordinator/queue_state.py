@@ -53,6 +53,14 @@ class QueueState:
         share = np.maximum(deserved, fair_share)
         share = np.where(limit == UNLIMITED, share, np.minimum(limit, share))
         self.allocatable = np.where(deserved == UNLIMITED, limit, share)
+        # Plain-float copies for the comparisons that run several times per pod; ``alloc_rows``
+        # is kept in step with ``allocated`` by ``add_allocation``.
+        self.alloc_rows: list[list[float]] = allocated.tolist()
+        self._fair_rows: list[list[float]] = fair_share.tolist()
+        self._deserved_rows: list[list[float]] = deserved.tolist()
+        self._allocatable_rows: list[list[float]] = self.allocatable.tolist()
+        self._total: list[float] = total.tolist()
+        self._paths: dict[str, list[int]] = {}
 
     def has(self, queue: str) -> bool:
         return queue in self.tree.index
@@ -61,13 +69,21 @@ class QueueState:
         return self.tree.is_leaf(self.tree.index[queue])
 
     def path(self, queue: str) -> list[int]:
-        return self.tree.path_to_root(self.tree.index[queue])
+        path = self._paths.get(queue)
+        if path is None:
+            path = self._paths[queue] = self.tree.path_to_root(self.tree.index[queue])
+        return path
 
     # ------------------------------------------------------------ accounting
     def add_allocation(self, queue: str, amount: Sequence[float], preemptible: bool, sign: float = 1.0) -> None:
         vector = np.asarray(amount) * sign
+        plain = vector.tolist()
         for i in self.path(queue):
             self.allocated[i] += vector
+            row = self.alloc_rows[i]
+            row[0] += plain[0]
+            row[1] += plain[1]
+            row[2] += plain[2]
             if not preemptible:
                 self.allocated_np[i] += vector
 
@@ -104,35 +120,51 @@ class QueueState:
         return CapacityVerdict(True)
 
     # ------------------------------------------------------------ ordering
-    def dominant_share(self, i: int, allocated: Array) -> float:
-        share = self.allocatable[i]
-        share = np.where(share == UNLIMITED, self.total, share)
-        values = np.where(share == 0, allocated * DRF_NO_SHARE_MULTIPLIER,
-                          np.divide(allocated, share, out=np.zeros(3), where=share != 0))
-        return float(max(0.0, values.max()))
+    def dominant_share(self, i: int, allocated: Sequence[float]) -> float:
+        """KAI's DRF share: the largest allocated/allocatable ratio (x1000 where nothing is allocatable)."""
+        share = 0.0
+        row = self._allocatable_rows[i]
+        for r, amount in enumerate(allocated):
+            allocatable = row[r]
+            if allocatable == UNLIMITED:
+                allocatable = self._total[r]
+            value = amount * DRF_NO_SHARE_MULTIPLIER if allocatable == 0 else amount / allocatable
+            share = max(share, value)
+        return share
 
     def compare(self, left: int, right: int, left_request: Array, right_request: Array,
                 left_victims: Array | None = None, right_victims: Array | None = None) -> int:
         """KAI's queue order between two sibling queues, given each one's next job request;
-        -1 when ``left`` goes first."""
-        for key in (self._over_utilized, self._not_starved):
-            lv, rv = key(left, left_request), key(right, right_request)
-            if lv != rv:
-                return -1 if lv < rv else 1
+        -1 when ``left`` goes first. Plain floats: this runs several times per pod."""
         tree = self.tree
+        l_alloc, r_alloc = self.alloc_rows[left], self.alloc_rows[right]
+        l_req, r_req = left_request.tolist(), right_request.tolist()
+        l_with = [a + b for a, b in zip(l_alloc, l_req, strict=True)]
+        r_with = [a + b for a, b in zip(r_alloc, r_req, strict=True)]
+        lv = all(f < a for f, a in zip(self._fair_rows[left], l_alloc, strict=True))
+        rv = all(f < a for f, a in zip(self._fair_rows[right], r_alloc, strict=True))
+        if lv != rv:
+            return 1 if lv else -1
+        ls = less_equal(l_with, self._deserved_rows[left])
+        rs = less_equal(r_with, self._deserved_rows[right])
+        if ls != rs:
+            return -1 if ls else 1
         if tree.priority[left] != tree.priority[right]:
             return -1 if tree.priority[left] > tree.priority[right] else 1
-        lz, rz = self._zero_share_violation(left, left_request), self._zero_share_violation(right, right_request)
+        lz = any(s == 0 and w > 0 for s, w in zip(self._allocatable_rows[left], l_with, strict=True))
+        rz = any(s == 0 and w > 0 for s, w in zip(self._allocatable_rows[right], r_with, strict=True))
         if lz != rz:
             return -1 if not lz else 1
-        ld = self.dominant_share(left, self.allocated[left] + left_request - _or_zero(left_victims))
-        rd = self.dominant_share(right, self.allocated[right] + right_request - _or_zero(right_victims))
+        l_back = left_victims.tolist() if left_victims is not None else (0.0, 0.0, 0.0)
+        r_back = right_victims.tolist() if right_victims is not None else (0.0, 0.0, 0.0)
+        ld = self.dominant_share(left, [a - b for a, b in zip(l_with, l_back, strict=True)])
+        rd = self.dominant_share(right, [a - b for a, b in zip(r_with, r_back, strict=True)])
         if ld != rd:
             return -1 if ld < rd else 1
-        ld, rd = self.dominant_share(left, self.allocated[left]), self.dominant_share(right, self.allocated[right])
+        ld, rd = self.dominant_share(left, l_alloc), self.dominant_share(right, r_alloc)
         if ld != rd:
             return -1 if ld < rd else 1
-        la, ra = self.allocatable[left], self.allocatable[right]
+        la, ra = self._allocatable_rows[left], self._allocatable_rows[right]
         if not less_equal(ra, la) and less_equal(la, ra):
             return -1
         if not less_equal(la, ra) and less_equal(ra, la):
@@ -140,16 +172,6 @@ class QueueState:
         if tree.created[left] != tree.created[right]:
             return -1 if tree.created[left] < tree.created[right] else 1
         return -1 if tree.names[left] < tree.names[right] else 1
-
-    def _over_utilized(self, i: int, _: Array) -> int:
-        return int(bool(np.all(self.fair_share[i] < self.allocated[i])))
-
-    def _not_starved(self, i: int, request: Array) -> int:
-        return int(not less_equal(self.allocated[i] + request, self.tree.deserved[i]))
-
-    def _zero_share_violation(self, i: int, request: Array) -> bool:
-        with_job = self.allocated[i] + request
-        return bool(np.any((self.allocatable[i] == 0) & (with_job > 0)))
 
 
 def _or_zero(value: Array | None) -> Array:

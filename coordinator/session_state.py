@@ -56,10 +56,14 @@ class SessionState:
 
 
     def job_request(self, job: Job, real: bool = False) -> np.ndarray:
-        total = np.zeros(3)
-        for task in job.tasks_to_allocate(real):
-            total += self.requested_quota(task)
-        return total
+        """What the job's next tasks to allocate ask of its queue (KAI's job init request)."""
+        def compute() -> np.ndarray:
+            total = np.zeros(3)
+            for task in job.tasks_to_allocate(real):
+                total += self.requested_quota(task)
+            return total
+
+        return job.cached(("request", real), compute)
 
     def job_allocated(self, job: Job) -> np.ndarray:
         total = np.zeros(3)

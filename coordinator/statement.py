@@ -62,9 +62,11 @@ class Statement:
         task.gpu_groups = tuple(g for g, _ in choice.shares)
         task.accepted = accepted
         job = self.jobs_by_task[task.key]
+        job.version += 1
         self.queues.add_allocation(job.queue, accepted, job.preemptible)
 
         def undo() -> None:
+            job.version += 1
             self.queues.add_allocation(job.queue, accepted, job.preemptible, sign=-1.0)
             task.holdings.remove(holding)
             self.table.release(holding)
@@ -77,8 +79,11 @@ class Statement:
         old = next(h for h in task.holdings if h.kind is Kind.ACTIVE)
         new = self._rehold(task, old, Kind.PIPELINED)
         task.status = Status.PIPELINED
+        job = self.jobs_by_task[task.key]
+        job.version += 1
 
         def undo() -> None:
+            job.version += 1
             self._swap(task, new, old)
             task.status = Status.ALLOCATED
 
@@ -87,6 +92,7 @@ class Statement:
     def evict(self, task: Task, action: str, preemptor: str | None) -> None:
         """The pod is evicted in this session: what it held is now releasing."""
         job = self.jobs_by_task[task.key]
+        job.version += 1
         previous_status = task.status
         current = next((h for h in task.holdings if h.kind is not Kind.RELEASING), None)
         replacement = None
@@ -103,6 +109,7 @@ class Statement:
         self.evictions.append(Eviction(task, action, preemptor))
 
         def undo() -> None:
+            job.version += 1
             self.evictions.pop()
             task.evicted_in_session = was_evicted
             task.status = previous_status

@@ -69,6 +69,7 @@ class NodeTable:
         self.room_idle = np.zeros(0, dtype=np.int64)
         self.groups: list[dict[str, GroupUsage]] = []
         self.static_epoch = 0  # bumps when labels/taints/readiness change: constraint masks expire
+        self.change_log: list[int] | None = None  # rows changed, in order, once someone tracks them
         self.add_nodes(nodes)
 
     def __len__(self) -> int:
@@ -174,6 +175,14 @@ class NodeTable:
         self.room_future[row] = counts.best_room_future
         self.room_idle[row] = counts.best_room_idle
         self.version[row] += 1
+        if self.change_log is not None:
+            self.change_log.append(row)
+
+    def track_changes(self) -> list[int]:
+        """Start (or keep) logging changed rows; session-scoped tables only, the log is not trimmed."""
+        if self.change_log is None:
+            self.change_log = []
+        return self.change_log
 
     def widen(self, schema: ResourceSchema) -> None:
         """Switch to a schema with more extended resources (columns are appended, never removed)."""

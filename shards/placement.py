@@ -16,7 +16,9 @@ with releasing capacity.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +27,9 @@ from kai_ray.model import GpuShare
 from shards.constraints import ConstraintMasks
 from shards.node_table import NodeTable
 from shards.shapes import CPU, GPU, MEMORY, PODS, TaskShape
+
+if TYPE_CHECKING:
+    from shards.shape_index import ShapeIndex
 
 TOLERANCE = 1e-6
 Mask = npt.NDArray[np.bool_]
@@ -77,63 +82,127 @@ class Placer:
         self.table = table
         self.policy = policy
         self.masks = ConstraintMasks(table)
+        self._indexes: dict[TaskShape, ShapeIndex] = {}
+        self._requests: dict[TaskShape, list[float]] = {}
 
     # ------------------------------------------------------------------ fit
-    def fit(self, shape: TaskShape, allowed: Mask | None = None) -> Fit:
-        """Where ``shape`` fits now and once releasing pods are gone; ``allowed`` narrows
-        the nodes considered (victim simulations only use some nodes)."""
+    def fit(self, shape: TaskShape, allowed: Mask | None = None, rows: Ints | None = None) -> Fit:
+        """Where ``shape`` fits now and once releasing pods are gone. ``allowed`` narrows the
+        nodes considered (victim simulations only use some nodes); with ``rows`` the verdicts
+        cover just those rows, in that order (used to refresh rows that changed)."""
         table = self.table
-        admitted = self.masks.admitted(shape.constraints)
+        pick: Ints | slice = slice(None) if rows is None else rows
+        admitted = self.masks.admitted(shape.constraints)[pick]
         if allowed is not None:
-            admitted = admitted & allowed
+            admitted = admitted & allowed[pick]
+        idle, future_cap = table.idle[pick], table.future[pick]
         request = table.schema.vector(shape.request)
         request[PODS] = 0  # pod slots are checked on their own below, as KAI's predicate does
         if shape.share is None:
             if shape.is_best_effort:
-                now = admitted.copy()
-                future = admitted & (table.future[:, PODS] >= 1 - TOLERANCE)
-                return Fit(now, future, None)
-            now = admitted & np.all(request <= table.idle + TOLERANCE, axis=1)
-            future = admitted & np.all(request <= table.future + TOLERANCE, axis=1)
-            future &= table.future[:, PODS] >= 1 - TOLERANCE
+                return Fit(admitted.copy(), admitted & (future_cap[:, PODS] >= 1 - TOLERANCE), None)
+            now = admitted & np.all(request <= idle + TOLERANCE, axis=1)
+            future = admitted & np.all(request <= future_cap + TOLERANCE, axis=1)
+            future &= future_cap[:, PODS] >= 1 - TOLERANCE
             return Fit(now, future, None)
-        mib = share_mib(shape.share, table.gpu_mem)
-        valid = admitted & (mib <= table.gpu_mem) & (mib > 0) & (table.gpu_count > 0)
-        joinable = self._joinable_groups(mib, shape.share.devices)
+        gpu_mem = table.gpu_mem[pick]
+        mib = share_mib(shape.share, gpu_mem)
+        valid = admitted & (mib <= gpu_mem) & (mib > 0) & (table.gpu_count[pick] > 0)
         devices = shape.share.devices
-        idle_whole = np.floor(table.idle[:, GPU] + 1e-9)
-        future_whole = idle_whole + np.floor(table.future[:, GPU] - table.idle[:, GPU] + 1e-9)
-        now = valid & np.all(request <= table.idle + TOLERANCE, axis=1) & (idle_whole + joinable >= devices)
-        future = valid & np.all(request <= table.future + TOLERANCE, axis=1) & (future_whole + joinable >= devices)
+        joinable = self._joinable_groups(mib, devices, rows)
+        idle_whole = np.floor(idle[:, GPU] + 1e-9)
+        future_whole = idle_whole + np.floor(future_cap[:, GPU] - idle[:, GPU] + 1e-9)
+        now = valid & np.all(request <= idle + TOLERANCE, axis=1) & (idle_whole + joinable >= devices)
+        future = valid & np.all(request <= future_cap + TOLERANCE, axis=1) & (future_whole + joinable >= devices)
         # A fraction that opens a new shared GPU also needs a slot for KAI's reservation pod.
         opens_group = joinable < devices if self.policy.gpu_device == "pack" else future_whole >= 1
         slots = np.where(opens_group, 2.0, 1.0)
-        future &= table.future[:, PODS] >= slots - TOLERANCE
+        future &= future_cap[:, PODS] >= slots - TOLERANCE
         return Fit(now, future, mib)
 
-    def _joinable_groups(self, mib: Ints, devices: int) -> Ints:
+    def fit_row(self, shape: TaskShape, row: int) -> tuple[bool, bool, int | None]:
+        """``fit`` for one row in plain Python (numpy's per-call cost dominates for one row):
+        (fits now, fits once releasing pods are gone, MiB per device for a fraction)."""
+        table = self.table
+        if not self.masks.admitted(shape.constraints)[row]:
+            return False, False, None
+        request = self._request_list(shape)
+        idle, future_cap = table.idle[row].tolist(), table.future[row].tolist()
+        if shape.share is None:
+            if shape.is_best_effort:
+                return True, future_cap[PODS] >= 1 - TOLERANCE, None
+            now = all(r <= i + TOLERANCE for r, i in zip(request, idle, strict=True))
+            future = future_cap[PODS] >= 1 - TOLERANCE and all(
+                r <= f + TOLERANCE for r, f in zip(request, future_cap, strict=True))
+            return now, future, None
+        device = int(table.gpu_mem[row])
+        share = shape.share
+        mib = share.memory_mib if share.memory_mib is not None else int(share.fraction * device)  # type: ignore[operator]
+        if not (0 < mib <= device and table.gpu_count[row] > 0):
+            return False, False, mib
+        joinable = int(self._joinable_groups(np.array([mib]), share.devices, np.array([row]))[0])
+        idle_whole = math.floor(idle[GPU] + 1e-9)
+        future_whole = idle_whole + math.floor(future_cap[GPU] - idle[GPU] + 1e-9)
+        now = idle_whole + joinable >= share.devices and all(
+            r <= i + TOLERANCE for r, i in zip(request, idle, strict=True))
+        future = future_whole + joinable >= share.devices and all(
+            r <= f + TOLERANCE for r, f in zip(request, future_cap, strict=True))
+        opens_group = joinable < share.devices if self.policy.gpu_device == "pack" else future_whole >= 1
+        future = future and future_cap[PODS] >= (2.0 if opens_group else 1.0) - TOLERANCE
+        return now, future, mib
+
+    def rank_row(self, shape: TaskShape, row: int, now: bool, mib: int | None) -> tuple[float, float]:
+        """``rank_keys`` for one row in plain Python."""
+        table = self.table
+        band = 100.0 if now else 0.0
+        if shape.is_cpu_only:
+            band += 10.0 if table.gpu_count[row] <= 0 else 0.0
+        elif shape.share is not None and self.policy.gpu_sharing_order and mib is not None:
+            band += 1000.0 if table.room_future[row] >= mib else 0.0
+        column, strategy = (CPU, self.policy.cpu) if shape.is_cpu_only else (GPU, self.policy.gpu)
+        free = float(table.future[row, column])
+        if strategy == "spread":
+            total = float(table.alloc[row, column] if column != GPU else table.gpu_count[row])
+            return band, (free / total if total > 0 else 0.0)
+        return band, -free
+
+    def _request_list(self, shape: TaskShape) -> list[float]:
+        cached = self._requests.get(shape)
+        if cached is None:
+            vector = self.table.schema.vector(shape.request)
+            vector[PODS] = 0.0
+            cached = self._requests[shape] = vector.tolist()
+        return cached
+
+    def _joinable_groups(self, mib: Ints, devices: int, rows: Ints | None) -> Ints:
         """How many already-shared GPUs per node can take one more portion of ``mib``."""
         table = self.table
+        index = np.arange(len(table)) if rows is None else rows
+        room = table.room_future[index]
         if devices == 1:
-            return (table.room_future >= mib).astype(np.int64)
-        counts = np.zeros(len(table), dtype=np.int64)
-        for row in np.flatnonzero(table.room_future >= mib):
+            return (room >= mib).astype(np.int64)
+        counts = np.zeros(len(index), dtype=np.int64)
+        for i in np.flatnonzero(room >= mib):
+            row = int(index[i])
             device = int(table.gpu_mem[row])
-            counts[row] = sum(
+            counts[i] = sum(
                 1 for usage in table.groups[row].values()
-                if (room := usage.room_future(device)) is not None and room >= mib[row]
+                if (free := usage.room_future(device)) is not None and free >= mib[i]
             )
         return counts
 
     # ---------------------------------------------------------------- score
-    def rank_keys(self, shape: TaskShape, fit: Fit, rows: Ints) -> tuple[Floats, Floats]:
-        """(band, placement) for candidate ``rows``; higher is better in both."""
+    def rank_keys(self, shape: TaskShape, fit: Fit, rows: Ints, aligned: bool = False) -> tuple[Floats, Floats]:
+        """(band, placement) for candidate ``rows``; higher is better in both. ``aligned``: the
+        fit's arrays already cover exactly ``rows``."""
         table = self.table
-        band = np.where(fit.now[rows], 100.0, 0.0)
+        now = fit.now if aligned else fit.now[rows]
+        mib = None if fit.share_mib is None else (fit.share_mib if aligned else fit.share_mib[rows])
+        band = np.where(now, 100.0, 0.0)
         if shape.is_cpu_only:
             band += np.where(table.gpu_count[rows] <= 0, 10.0, 0.0)
-        elif shape.share is not None and self.policy.gpu_sharing_order and fit.share_mib is not None:
-            band += np.where(table.room_future[rows] >= fit.share_mib[rows], 1000.0, 0.0)
+        elif shape.share is not None and self.policy.gpu_sharing_order and mib is not None:
+            band += np.where(table.room_future[rows] >= mib, 1000.0, 0.0)
         column, strategy = (CPU, self.policy.cpu) if shape.is_cpu_only else (GPU, self.policy.gpu)
         free = table.future[rows, column]
         if strategy == "spread":
@@ -144,25 +213,36 @@ class Placer:
         return band, placement
 
     def best_node(self, shape: TaskShape, pipeline_only: bool = False, allowed: Mask | None = None) -> Choice | None:
-        fit = self.fit(shape, allowed)
-        rows = np.flatnonzero(fit.future)
-        if not len(rows):
-            return None
-        band, placement = self.rank_keys(shape, fit, rows)
-        top = band == band.max()
-        rows, placement = rows[top], placement[top]
-        top = placement >= placement.max() - 1e-12
-        rows = rows[top]
-        row = int(rows[np.argmin(self.table.name_rank[rows])])
-        return self.choose_on(row, shape, fit, pipeline_only)
+        """The best node for one pod of ``shape``, as KAI ranks them; None when none fits."""
+        if allowed is None:
+            row = self._index(shape).best()
+            if row is None:
+                return None
+        else:  # a victim simulation on a subset of nodes: one full scan
+            fit = self.fit(shape, allowed)
+            rows = np.flatnonzero(fit.future)
+            if not len(rows):
+                return None
+            band, placement = self.rank_keys(shape, fit, rows)
+            order = np.lexsort((self.table.name_rank[rows], -placement, -band))
+            row = int(rows[order[0]])
+        return self.choose_on(row, shape, pipeline_only)
 
-    def choose_on(self, row: int, shape: TaskShape, fit: Fit, pipeline_only: bool) -> Choice:
+    def _index(self, shape: TaskShape) -> ShapeIndex:
+        index = self._indexes.get(shape)
+        if index is None:
+            from shards.shape_index import ShapeIndex
+
+            index = self._indexes[shape] = ShapeIndex(self, shape)
+        return index
+
+    def choose_on(self, row: int, shape: TaskShape, pipeline_only: bool) -> Choice:
         """The concrete placement on ``row`` (GPU groups for fractions)."""
-        fits_now = bool(fit.now[row])
+        fits_now, _, mib = self.fit_row(shape, row)
         if shape.share is None:
             return Choice(row, pipeline_only or not fits_now)
-        assert fit.share_mib is not None
-        return self._choose_devices(row, shape.share, int(fit.share_mib[row]), fits_now, pipeline_only)
+        assert mib is not None
+        return self._choose_devices(row, shape.share, mib, fits_now, pipeline_only)
 
     def _choose_devices(self, row: int, share: GpuShare, mib: int, fits_now: bool, pipeline_only: bool) -> Choice:
         table = self.table
