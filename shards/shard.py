@@ -34,10 +34,10 @@ class Shard:
     # ------------------------------------------------------------------ deltas
     def apply(self, deltas: ShardDeltas) -> None:
         self._ensure_schema([n.allocatable for n in deltas.nodes_upserted] + [p.requests for p in deltas.pods_upserted])
-        new = [n for n in deltas.nodes_upserted if n.name not in self.table.index]
-        self.table.add_nodes(new)
+        known = set(self.table.index)
+        self.table.add_nodes([n for n in deltas.nodes_upserted if n.name not in known])
         for node in deltas.nodes_upserted:
-            if node not in new:
+            if node.name in known:
                 self.table.update_node(node)
         for name in deltas.nodes_removed:
             if name in self.table.index:
