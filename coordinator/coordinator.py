@@ -59,6 +59,7 @@ class CycleStats:
     session_seconds: float = 0.0
     candidate_nodes: int = 0
     full_table: bool = False
+    commit_seconds: float = 0.0  # prepare + commit/abort across shards
     prepared_jobs: int = 0
     aborted_jobs: int = 0
     shard_calls: int = 0
@@ -70,6 +71,7 @@ class CycleResult:
     binds: list[BindIntent] = field(default_factory=list)
     evictions: list[EvictIntent] = field(default_factory=list)
     stats: CycleStats = field(default_factory=CycleStats)
+    pod_queues: dict[str, str] = field(default_factory=dict)  # pod -> leaf queue, for pods of pod groups
 
 
 class Coordinator:
@@ -114,7 +116,10 @@ class Coordinator:
         stats.session_seconds = time.perf_counter() - session_started
         decisions = collect(state, stmt.evictions)
         result = CycleResult(decisions, stats=stats)
+        result.pod_queues = {key: job.queue for key, job in state.jobs_by_task.items()}
+        commit_started = time.perf_counter()
         self._commit_binds(state, now, result)
+        stats.commit_seconds = time.perf_counter() - commit_started
         result.evictions = [EvictIntent(pod, action, by) for pod, action, by in decisions.evictions]
         self._remember_job_clock(state)
         stats.shard_calls = self.shards.calls - calls_before
