@@ -13,6 +13,15 @@ from kai_ray.model import Pod
 
 # Owners whose pods each get a PodGroup of their own (serving workloads).
 _PER_POD_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "Service"}
+# Distributed workloads: their gang size comes from the owner's spec, which only the pod
+# grouper (with API access) can read, so they are not grouped implicitly.
+GANG_KINDS = {"PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "JAXJob", "JobSet", "RayCluster", "RayJob",
+              "LeaderWorkerSet"}
+
+
+def needs_pod_grouper(owners: tuple[OwnerRef, ...]) -> bool:
+    """True when the pod belongs to a distributed workload whose PodGroup must come from the grouper."""
+    return bool(owners) and owners[-1].kind in GANG_KINDS
 
 
 @dataclass(frozen=True, slots=True)

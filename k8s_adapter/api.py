@@ -1,0 +1,117 @@
+"""One thin seam over kubernetes-asyncio for raw JSON requests and watch streams.
+
+The adapter reads and writes plain dicts (decoded once with orjson) instead of the
+generated models, which are the CPU and memory hot spot on large clusters. Every request
+goes through ``KubeApi.request`` or ``KubeApi.stream``: authentication, TLS and the
+kubeconfig handling stay kubernetes-asyncio's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+
+JSON = dict[str, Any]
+
+
+class KubeError(Exception):
+    """A request that did not succeed: ``status`` is the HTTP code (0 when none came back)."""
+
+    def __init__(self, status: int, reason: str, body: JSON | None = None) -> None:
+        super().__init__(f"{status} {reason}")
+        self.status = status
+        self.reason = reason
+        self.body = body or {}
+
+    @property
+    def transient(self) -> bool:
+        return self.status in (0, 429, 500, 502, 503, 504)
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    status: int
+    body: JSON
+
+
+class KubeApi:
+    def __init__(self, client: Any) -> None:
+        self.client = client  # kubernetes_asyncio.client.ApiClient
+
+    async def request(self, method: str, path: str, query: Mapping[str, Any] | None = None,
+                      body: Any = None, content_type: str = "application/json",
+                      timeout: float = 30.0) -> Response:
+        """Send one request; non-2xx answers raise KubeError with the server's Status body."""
+        raw = await self._call(method, path, query, body, content_type, timeout)
+        try:
+            data = await raw.read()
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise KubeError(0, f"reading the answer failed: {exc}") from exc
+        finally:
+            raw.release()
+        parsed: JSON = {}
+        if data:
+            try:
+                loaded = orjson.loads(data)
+                parsed = loaded if isinstance(loaded, dict) else {"items": loaded}
+            except orjson.JSONDecodeError:
+                parsed = {"message": data[:200].decode(errors="replace")}
+        if not 200 <= raw.status < 300:
+            raise KubeError(raw.status, str(parsed.get("reason") or parsed.get("message") or raw.reason), parsed)
+        return Response(raw.status, parsed)
+
+    async def stream(self, path: str, query: Mapping[str, Any], timeout: float) -> AsyncIterator[JSON]:
+        """Watch events, one JSON object per line, until the server ends the stream."""
+        raw = await self._call("GET", path, query, None, "application/json", timeout)
+        try:
+            if not 200 <= raw.status < 300:
+                data = await raw.read()
+                body = orjson.loads(data) if data.startswith(b"{") else {}
+                raise KubeError(raw.status, str(body.get("reason") or raw.reason), body)
+            async for line in raw.content:
+                line = line.strip()
+                if line:
+                    yield orjson.loads(line)
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise KubeError(0, f"watch stream broke: {exc}") from exc
+        finally:
+            raw.release()
+
+    async def _call(self, method: str, path: str, query: Mapping[str, Any] | None, body: Any,
+                    content_type: str, timeout: float) -> Any:
+        params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        try:
+            return await self.client.call_api(
+                path, method, query_params=params, header_params=headers, body=body,
+                auth_settings=["BearerToken"], _preload_content=False,
+                _request_timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=timeout),
+            )
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise KubeError(0, f"{method} {path}: {exc}") from exc
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+async def connect(kubeconfig: str | None = None, context: str | None = None) -> KubeApi:
+    """A client from a kubeconfig file, or the in-cluster service account when none is given."""
+    from kubernetes_asyncio import client, config
+
+    configuration = client.Configuration()
+    if kubeconfig:
+        await config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
+    else:
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    configuration.connection_pool_maxsize = 64
+    return KubeApi(client.ApiClient(configuration))

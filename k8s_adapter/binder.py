@@ -1,0 +1,85 @@
+"""Binding pods through the ``pods/binding`` subresource, many at a time, with retries.
+
+A bind carries the pod's UID, so a pod deleted and re-created under the same name is
+never bound by mistake. 409 Conflict means the pod is already bound: that is success if
+it went to the node we chose, failure otherwise. Server errors and 429 are retried with
+exponential backoff; whatever still fails is reported back so the coordinator releases
+the capacity and tries the pod again next cycle.
+
+Rule for gangs (as in KAI): pods of a gang that did bind stay bound; the failed pod is
+pending again and normally lands in the next cycle. If the gang stays below its minimum,
+stale-gang eviction evicts it after its grace period, so it is never left half-running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from k8s_adapter.api import KubeApi, KubeError
+from k8s_adapter.kinds import PODS
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BindRequest:
+    pod: str  # namespace/name
+    uid: str
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class BindOutcome:
+    pod: str
+    ok: bool
+    reason: str = ""
+
+
+class Binder:
+    def __init__(self, api: KubeApi, concurrency: int = 32, attempts: int = 4, base_delay: float = 0.1) -> None:
+        self.api = api
+        self.limit = asyncio.Semaphore(concurrency)
+        self.attempts = attempts
+        self.base_delay = base_delay
+
+    async def bind_all(self, requests: Sequence[BindRequest]) -> list[BindOutcome]:
+        return list(await asyncio.gather(*(self._bind(r) for r in requests)))
+
+    async def _bind(self, request: BindRequest) -> BindOutcome:
+        namespace, name = request.pod.split("/", 1)
+        body = {
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, **({"uid": request.uid} if request.uid else {})},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": request.node},
+        }
+        delay = self.base_delay
+        for attempt in range(self.attempts):
+            async with self.limit:
+                try:
+                    await self.api.request("POST", PODS.item(name, namespace, "binding"), body=body)
+                    return BindOutcome(request.pod, True)
+                except KubeError as exc:
+                    if exc.status == 409:
+                        return await self._already_bound(request, namespace, name, exc)
+                    if exc.status == 404:
+                        return BindOutcome(request.pod, False, "the pod no longer exists")
+                    if not exc.transient or attempt == self.attempts - 1:
+                        log.warning("bind %s -> %s failed: %s", request.pod, request.node, exc)
+                        return BindOutcome(request.pod, False, str(exc))
+            await asyncio.sleep(delay)
+            delay *= 2
+        return BindOutcome(request.pod, False, "retries exhausted")
+
+    async def _already_bound(self, request: BindRequest, namespace: str, name: str, exc: KubeError) -> BindOutcome:
+        try:
+            pod = (await self.api.request("GET", PODS.item(name, namespace))).body
+        except KubeError as again:
+            return BindOutcome(request.pod, False, f"conflict, and reading the pod failed: {again}")
+        node = (pod.get("spec") or {}).get("nodeName")
+        uid = (pod.get("metadata") or {}).get("uid")
+        if node == request.node and (not request.uid or uid == request.uid):
+            return BindOutcome(request.pod, True)
+        return BindOutcome(request.pod, False, f"conflict: {exc.reason} (bound to {node or 'nothing'})")

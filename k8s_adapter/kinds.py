@@ -1,0 +1,56 @@
+"""The Kubernetes kinds the adapter watches, where they live in the API, and how they decode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    name: str  # what the cache calls it
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_prefix(self) -> str:
+        return f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+
+    def collection(self, namespace: str | None = None) -> str:
+        """The list/watch path (all namespaces when ``namespace`` is None)."""
+        if namespace and self.namespaced:
+            return f"{self.api_prefix}/namespaces/{namespace}/{self.plural}"
+        return f"{self.api_prefix}/{self.plural}"
+
+    def item(self, name: str, namespace: str | None = None, subresource: str = "") -> str:
+        base = self.collection(namespace)
+        return f"{base}/{name}/{subresource}" if subresource else f"{base}/{name}"
+
+
+NODES = Kind("Node", "", "v1", "nodes", False)
+PODS = Kind("Pod", "", "v1", "pods", True)
+QUEUES = Kind("Queue", "scheduling.run.ai", "v2", "queues", False)
+POD_GROUPS = Kind("PodGroup", "scheduling.run.ai", "v2alpha2", "podgroups", True)
+PRIORITY_CLASSES = Kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False)
+EVENTS = Kind("Event", "", "v1", "events", True)
+LEASES = Kind("Lease", "coordination.k8s.io", "v1", "leases", True)
+
+WATCHED = (NODES, PODS, QUEUES, POD_GROUPS, PRIORITY_CLASSES)
+
+# Owners the pod grouper walks to find a workload's top owner.
+OWNER_KINDS = {
+    ("batch/v1", "Job"): Kind("Job", "batch", "v1", "jobs", True),
+    ("batch/v1", "CronJob"): Kind("CronJob", "batch", "v1", "cronjobs", True),
+    ("apps/v1", "ReplicaSet"): Kind("ReplicaSet", "apps", "v1", "replicasets", True),
+    ("apps/v1", "Deployment"): Kind("Deployment", "apps", "v1", "deployments", True),
+    ("apps/v1", "StatefulSet"): Kind("StatefulSet", "apps", "v1", "statefulsets", True),
+    ("jobset.x-k8s.io/v1alpha2", "JobSet"): Kind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", True),
+    ("kubeflow.org/v1", "PyTorchJob"): Kind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", True),
+    ("kubeflow.org/v2beta1", "MPIJob"): Kind("MPIJob", "kubeflow.org", "v2beta1", "mpijobs", True),
+    ("kubeflow.org/v1", "MPIJob"): Kind("MPIJob", "kubeflow.org", "v1", "mpijobs", True),
+    ("ray.io/v1", "RayJob"): Kind("RayJob", "ray.io", "v1", "rayjobs", True),
+    ("ray.io/v1", "RayCluster"): Kind("RayCluster", "ray.io", "v1", "rayclusters", True),
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"):
+        Kind("LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", True),
+}

@@ -1,0 +1,82 @@
+"""Leader election on a coordination.k8s.io Lease (kubernetes-asyncio's LeaseLock).
+
+Every replica keeps its watches warm; only the leader schedules, binds and evicts. The
+leader re-checks that it still leads right before each batch of binds (fencing): a Ray
+actor or a slow cycle does not notice the election task being cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+import uuid
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class Leadership:
+    """Whether this replica leads right now; always True when election is off."""
+
+    def __init__(self, enabled: bool, lease_duration: float = 15.0) -> None:
+        self.enabled = enabled
+        self.lease_duration = lease_duration
+        self.leading = not enabled
+        self.since = time.monotonic() if not enabled else 0.0
+        self.identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+        self._last_renew = time.monotonic()
+
+    def is_leader(self) -> bool:
+        if not self.enabled:
+            return True
+        # Fencing: a lease not renewed within its duration may already belong to someone else.
+        return self.leading and time.monotonic() - self._last_renew < self.lease_duration
+
+    def renewed(self) -> None:
+        self._last_renew = time.monotonic()
+
+    async def campaign(self, api_client: Any, name: str, namespace: str, renew_deadline: float = 10.0,
+                       retry_period: float = 2.0) -> None:
+        """Take part in the election forever; ``leading`` follows the outcome."""
+        if not self.enabled:
+            return
+        from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
+        from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+        class TrackedElection(leaderelection.LeaderElection):
+            """Records every successful acquire or renew, for fencing."""
+
+            async def try_acquire_or_renew(inner) -> bool:  # noqa: N805 - nested class, outer self is used
+                ok = bool(await super().try_acquire_or_renew())
+                if ok:  # True only when this replica acquired or renewed the lease
+                    self.renewed()
+                return ok
+
+        async def lead() -> None:
+            self.leading = True
+            self.since = time.monotonic()
+            log.info("%s is now the leader", self.identity)
+            try:
+                await asyncio.Event().wait()  # until the election cancels us
+            finally:
+                self.leading = False
+
+        async def stop() -> None:
+            self.leading = False
+            log.warning("%s lost the lease", self.identity)
+
+        while True:
+            lock = LeaseLock(name, namespace, self.identity, api_client)
+            config = electionconfig.Config(lock, lease_duration=self.lease_duration, renew_deadline=renew_deadline,
+                                           retry_period=retry_period, onstarted_leading=lead,
+                                           onstopped_leading=stop)
+            try:
+                await TrackedElection(config).run()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the election must keep trying whatever the API does
+                log.exception("leader election failed; retrying")
+            self.leading = False
+            await asyncio.sleep(retry_period)
