@@ -27,3 +27,13 @@ def in_process_coordinator(config: SchedulerConfig, shards: int = 1) -> Coordina
     policy = placement_policy(config)
     backend = InProcessShards([Shard(i, policy) for i in range(shards)])
     return Coordinator(config, ShardSet(backend))
+
+
+def make_coordinator(config: SchedulerConfig, nodes: int, shards: int | None = None) -> Coordinator:
+    """In-process shards for small clusters (or ``shards=0``); Ray actors otherwise."""
+    count = shard_count(config, nodes, shards)
+    if count <= 1 or shards == 0:
+        return in_process_coordinator(config, 1)
+    from kai_ray.actors import RemoteCoordinator
+
+    return RemoteCoordinator(config, count)  # type: ignore[return-value]

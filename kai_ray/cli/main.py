@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kai_ray.cli import fairshare_cmd, schedule_cmd
+from kai_ray.cli import fairshare_cmd, run_cmd, schedule_cmd
 from kai_ray.errors import InputError
 
 EXIT_BAD_INPUT = 2
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     fairshare_cmd.add_parser(subparsers)
     schedule_cmd.add_parser(subparsers)
+    run_cmd.add_parser(subparsers)
     return parser
 
 

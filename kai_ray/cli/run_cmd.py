@@ -1,0 +1,76 @@
+"""``kai-ray run``: the scheduler against a Kubernetes cluster (kubeconfig or in-cluster)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("run", help="schedule pods of a Kubernetes cluster")
+    parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"),
+                        help="kubeconfig file (default: $KUBECONFIG, else the in-cluster service account)")
+    parser.add_argument("--context", help="kubeconfig context to use")
+    parser.add_argument("--config", help="scheduler config YAML (DESIGN.md section 5.4)")
+    parser.add_argument("--metrics-port", type=int, default=8080, help="port for /metrics, /healthz, /readyz")
+    parser.add_argument("--period", type=float, default=1.0, help="seconds between scheduling cycles")
+    parser.add_argument("--shards", type=int, help="shard actors (default: config; 0 = in-process, no Ray)")
+    parser.add_argument("--leader-elect", action="store_true", help="run as one of several replicas")
+    parser.add_argument("--lease-name", default="kai-ray", help="the coordination.k8s.io Lease to hold")
+    parser.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "default"))
+    parser.add_argument("--eviction-mode", choices=("eviction", "delete"), default="eviction",
+                        help="evict through pods/eviction (respects PodDisruptionBudgets) or delete pods")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kai_ray.io.config import load_config
+
+    config = load_config(args.config)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # pragma: no cover - uvloop is a dependency; asyncio's loop works too
+        pass
+    return asyncio.run(_main(args, config))
+
+
+async def _main(args: argparse.Namespace, config: object) -> int:
+    from prometheus_client import CollectorRegistry
+
+    from k8s_adapter.api import connect
+    from k8s_adapter.cache import ClusterCache
+    from k8s_adapter.health import serve, stalled_after
+    from k8s_adapter.leader import Leadership
+    from k8s_adapter.runner import SchedulerLoop
+    from kai_ray.io.config import SchedulerConfig
+    from kai_ray.runtime import make_coordinator
+
+    assert isinstance(config, SchedulerConfig)
+    api = await connect(args.kubeconfig, args.context)
+    registry = CollectorRegistry()
+    leadership = Leadership(enabled=args.leader_elect)
+    loop = SchedulerLoop(api, ClusterCache(config.schedulerName),
+                         lambda nodes: make_coordinator(config, nodes, args.shards), registry, leadership,
+                         period=args.period, eviction_mode=args.eviction_mode)
+    server = await serve(registry, args.metrics_port, stalled_after(max(60.0, 30 * args.period),
+                                                                    lambda: loop.state.last_iteration),
+                         lambda: loop.state.synced)
+    stop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        stop.add_signal_handler(sig, loop.stop)
+    election = asyncio.create_task(leadership.campaign(api.client, args.lease_name, args.lease_namespace))
+    try:
+        await loop.run()
+    finally:
+        election.cancel()
+        await server.cleanup()
+        await api.close()
+    return 0
