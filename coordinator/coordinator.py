@@ -32,6 +32,7 @@ from kai_ray.deltas import ClusterDeltas
 from kai_ray.io.config import SchedulerConfig
 from shards.messages import Placement, PrepareItem, ProposeRequest
 from shards.node_table import NodeTable
+from shards.placement import Diagnosis
 from shards.rows import NodeRows, merge_rows, table_from_rows
 from shards.shapes import ResourceSchema, TaskShape
 
@@ -102,8 +103,9 @@ class Coordinator:
         names = tuple(self.config.effective_actions if actions is None else actions)
         snapshot = self.model.snapshot()
         stats = CycleStats()
-        table = self._candidate_table(stats)
+        table, diagnoses = self._candidate_table(stats)
         state = open_session(snapshot, self.config, now, table)
+        state.remote_diagnoses = diagnoses
         stmt = Statement(state.table, state.queues, state.jobs_by_task)
         session_started = time.perf_counter()
         for action in build_actions(names):
@@ -126,16 +128,21 @@ class Coordinator:
         stats.seconds = time.perf_counter() - started
         return result
 
-    def _candidate_table(self, stats: CycleStats) -> NodeTable:
+    def _candidate_table(self, stats: CycleStats) -> tuple[NodeTable, dict[TaskShape, Diagnosis]]:
         pending = [p for p in self.model.pods.values()
                    if p.scheduler_name == self.config.schedulerName and p.state.value == "Pending"]
         shapes = tuple(dict.fromkeys(TaskShape.of_pod(p) for p in pending))
         if not shapes:
-            return NodeTable(ResourceSchema())
+            return NodeTable(ResourceSchema()), {}
         replies = self.shards.propose(ProposeRequest(shapes, max(len(pending), 1)))
         rows = merge_rows([r.rows for r in replies], _union_schema([r.rows for r in replies]))
         stats.candidate_nodes = len(rows)
-        return table_from_rows(rows)
+        diagnoses: dict[TaskShape, Diagnosis] = {}
+        for reply in replies:
+            for shape, diagnosis in zip(shapes, reply.diagnoses, strict=True):
+                known = diagnoses.get(shape)
+                diagnoses[shape] = diagnosis if known is None else known.merged(diagnosis)
+        return table_from_rows(rows), diagnoses
 
     def _full_table(self) -> NodeTable:
         parts = self.shards.rows()

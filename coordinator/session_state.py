@@ -20,7 +20,7 @@ from coordinator.queue_state import QueueState
 from kai_ray.io.config import SchedulerConfig
 from kai_ray.model import ClusterSnapshot, Pod, PodGroup, ResourceVector
 from shards.node_table import Holding, NodeTable
-from shards.placement import PlacementPolicy, Placer
+from shards.placement import Diagnosis, PlacementPolicy, Placer
 from shards.pod_holds import pod_hold
 from shards.shapes import ResourceSchema, TaskShape
 
@@ -41,6 +41,13 @@ class SessionState:
     pod_notes: dict[str, str] = field(default_factory=dict)  # why a pod is not schedulable at all
     min_gpu_memory: float = 100.0
     last_start: dict[str, float] = field(default_factory=dict)
+    remote_diagnoses: dict[TaskShape, Diagnosis] = field(default_factory=dict)  # nodes outside this table
+
+    def explain(self, shape: TaskShape) -> str:
+        """Why no node takes ``shape``: this table's nodes now, plus what the shards said of the rest."""
+        diagnosis = self.placer.diagnose(shape)
+        remote = self.remote_diagnoses.get(shape)
+        return (diagnosis.merged(remote) if remote is not None else diagnosis).describe(shape)
 
     def requested_quota(self, task: Task) -> Quota:
         """What a pending pod asks of its queue (KAI converts GPU memory with the smallest GPU)."""

@@ -26,6 +26,15 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+KAI_REASONS = ("OverLimit", "NonPreemptibleOverQuota", "QueueDoesNotExist", "PreemptionDelayNotElapsed")
+
+
+def _reason_code(reason: str) -> str:
+    """KAI's reason codes where the message starts with one, else its generic PodSchedulingErrors."""
+    head = reason.split(":", 1)[0]
+    return head if head in KAI_REASONS else "PodSchedulingErrors"
+
+
 class StatusWriter:
     def __init__(self, api: KubeApi, reporter: str = "kai-ray", node_pool: str = "default",
                  concurrency: int = 16) -> None:
@@ -69,8 +78,7 @@ class StatusWriter:
         conditions = [] if not reason else [{
             "type": CONDITION, "nodePool": self.node_pool, "status": "True", "lastTransitionTime": _now(),
             "transitionID": str(uuid.uuid4())[:8],
-            "reasons": [{"reason": reason.split(":", 1)[0] if ":" in reason[:40] else "PodSchedulingErrors",
-                         "message": reason[:MAX_MESSAGE]}],
+            "reasons": [{"reason": _reason_code(reason), "message": reason[:MAX_MESSAGE]}],
         }]
         await self.api.request("PATCH", POD_GROUPS.item(name, namespace, "status"),
                                body={"status": {"schedulingConditions": conditions}},

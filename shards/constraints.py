@@ -61,13 +61,12 @@ class ConstraintMasks:
             out[row] = constraints.matches_labels(table.labels[row], table.names[row])
         return out
 
-    def reasons(self, constraints: Constraints) -> dict[str, int]:
-        """How many present nodes each static filter turns away (for pending-pod reasons)."""
+    def reasons(self, constraints: Constraints, rows: Mask | None = None) -> dict[str, int]:
+        """How many of ``rows`` (default: present nodes) each static filter turns away."""
         table = self.table
         counts = {"not ready": 0, "unschedulable": 0, "untolerated taint": 0, "selector or affinity mismatch": 0}
-        for row in range(len(table)):
-            if not table.present[row]:
-                continue
+        considered = table.present if rows is None else rows
+        for row in np.flatnonzero(considered & ~self.admitted(constraints)):
             if not table.ready[row] and not tolerates_all((NOT_READY_TAINT,), constraints.tolerations):
                 counts["not ready"] += 1
             elif table.unschedulable[row] and not tolerates_all((UNSCHEDULABLE_TAINT,), constraints.tolerations):

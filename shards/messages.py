@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kai_ray.model import GpuShare, Node, Pod, ResourceVector
+from shards.placement import Diagnosis
 from shards.rows import NodeRows
 from shards.shapes import TaskShape
 
@@ -36,6 +37,7 @@ class ProposeReply:
     ranked: tuple[tuple[str, ...], ...]  # per shape: best candidates first
     totals: tuple[float, float, float]  # ready nodes' allocatable gpu, cpu, memory
     scanned: int  # nodes the shard looked at
+    diagnoses: tuple[Diagnosis, ...] = ()  # per shape: why the nodes NOT sent cannot take it
 
 
 @dataclass(frozen=True, slots=True)

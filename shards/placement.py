@@ -281,33 +281,65 @@ class Placer:
         return gid
 
     # ---------------------------------------------------------------- reasons
-    def explain(self, shape: TaskShape) -> str:
-        """Why no node can take the pod, counted by first failing filter."""
+    def diagnose(self, shape: TaskShape, exclude: Mask | None = None) -> Diagnosis:
+        """Why nodes cannot take the pod right now, counted by the first filter each fails."""
         table = self.table
-        present = int(table.present.sum())
-        if present == 0:
-            return "no nodes in the cluster"
-        reasons = self.masks.reasons(shape.constraints)
+        present = table.present & ~exclude if exclude is not None else table.present.copy()
+        counts: dict[str, int] = {}
         admitted = self.masks.admitted(shape.constraints)
+        for why, n in self.masks.reasons(shape.constraints, present).items():
+            counts[why] = n
+        remaining = present & admitted
         request = table.schema.vector(shape.request)
-        parts = [f"{n} {why}" for why, n in reasons.items()]
+        largest = {name: float(table.alloc[remaining, column].max(initial=0.0))
+                   for column, name in ((CPU, "cpu"), (MEMORY, "memory"), (GPU, "gpu"))}
         checks = [(CPU, "too little free CPU"), (MEMORY, "too little free memory"), (GPU, "too few free GPUs")]
-        remaining = admitted.copy()
         for column, label in checks:
             if column == GPU and shape.share is not None:
                 continue
             short = remaining & (table.future[:, column] + TOLERANCE < request[column])
             if short.any():
-                parts.append(f"{int(short.sum())} {label}")
+                counts[label] = int(short.sum())
                 remaining &= ~short
         if shape.share is not None:
-            fit = self.fit(shape)
-            short = remaining & ~fit.future
+            short = remaining & ~self.fit(shape).future
             if short.any():
-                parts.append(f"{int(short.sum())} no GPU with room for the fraction")
+                counts["no GPU with room for the fraction"] = int(short.sum())
                 remaining &= ~short
         short = remaining & (table.future[:, PODS] < 1 - TOLERANCE)
         if short.any():
-            parts.append(f"{int(short.sum())} no free pod slot")
-        detail = ", ".join(parts) if parts else "no node fits"
-        return f"0/{present} nodes fit: {detail}"
+            counts["no free pod slot"] = int(short.sum())
+        return Diagnosis(int(present.sum()), counts, largest)
+
+    def explain(self, shape: TaskShape) -> str:
+        return self.diagnose(shape).describe(shape)
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """Counts of nodes turned away, by reason; adds up across shards."""
+
+    nodes: int
+    counts: dict[str, int]
+    largest: dict[str, float]  # the biggest allocatable among nodes the pod may use
+
+    def merged(self, other: Diagnosis) -> Diagnosis:
+        counts = dict(self.counts)
+        for why, n in other.counts.items():
+            counts[why] = counts.get(why, 0) + n
+        largest = {k: max(v, other.largest.get(k, 0.0)) for k, v in self.largest.items()}
+        return Diagnosis(self.nodes + other.nodes, counts, largest)
+
+    def describe(self, shape: TaskShape) -> str:
+        if self.nodes == 0:
+            return "no nodes in the cluster"
+        detail = ", ".join(f"{n} {why}" for why, n in self.counts.items()) or "no node fits"
+        text = f"0/{self.nodes} nodes fit: {detail}"
+        asks = shape.request
+        for name, wanted, unit in (("gpu", asks.gpu, "GPUs"), ("cpu", asks.cpu / 1000, "CPU cores"),
+                                   ("memory", asks.memory / 2**30, "GiB of memory")):
+            biggest = self.largest.get(name, 0.0) / (1000 if name == "cpu" else 2**30 if name == "memory" else 1)
+            if wanted > biggest + 1e-9:
+                text += f"; the pod asks for {wanted:g} {unit} but the largest node it may use has {biggest:g}"
+                break
+        return text

@@ -90,7 +90,10 @@ class Shard:
                 rows = rows[order]
             picked.update(int(r) for r in rows)
             ranked.append(tuple(table.names[r] for r in rows))
-        return ProposeReply(export_rows(table, sorted(picked)), tuple(ranked), self.totals(), len(table))
+        sent = np.zeros(len(table), dtype=bool)
+        sent[list(picked)] = True
+        diagnoses = tuple(self.placer.diagnose(shape, exclude=sent) for shape in request.shapes)
+        return ProposeReply(export_rows(table, sorted(picked)), tuple(ranked), self.totals(), len(table), diagnoses)
 
     def totals(self) -> tuple[float, float, float]:
         usable = self.table.present & self.table.ready

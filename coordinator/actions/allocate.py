@@ -45,7 +45,7 @@ def allocate_job(state: SessionState, stmt: Statement, job: Job, pipeline_only: 
 
 
 def _task_failure(state: SessionState, job: Job, task_failed: Task, placed: int) -> str:
-    why = state.placer.explain(task_failed.shape)
+    why = state.explain(task_failed.shape)
     pod_set = job.pod_sets.get(task_failed.subgroup)
     minimum = pod_set.min_available if pod_set else 1
     gang = any(ps.min_available > 1 for ps in job.pod_sets.values())
