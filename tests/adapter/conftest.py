@@ -1,0 +1,92 @@
+"""A dev cluster per test, and a scheduler loop driven step by step against it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from k8s_adapter.api import KubeApi, connect
+from k8s_adapter.cache import ClusterCache
+from k8s_adapter.devcluster import DevCluster
+from k8s_adapter.leader import Leadership
+from k8s_adapter.runner import SchedulerLoop
+from kai_ray.io.config import SchedulerConfig
+from kai_ray.runtime import in_process_coordinator
+
+UNLIMITED = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+
+
+@dataclass
+class Env:
+    cluster: DevCluster
+    api: KubeApi
+    kubeconfig: Path
+    registry: CollectorRegistry
+
+    def loop(self, **kwargs: Any) -> SchedulerLoop:
+        config = SchedulerConfig.model_validate({"kValue": 0})
+        return SchedulerLoop(self.api, ClusterCache(), lambda _: in_process_coordinator(config), self.registry,
+                             kwargs.pop("leadership", Leadership(enabled=False)), period=0.05, **kwargs)
+
+    async def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        return (await self.api.request("POST", path, body=obj)).body
+
+    async def get(self, path: str) -> dict[str, Any]:
+        return (await self.api.request("GET", path)).body
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    cluster = DevCluster(nodes=4, start_delay=0.05, max_grace=0.2, bookmark_seconds=0.5)
+    await cluster.start()
+    kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+    api = await connect(str(kubeconfig))
+    yield Env(cluster, api, kubeconfig, CollectorRegistry())
+    await api.close()
+    await cluster.stop()
+
+
+def queue(name: str, gpu_quota: float = -1, gpu_limit: float = -1, parent: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"resources": {"gpu": {"quota": gpu_quota, "limit": gpu_limit, "overQuotaWeight": 1},
+                                          "cpu": UNLIMITED, "memory": UNLIMITED}}
+    if parent:
+        spec["parentQueue"] = parent
+    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
+
+
+def pod_group(name: str, queue_name: str, min_member: int) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": name},
+            "spec": {"minMember": min_member, "queue": queue_name}}
+
+
+def pod(name: str, gpus: int = 1, group: str | None = None, queue_name: str | None = None,
+        **annotations: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "annotations": dict(annotations), "labels": {}}
+    if group:
+        meta["annotations"]["pod-group-name"] = group
+    if queue_name:
+        meta["labels"]["kai.scheduler/queue"] = queue_name
+    resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {"requests": {"cpu": "1"}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x",
+                                                                       "resources": resources}]}}
+
+
+async def until(check: Any, timeout: float = 10.0) -> None:
+    """Wait until ``check()`` (sync or async) is true."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = check()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
