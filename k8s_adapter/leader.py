@@ -20,9 +20,9 @@ log = logging.getLogger(__name__)
 class Leadership:
     """Whether this replica leads right now; always True when election is off."""
 
-    def __init__(self, enabled: bool, lease_duration: float = 15.0) -> None:
+    def __init__(self, enabled: bool, lease_duration: int = 15) -> None:
         self.enabled = enabled
-        self.lease_duration = lease_duration
+        self.lease_duration = int(lease_duration)  # whole seconds: the Lease stores an integer
         self.leading = not enabled
         self.since = time.monotonic() if not enabled else 0.0
         self.identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
@@ -67,6 +67,9 @@ class Leadership:
             self.leading = False
             log.warning("%s lost the lease", self.identity)
 
+        # Invalid timings fail here, loudly, instead of silently ending the election task.
+        electionconfig.Config(LeaseLock(name, namespace, self.identity, api_client), self.lease_duration,
+                              renew_deadline, retry_period, lead, stop)
         while True:
             lock = LeaseLock(name, namespace, self.identity, api_client)
             config = electionconfig.Config(lock, lease_duration=self.lease_duration, renew_deadline=renew_deadline,

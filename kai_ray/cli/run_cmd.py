@@ -67,6 +67,7 @@ async def _main(args: argparse.Namespace, config: object) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         stop.add_signal_handler(sig, loop.stop)
     election = asyncio.create_task(leadership.campaign(api.client, args.lease_name, args.lease_namespace))
+    election.add_done_callback(lambda t: t.cancelled() or t.exception() is None or loop.stop())
     try:
         await loop.run()
     finally:

@@ -31,7 +31,8 @@ class Env:
 
     def loop(self, **kwargs: Any) -> SchedulerLoop:
         config = SchedulerConfig.model_validate({"kValue": 0})
-        return SchedulerLoop(self.api, ClusterCache(), lambda _: in_process_coordinator(config), self.registry,
+        registry = self.registry if not kwargs.pop("own_registry", False) else CollectorRegistry()
+        return SchedulerLoop(self.api, ClusterCache(), lambda _: in_process_coordinator(config), registry,
                              kwargs.pop("leadership", Leadership(enabled=False)), period=0.05, **kwargs)
 
     async def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
