@@ -67,7 +67,13 @@ async def _main(args: argparse.Namespace, config: object) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         stop.add_signal_handler(sig, loop.stop)
     election = asyncio.create_task(leadership.campaign(api.client, args.lease_name, args.lease_namespace))
-    election.add_done_callback(lambda t: t.cancelled() or t.exception() is None or loop.stop())
+
+    def election_ended(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            logging.getLogger("kai-ray").error("leader election stopped: %s", task.exception())
+            loop.stop()  # never keep running without a working election
+
+    election.add_done_callback(election_ended)
     try:
         await loop.run()
     finally:
