@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from coordinator.coordinator import CycleResult
 from k8s_adapter.api import KubeApi
@@ -28,7 +28,7 @@ from k8s_adapter.leader import Leadership
 from k8s_adapter.reflector import Reflector
 from k8s_adapter.status import StatusWriter
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.metrics import SchedulerMetrics
+from kai_ray.metrics import SECONDS_BUCKETS, SchedulerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,8 @@ class SchedulerLoop:
         self.metrics = SchedulerMetrics(registry)
         self.errors = Counter("kai_ray_loop_errors", "Scheduler loop steps that failed, by step.", ["step"],
                               registry=registry)
+        self.step_seconds = Histogram("kai_ray_loop_step_duration_seconds", "Time per scheduler loop step.",
+                                      ["step"], buckets=SECONDS_BUCKETS, registry=registry)
         self.leadership = leadership
         self.period = period
         self.sync_timeout = sync_timeout
@@ -71,6 +73,9 @@ class SchedulerLoop:
         self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event) for kind in WATCHED]
         self.state = LoopState()
         self._stop = asyncio.Event()
+        self._coordinator_lock = asyncio.Lock()
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._explaining: asyncio.Task[None] | None = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -92,6 +97,8 @@ class SchedulerLoop:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), max(0.0, self.period - elapsed))
         finally:
+            if self._in_flight:  # let binds in flight finish: their pods are already counted as placed
+                await asyncio.wait(set(self._in_flight), timeout=30)
             for task in watches:
                 task.cancel()
             await asyncio.gather(*watches, return_exceptions=True)
@@ -111,25 +118,41 @@ class SchedulerLoop:
         self.state.iterations += 1
         coordinator = self.coordinator
         assert coordinator is not None
-        await self._step("apply", lambda: asyncio.to_thread(coordinator.apply, self.cache.take_deltas()))
+        await self._step("apply", lambda: self._locked(coordinator.apply, self.cache.take_deltas()))
         await self._step("group", lambda: self.grouper.group(self.cache.ungrouped()))
         if not self.leadership.is_leader():
             return
         result: list[CycleResult] = []
 
         async def cycle() -> None:
-            result.append(await asyncio.to_thread(coordinator.cycle, time.time()))
+            result.append(await self._locked(coordinator.cycle, time.time()))
 
         await self._step("cycle", cycle)
         if not result:
             return
         outcome = result[0]
-        await self._step("bind", lambda: self._bind(coordinator, outcome))
+        # Binds and explanations go on in the background while the next cycle is computed:
+        # the coordinator already counts the binds as placed, and only the latest
+        # explanation matters. Their failures come back through bind_failed.
+        self._background(self._step("bind", lambda: self._bind(coordinator, outcome)))
         await self._step("evict", lambda: self._evict(outcome))
-        await self._step("status", lambda: self._explain(outcome))
+        if self._explaining is None or self._explaining.done():
+            self._explaining = self._background(self._step("status", lambda: self._explain(outcome)))
         await self._step("metrics", lambda: _sync(lambda: self.metrics.observe_cycle(outcome)))
 
+    async def _locked(self, method: Callable[..., Any], *args: Any) -> Any:
+        """Coordinator calls one at a time, off the event loop (a cycle takes CPU)."""
+        async with self._coordinator_lock:
+            return await asyncio.to_thread(method, *args)
+
+    def _background(self, work: Awaitable[None]) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(work)
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+        return task
+
     async def _step(self, name: str, action: Callable[[], Awaitable[Any]]) -> None:
+        started = time.perf_counter()
         try:
             await action()
         except asyncio.CancelledError:
@@ -137,19 +160,21 @@ class SchedulerLoop:
         except Exception:  # one failing step must not stop scheduling; it is logged and counted
             self.errors.labels(name).inc()
             log.exception("scheduler loop step %s failed", name)
+        finally:
+            self.step_seconds.labels(name).observe(time.perf_counter() - started)
 
     async def _bind(self, coordinator: CoordinatorLike, outcome: CycleResult) -> None:
         if not outcome.binds:
             return
         if not self.leadership.is_leader():  # fencing: the lease may have moved during the cycle
-            coordinator.bind_failed([b.pod for b in outcome.binds])
+            await self._locked(coordinator.bind_failed, [b.pod for b in outcome.binds])
             return
         requests = [BindRequest(b.pod, self.cache.pods[b.pod].uid if b.pod in self.cache.pods else "", b.node)
                     for b in outcome.binds]
         results = await self.binder.bind_all(requests)
         failed = [r.pod for r in results if not r.ok]
         if failed:
-            await asyncio.to_thread(coordinator.bind_failed, failed)
+            await self._locked(coordinator.bind_failed, failed)
         self.state.binds += len(results) - len(failed)
         self.metrics.observe_binds(len(results) - len(failed), len(failed))
 

@@ -37,19 +37,26 @@ def _reason_code(reason: str) -> str:
 
 class StatusWriter:
     def __init__(self, api: KubeApi, reporter: str = "kai-ray", node_pool: str = "default",
-                 concurrency: int = 16) -> None:
+                 concurrency: int = 16, report_after: float = 2.0) -> None:
         self.api = api
         self.reporter = reporter
         self.node_pool = node_pool
         self.limit = asyncio.Semaphore(concurrency)
         self.last: dict[str, str] = {}  # pod group -> last reason written ("" once running)
         self.writes = 0
+        self.report_after = report_after  # a group pending for less than this is not reported yet
+        self._pending_since: dict[str, float] = {}
 
     async def publish(self, groups: Mapping[str, tuple[str, str]]) -> None:
         """``groups``: pod group key -> (status, reason) from a cycle's decisions."""
         tasks = []
+        now = time.monotonic()
+        for key in [k for k in self._pending_since if groups.get(k, ("", ""))[0] != "Pending"]:
+            del self._pending_since[key]
         for key, (status, reason) in groups.items():
             wanted = reason if status == "Pending" else ""
+            if wanted and now - self._pending_since.setdefault(key, now) < self.report_after:
+                continue  # most pods wait one or two cycles; only report what keeps waiting
             if self.last.get(key, "") == wanted and (wanted or key in self.last):
                 continue
             if not wanted and key not in self.last:
