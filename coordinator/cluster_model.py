@@ -10,20 +10,24 @@ from kai_ray.model import ClusterSnapshot, Node, Pod, PodGroup, PodState, Queue
 
 class ClusterModel:
     def __init__(self) -> None:
+        self.assumed: dict[str, Pod] = {}  # bound by us, not yet seen bound by the watch
         self.nodes: dict[str, Node] = {}
         self.pods: dict[str, Pod] = {}
         self.pod_groups: dict[str, PodGroup] = {}
         self.queues: dict[str, Queue] = {}
 
-    def apply(self, deltas: ClusterDeltas) -> None:
+    def apply(self, deltas: ClusterDeltas) -> ClusterDeltas:
+        """Take in changes; returns them as the shards must see them (assumed binds kept)."""
+        pods = tuple(self._keep_assumption(pod) for pod in deltas.pods_upserted)
         for node in deltas.nodes_upserted:
             self.nodes[node.name] = node
         for name in deltas.nodes_removed:
             self.nodes.pop(name, None)
-        for pod in deltas.pods_upserted:
+        for pod in pods:
             self.pods[pod.key] = pod
         for key in deltas.pods_removed:
             self.pods.pop(key, None)
+            self.assumed.pop(key, None)
         for queue in deltas.queues_upserted:
             self.queues[queue.name] = queue
         for name in deltas.queues_removed:
@@ -32,6 +36,20 @@ class ClusterModel:
             self.pod_groups[group.key] = group
         for key in deltas.pod_groups_removed:
             self.pod_groups.pop(key, None)
+        return replace(deltas, pods_upserted=pods)
+
+    def _keep_assumption(self, pod: Pod) -> Pod:
+        """An update that predates our bind (the watch has not seen it yet) must not undo it:
+        the pod keeps its assumed node until the watch shows it bound, or the bind fails."""
+        assumed = self.assumed.get(pod.key)
+        if assumed is None:
+            return pod
+        if pod.node is None and pod.state in (PodState.PENDING, PodState.PIPELINED):
+            return replace(pod, state=PodState.BINDING, node=assumed.node, gpu_groups=assumed.gpu_groups)
+        del self.assumed[pod.key]  # confirmed (or gone terminal): the watch is authoritative again
+        if pod.node == assumed.node and not pod.gpu_groups and assumed.gpu_groups:
+            return replace(pod, gpu_groups=assumed.gpu_groups)
+        return pod
 
     def snapshot(self) -> ClusterSnapshot:
         return ClusterSnapshot(
@@ -45,12 +63,13 @@ class ClusterModel:
         if pod is None:
             return None
         assumed = replace(pod, state=PodState.BINDING, node=node, gpu_groups=gpu_groups)
-        self.pods[key] = assumed
+        self.pods[key] = self.assumed[key] = assumed
         return assumed
 
     def forget_bind(self, key: str) -> Pod | None:
         """A bind failed: the pod is pending again."""
         pod = self.pods.get(key)
+        self.assumed.pop(key, None)
         if pod is None or pod.state is not PodState.BINDING:
             return None
         pending = replace(pod, state=PodState.PENDING, node=None, gpu_groups=())

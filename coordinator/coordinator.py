@@ -85,8 +85,7 @@ class Coordinator:
     # ------------------------------------------------------------------ input
     def apply(self, deltas: ClusterDeltas) -> None:
         """Cluster changes, batched; shards get the node and pod changes they own."""
-        self.model.apply(deltas)
-        self.shards.apply(deltas)
+        self.shards.apply(self.model.apply(deltas))
 
     def bind_failed(self, pods: Sequence[str]) -> None:
         """The adapter could not bind these pods: they are pending again and their capacity returns."""

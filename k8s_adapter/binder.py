@@ -29,6 +29,7 @@ class BindRequest:
     pod: str  # namespace/name
     uid: str
     node: str
+    gpu_groups: tuple[str, ...] = ()  # shared GPUs a fraction sits on (labelled before binding, as KAI)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,8 @@ class Binder:
             "metadata": {"name": name, "namespace": namespace, **({"uid": request.uid} if request.uid else {})},
             "target": {"apiVersion": "v1", "kind": "Node", "name": request.node},
         }
+        if request.gpu_groups and not await self._label_groups(request, namespace, name):
+            return BindOutcome(request.pod, False, "could not label the pod with its GPU group")
         delay = self.base_delay
         for attempt in range(self.attempts):
             async with self.limit:
@@ -72,6 +75,17 @@ class Binder:
             await asyncio.sleep(delay)
             delay *= 2
         return BindOutcome(request.pod, False, "retries exhausted")
+
+    async def _label_groups(self, request: BindRequest, namespace: str, name: str) -> bool:
+        labels = {"runai-gpu-group": request.gpu_groups[0]}
+        labels.update({f"runai-gpu-group/{g}": g for g in request.gpu_groups[1:]})
+        try:
+            await self.api.request("PATCH", PODS.item(name, namespace), body={"metadata": {"labels": labels}},
+                                   content_type="application/merge-patch+json")
+            return True
+        except KubeError as exc:
+            log.warning("labelling %s with its GPU group failed: %s", request.pod, exc)
+            return False
 
     async def _already_bound(self, request: BindRequest, namespace: str, name: str, exc: KubeError) -> BindOutcome:
         try:

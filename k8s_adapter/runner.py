@@ -169,8 +169,8 @@ class SchedulerLoop:
         if not self.leadership.is_leader():  # fencing: the lease may have moved during the cycle
             await self._locked(coordinator.bind_failed, [b.pod for b in outcome.binds])
             return
-        requests = [BindRequest(b.pod, self.cache.pods[b.pod].uid if b.pod in self.cache.pods else "", b.node)
-                    for b in outcome.binds]
+        requests = [BindRequest(b.pod, self.cache.pods[b.pod].uid if b.pod in self.cache.pods else "", b.node,
+                                b.gpu_groups) for b in outcome.binds]
         results = await self.binder.bind_all(requests)
         failed = [r.pod for r in results if not r.ok]
         if failed:
