@@ -24,6 +24,44 @@ from coordinator.queue_state import QueueState
 RequestOf = Callable[[Job], Array]
 ROOT = -1
 OrderArgs = tuple[Array, Array | None]
+Entry = tuple[tuple[object, ...], int, Job]
+
+
+class _Leaf:
+    """A leaf queue's jobs: a heap of pushed jobs plus, optionally, a list sorted once and
+    walked with a cursor (victim candidates shared by many searches), filtered lazily."""
+
+    __slots__ = ("heap", "sorted", "cursor", "accept")
+
+    def __init__(self) -> None:
+        self.heap: list[Entry] = []
+        self.sorted: list[Entry] = []
+        self.cursor = 0
+        self.accept: Callable[[Job], bool] | None = None
+
+    def head(self) -> Entry | None:
+        listed = self._listed()
+        if listed is None:
+            return self.heap[0] if self.heap else None
+        return listed if not self.heap or listed < self.heap[0] else self.heap[0]
+
+    def _listed(self) -> Entry | None:
+        while self.cursor < len(self.sorted):
+            entry = self.sorted[self.cursor]
+            if self.accept is None or self.accept(entry[2]):
+                return entry
+            self.cursor += 1
+        return None
+
+    def pop(self) -> Job:
+        listed = self._listed()
+        if listed is not None and (not self.heap or listed < self.heap[0]):
+            self.cursor += 1
+            return listed[2]
+        return heapq.heappop(self.heap)[2]
+
+    def empty(self) -> bool:
+        return self.head() is None
 
 
 class JobOrder:
@@ -33,7 +71,7 @@ class JobOrder:
         self.request_of = request_of
         self.victims = victims
         self.allocated_of = allocated_of  # victim mode: what a popped job gives back
-        self._jobs: dict[int, list[tuple[tuple[object, ...], int, Job]]] = {}  # leaf -> heap
+        self._jobs: dict[int, _Leaf] = {}  # active leaf queues only
         self._children: dict[int, list[int]] = {}  # queue (or ROOT) -> active children, best first
         self._dirty: set[int] = set()
         self._args: dict[int, OrderArgs] = {}
@@ -45,7 +83,7 @@ class JobOrder:
             self.push(job)
 
     def __len__(self) -> int:
-        return sum(len(heap) for heap in self._jobs.values())
+        return sum(len(leaf.heap) + len(leaf.sorted) - leaf.cursor for leaf in self._jobs.values())
 
     def empty(self) -> bool:
         return not self._children.get(ROOT)
@@ -55,15 +93,30 @@ class JobOrder:
         leaf = tree.index.get(job.queue)
         if leaf is None or not tree.is_leaf(leaf):
             return
-        key: tuple[object, ...] = job.order_key()
-        if self.victims:
-            key = tuple(_Reversed(k) for k in key)
         self._seq += 1
-        heap = self._jobs.setdefault(leaf, [])
-        heapq.heappush(heap, (key, self._seq, job))
+        fresh = leaf not in self._jobs
+        heapq.heappush(self._jobs.setdefault(leaf, _Leaf()).heap, (self.key_of(job), self._seq, job))
         self._mark_path(leaf)
-        if len(heap) == 1:
+        if fresh:
             self._link(leaf)
+
+    def key_of(self, job: Job) -> tuple[object, ...]:
+        key: tuple[object, ...] = job.order_key()
+        return tuple(_Reversed(k) for k in key) if self.victims else key
+
+    def push_sorted(self, queue: str, entries: list[Entry], accept: Callable[[Job], bool] | None = None) -> None:
+        """Offer a queue's jobs already sorted by ``key_of`` (shared lists are not copied)."""
+        tree = self.queues.tree
+        leaf_index = tree.index.get(queue)
+        if leaf_index is None or not tree.is_leaf(leaf_index) or leaf_index in self._jobs:
+            return
+        leaf = _Leaf()
+        leaf.sorted, leaf.accept = entries, accept
+        if leaf.empty():
+            return
+        self._jobs[leaf_index] = leaf
+        self._mark_path(leaf_index)
+        self._link(leaf_index)
 
     def pop(self) -> Job | None:
         node = ROOT
@@ -72,12 +125,12 @@ class JobOrder:
             if not children:
                 return None
             node = children[0]
-        heap = self._jobs[node]
-        _, _, job = heapq.heappop(heap)
+        leaf = self._jobs[node]
+        job = leaf.pop()
         if self.victims:
             self._popped.setdefault(node, []).append(job)
         self._mark_path(node)
-        if not heap:
+        if leaf.empty():
             del self._jobs[node]
             self._unlink(node)
         return job
@@ -148,7 +201,9 @@ class JobOrder:
         leaf = node
         while leaf not in self._jobs:
             leaf = self._sorted_children(leaf)[0]
-        job = self._jobs[leaf][0][2]
+        head = self._jobs[leaf].head()
+        assert head is not None
+        job = head[2]
         if not self.victims:
             return self.request_of(job), None
         assert self.allocated_of is not None

@@ -136,9 +136,12 @@ class Job:
     fit_errors: dict[str, str] = field(default_factory=dict)  # action -> why it could not place the job
     stale_since: float | None = None
     version: int = 0  # bumped whenever one of its tasks changes status (caches below key on it)
+    cacheable: bool = True  # stand-ins for part of a job are not versioned: they never cache
     _cache: dict[object, tuple[int, object]] = field(default_factory=dict)
 
     def cached(self, key: object, compute: Callable[[], T]) -> T:
+        if not self.cacheable:
+            return compute()
         hit = self._cache.get(key)
         if hit is not None and hit[0] == self.version:
             return hit[1]  # type: ignore[return-value]

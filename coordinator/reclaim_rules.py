@@ -32,6 +32,28 @@ def can_reclaim(queues: QueueState, queue: str, request: Array, preemptible: boo
     return preemptible or less_equal(queues.allocated_np[i] + request, queues.tree.deserved[i])
 
 
+def may_reclaim_from(queues: QueueState, reclaimer_queue: str, request: Array, victim_queue: str) -> bool:
+    """KAI v0.17's victim filter, applied before any scenario is built, comparing the two queues
+    where their paths part: a reclaimer that would go above its deserved quota may only take
+    from a queue above its allocatable share; otherwise the victim's queue must be over its
+    deserved quota in some resource the reclaimer asks for, or under it in none of them
+    (unlimited quotas are left out of that comparison)."""
+    tree = queues.tree
+    mine, theirs = _leveled(queues, tree.index[reclaimer_queue], tree.index[victim_queue])
+    allocated = queues.allocated[theirs]
+    if not less_equal(queues.allocated[mine] + request, tree.deserved[mine]):
+        return not less_equal(allocated, queues.allocatable[theirs])
+    under = False
+    for r in range(3):
+        deserved = tree.deserved[theirs, r]
+        if request[r] <= 0 or deserved == UNLIMITED:
+            continue
+        if allocated[r] > deserved:
+            return True
+        under = under or allocated[r] < deserved
+    return not under
+
+
 @dataclass(frozen=True, slots=True)
 class QueueSnapshot:
     """Queue allocations frozen when a job's search starts (KAI's job-simulation queues)."""

@@ -73,11 +73,14 @@ class SessionState:
         return job.cached(("request", real), compute)
 
     def job_allocated(self, job: Job) -> np.ndarray:
-        total = np.zeros(3)
-        for task in job.tasks:
-            if task.status.active_allocated:
-                total += task.accepted
-        return total
+        def compute() -> np.ndarray:
+            total = np.zeros(3)
+            for task in job.tasks:
+                if task.status.active_allocated:
+                    total += task.accepted
+            return total
+
+        return job.cached("allocated", compute)
 
 
 def open_session(snapshot: ClusterSnapshot, config: SchedulerConfig, now: float,

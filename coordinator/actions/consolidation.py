@@ -7,9 +7,9 @@ Only moves are allowed: a solution is valid when every victim is placed again
 from __future__ import annotations
 
 from coordinator.actions.allocate import eligible_jobs
-from coordinator.actions.scenario import Scenario, gpu_headroom
-from coordinator.actions.solver import JobSolver
-from coordinator.actions.victims import victims_queue
+from coordinator.actions.scenario import Scenario, gpu_headroom_all
+from coordinator.actions.solver import JobSolver, SearchBudget
+from coordinator.actions.victims import VictimPool
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job, Status
 from coordinator.session_state import SessionState
@@ -20,18 +20,22 @@ class ConsolidationAction:
     name = "consolidation"
 
     def execute(self, state: SessionState, stmt: Statement) -> None:
-        if state.config.maxConsolidationPreemptees == 0:
+        limit = state.config.maxConsolidationPreemptees
+        if limit == 0:
             return
         order = JobOrder(state.queues, lambda j: state.job_request(j, real=False))
         order.push_all(eligible_jobs(state, pending_only=True, preemptible_only=True))
+        budget = SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
+        pool = VictimPool(state)
         while not order.empty():
             job = order.pop()
             assert job is not None
             if not _enough_gpus(state, job):
                 continue
-            solver = JobSolver(state, stmt, self.name, _all_moved, lambda job=job: _victims(state, job))  # type: ignore[misc]
+            solver = JobSolver(state, stmt, self.name, _all_moved, lambda job=job: _victims(pool, job, limit), budget)  # type: ignore[misc]
             if solver.solve(job):
                 stmt.commit()
+                pool.invalidate()
 
 
 def _all_moved(scenario: Scenario) -> bool:
@@ -41,24 +45,18 @@ def _all_moved(scenario: Scenario) -> bool:
 def _enough_gpus(state: SessionState, job: Job) -> bool:
     """KAI's precheck: the cluster's free and freeing GPUs can hold what the job asks for."""
     table = state.table
-    available = sum(gpu_headroom(state, r) for r in range(len(table)) if table.present[r] and table.ready[r])
+    available = float(gpu_headroom_all(state)[table.present & table.ready].sum())
     wanted = sum(t.pod.requests.gpu for t in job.tasks_to_allocate(real=False))
     return available >= wanted
 
 
-def _victims(state: SessionState, preemptor: Job) -> JobOrder:
-    limit = state.config.maxConsolidationPreemptees
-    counted = 0
+def _victims(pool: VictimPool, preemptor: Job, limit: int) -> JobOrder:
+    """Preemptible running jobs of any queue, at most ``limit`` (+1, as KAI counts) of them."""
+    decided: dict[str, bool] = {}
 
     def accept(job: Job) -> bool:
-        nonlocal counted
-        if not job.preemptible or job is preemptor:
-            return False
-        if counted > limit:
-            return False
-        if not job.active_allocated():
-            return False
-        counted += 1
-        return True
+        if job.key not in decided:  # asked again each time the job is at the head: decide once
+            decided[job.key] = job.key != preemptor.key and sum(decided.values()) <= limit
+        return decided[job.key]
 
-    return victims_queue(state, accept)
+    return pool.queue(lambda _: True, accept)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from coordinator.actions.allocate import eligible_jobs
 from coordinator.actions.scenario import Scenario
-from coordinator.actions.solver import JobSolver
-from coordinator.actions.victims import min_runtime_protected, victims_queue
+from coordinator.actions.solver import JobSolver, SearchBudget
+from coordinator.actions.victims import VictimPool, min_runtime_protected
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job
 from coordinator.session_state import SessionState
@@ -18,6 +18,8 @@ class PreemptAction:
     def execute(self, state: SessionState, stmt: Statement) -> None:
         order = JobOrder(state.queues, lambda j: state.job_request(j, real=False))
         order.push_all(eligible_jobs(state, pending_only=True))
+        budget = SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
+        pool = VictimPool(state)
         while not order.empty():
             job = order.pop()
             assert job is not None
@@ -26,23 +28,24 @@ class PreemptAction:
             if not verdict.ok:
                 job.fit_errors["preempt"] = f"{verdict.reason}: {verdict.message}"
                 continue
-            solver = JobSolver(state, stmt, self.name, _always_valid, lambda job=job: _victims(state, job))  # type: ignore[misc]
+            victims = lambda job=job: _victims(state, pool, job)  # noqa: E731
+            solver = JobSolver(state, stmt, self.name, _always_valid, victims, budget)
             if solver.solve(job):
                 stmt.commit()
+                pool.invalidate()
 
 
 def _always_valid(_: Scenario) -> bool:
     return True
 
 
-def _victims(state: SessionState, preemptor: Job) -> JobOrder:
+def _victims(state: SessionState, pool: VictimPool, preemptor: Job) -> JobOrder:
+    """Preemptible running jobs of the same queue with strictly lower priority."""
     minimum = state.config.defaultPreemptMinRuntime
 
     def accept(job: Job) -> bool:
-        if not job.preemptible or job.priority >= preemptor.priority or job.queue != preemptor.queue:
-            return False
-        if job is preemptor or not job.active_allocated():
+        if job.priority >= preemptor.priority or job.key == preemptor.key:
             return False
         return not min_runtime_protected(state, job, minimum)
 
-    return victims_queue(state, accept)
+    return pool.queue(lambda queue: queue == preemptor.queue, accept)

@@ -10,11 +10,11 @@ import numpy as np
 
 from coordinator.actions.allocate import eligible_jobs
 from coordinator.actions.scenario import Scenario
-from coordinator.actions.solver import JobSolver, Validator
-from coordinator.actions.victims import min_runtime_protected, victims_queue
+from coordinator.actions.solver import JobSolver, SearchBudget, Validator
+from coordinator.actions.victims import VictimPool, min_runtime_protected
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job
-from coordinator.reclaim_rules import QueueSnapshot, can_reclaim, reclaimable, victim_chunks
+from coordinator.reclaim_rules import QueueSnapshot, can_reclaim, may_reclaim_from, reclaimable, victim_chunks
 from coordinator.session_state import SessionState
 from coordinator.statement import Statement
 
@@ -25,6 +25,8 @@ class ReclaimAction:
     def execute(self, state: SessionState, stmt: Statement) -> None:
         order = JobOrder(state.queues, lambda j: state.job_request(j, real=False))
         order.push_all(eligible_jobs(state, pending_only=True))
+        budget = SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
+        pool = VictimPool(state)
         while not order.empty():
             job = order.pop()
             assert job is not None
@@ -34,20 +36,21 @@ class ReclaimAction:
                 continue
             frozen = QueueSnapshot(state.queues.allocated.copy(), state.queues.allocated_np.copy())
             solver = JobSolver(state, stmt, self.name, _validator(state, job, frozen),
-                               lambda job=job: _victims(state, job))  # type: ignore[misc]
+                               lambda job=job, request=request: _victims(state, pool, job, request),  # type: ignore[misc]
+                               budget)
             if solver.solve(job):
                 stmt.commit()
+                pool.invalidate()
 
 
-def _victims(state: SessionState, reclaimer: Job) -> JobOrder:
+def _victims(state: SessionState, pool: VictimPool, reclaimer: Job, request: np.ndarray) -> JobOrder:
+    """Preemptible running jobs of other queues that KAI's victim filter lets reclaim touch."""
     minimum = state.config.defaultReclaimMinRuntime
 
-    def accept(job: Job) -> bool:
-        if job.queue == reclaimer.queue or not job.preemptible or not job.active_allocated():
-            return False
-        return not min_runtime_protected(state, job, minimum)
+    def accept_queue(queue: str) -> bool:
+        return queue != reclaimer.queue and may_reclaim_from(state.queues, reclaimer.queue, request, queue)
 
-    return victims_queue(state, accept)
+    return pool.queue(accept_queue, lambda job: not min_runtime_protected(state, job, minimum))
 
 
 def _validator(state: SessionState, job: Job, frozen: QueueSnapshot) -> Validator:

@@ -29,8 +29,7 @@ def job_with_tasks(job: Job, tasks: list[Task], min_from_tasks: bool = False) ->
         if min_from_tasks and not kept:
             continue
         pod_sets[name] = PodSet(name, minimum, kept)
-    clone = Job(job.group, job.queue, pod_sets, job.preemptible, job.priority)
-    return clone
+    return Job(job.group, job.queue, pod_sets, job.preemptible, job.priority, cacheable=False)
 
 
 @dataclass(slots=True)
@@ -78,29 +77,55 @@ class Scenario:
 
 class IdleGpuFilter:
     """KAI's accumulated idle-GPU filter: could the pending pods' whole GPUs fit on the
-    nodes with the most free-or-freeing GPUs, counting what the victims give back?"""
+    nodes with the most free-or-freeing GPUs, counting what the victims give back?
+
+    Only the ``k`` best nodes matter (k = pods pending), so they are kept in a small sorted
+    list that each new victim can only improve, as KAI does.
+    """
 
     def __init__(self, state: SessionState, scenario: Scenario) -> None:
         table = state.table
-        self.capacity = {table.names[r]: gpu_headroom(state, r) for r in range(len(table)) if table.present[r]}
+        headroom = gpu_headroom_all(state)
+        self.capacity: dict[str, float] = {}
         self.required = sorted((t.pod.requests.gpu for t in scenario.pending), reverse=True)
+        k = max(len(self.required), 1)
+        present = np.flatnonzero(table.present)
+        best = present[np.argsort(-headroom[present], kind="stable")[:k]]
+        self.top: list[tuple[float, str]] = [(float(headroom[r]), table.names[r]) for r in best]
+        self.headroom = headroom
+        self.table = table
         self.seen: set[str] = set()
 
+    def _credit(self, node: str, gpus: float) -> None:
+        row = self.table.index.get(node)
+        if row is None:
+            return
+        value = self.capacity.get(node, float(self.headroom[row])) + gpus
+        self.capacity[node] = value
+        names = [name for _, name in self.top]
+        if node in names:
+            self.top[names.index(node)] = (value, node)
+        elif len(self.top) < len(self.required) or not self.top or value > self.top[-1][0]:
+            self.top.append((value, node))
+        else:
+            return
+        self.top.sort(key=lambda item: -item[0])
+        del self.top[max(len(self.required), 1):]
+
     def passes(self, scenario: Scenario) -> bool:
-        for task in scenario.recorded_tasks + scenario.potential:
+        for task in (*scenario.recorded_tasks, *scenario.potential):
             if task.key in self.seen or not task.node:
                 continue
             self.seen.add(task.key)
-            if task.node in self.capacity:
-                self.capacity[task.node] += task.accepted[0] if task.pod.gpu_share is None else 0.0
+            if task.pod.gpu_share is None and task.accepted[0]:
+                self._credit(task.node, task.accepted[0])
         if not self.required or self.required[0] == 0:
             return True
-        top = sorted(self.capacity.items(), key=lambda kv: (-kv[1], kv[0]))[: len(self.required)]
-        used = dict.fromkeys((n for n, _ in top), 0.0)
+        used = {name: 0.0 for _, name in self.top}
         for need in self.required:
             if need == 0:
                 return True
-            for name, capacity in top:
+            for capacity, name in self.top:
                 if capacity < need:
                     break
                 if capacity - used[name] >= need:
@@ -138,6 +163,15 @@ class NodeAffinityFilter:
             ):
                 return False
         return True
+
+
+def gpu_headroom_all(state: SessionState) -> np.ndarray:
+    """``gpu_headroom`` for every row: whole devices vectorized, shared GPUs row by row."""
+    table = state.table
+    out = table.future[:, GPU].astype(np.float64).copy()
+    for row in np.flatnonzero([bool(groups) for groups in table.groups]):
+        out[row] = gpu_headroom(state, int(row))
+    return out
 
 
 def gpu_headroom(state: SessionState, row: int) -> float:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from coordinator.actions.allocate import allocate_job
-from coordinator.actions.scenario import IdleGpuFilter, NodeAffinityFilter, Scenario, gpu_headroom, job_with_tasks
+from coordinator.actions.scenario import IdleGpuFilter, NodeAffinityFilter, Scenario, gpu_headroom_all, job_with_tasks
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job, Status, Task
 from coordinator.session_state import SessionState
@@ -42,19 +42,42 @@ def _chunks_of(scenario: Scenario, tasks: list[Task]) -> list[Job]:
     return chunks
 
 
+class SearchBudget:
+    """How many victim scenarios may be simulated, per job and per action (KAI bounds its search
+    with time budgets; counting scenarios keeps decisions the same from run to run)."""
+
+    def __init__(self, per_job: int, per_action: int) -> None:
+        self.per_job = per_job
+        self.left = per_action
+        self.job_left = per_job
+
+    def start_job(self) -> None:
+        self.job_left = self.per_job
+
+    def take(self) -> bool:
+        if self.left <= 0 or self.job_left <= 0:
+            return False
+        self.left -= 1
+        self.job_left -= 1
+        return True
+
+
 class JobSolver:
     def __init__(self, state: SessionState, stmt: Statement, action: str, validator: Validator,
-                 victims_queue: VictimsQueueFactory) -> None:
+                 victims_queue: VictimsQueueFactory, budget: SearchBudget | None = None) -> None:
         self.state = state
         self.stmt = stmt
         self.action = action
         self.validator = validator
         self.victims_queue = victims_queue
+        self.budget = budget or SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
+        self._pending_by_queue: dict[str, list[Job]] | None = None
 
     def solve(self, job: Job) -> bool:
         """Try to make room for ``job``; on success the statement holds the evictions and
         placements, on failure nothing is left changed."""
         start = self.stmt.checkpoint()
+        self.budget.start_job()
         original_active = job.active_used()
         tasks = job.tasks_to_allocate(real=False)
         feasible = self._feasible_nodes(job)
@@ -92,6 +115,8 @@ class JobSolver:
             first = False
             if not idle_gpus.passes(scenario) or (affinity.active() and not affinity.passes(scenario)):
                 continue
+            if not self.budget.take():
+                return None  # searched enough for this cycle; the job is tried again next cycle
             solution = self._try_scenario(scenario, nodes)
             if solution is not None:
                 return solution
@@ -161,7 +186,11 @@ class JobSolver:
         unique = list({id(t): t for t in victims}.values())
         victim_jobs = {state.jobs_by_task[t.key].key for t in unique}
         order = JobOrder(state.queues, lambda j: state.job_request(j, real=False))
-        candidates = {j.key: j for j in state.jobs.values() if j.has_pending()}
+        # Pending jobs of other queues would only be popped and skipped: they cannot change the
+        # order between the victims' jobs and the preemptor, so only the queues involved are built.
+        involved = {state.jobs[k].queue for k in victim_jobs} | {scenario.preemptor.queue}
+        pending = self._pending_jobs()
+        candidates = {j.key: j for queue in involved for j in pending.get(queue, ()) if j.has_pending()}
         for key in victim_jobs:
             candidates[key] = state.jobs[key]
         candidates[scenario.preemptor.key] = scenario.preemptor
@@ -183,10 +212,19 @@ class JobSolver:
         chosen = [t for t in unique if t.status in (Status.RELEASING, Status.PIPELINED)]
         return "solved", Solution(chosen, _chunks_of(scenario, chosen))
 
+    def _pending_jobs(self) -> dict[str, list[Job]]:
+        """Jobs with pending pods by queue, as of the start of this search."""
+        if self._pending_by_queue is None:
+            self._pending_by_queue = {}
+            for job in self.state.jobs.values():
+                if job.has_pending():
+                    self._pending_by_queue.setdefault(job.queue, []).append(job)
+        return self._pending_by_queue
+
     def _feasible_nodes(self, job: Job) -> set[str]:
         """KAI's FeasibleNodesForJob: GPU jobs only consider nodes with some free or freeing GPU."""
         table = self.state.table
-        names = [table.names[r] for r in range(len(table)) if table.present[r]]
         if any(not t.shape.wants_gpu for t in job.tasks):
-            return set(names)
-        return {table.names[r] for r in range(len(table)) if table.present[r] and gpu_headroom(self.state, r) > 0}
+            return {table.names[r] for r in np.flatnonzero(table.present)}
+        usable = table.present & (gpu_headroom_all(self.state) > 0)
+        return {table.names[r] for r in np.flatnonzero(usable)}

@@ -45,6 +45,8 @@ class SchedulerConfig(BaseModel):
     maxConsolidationPreemptees: int = Field(default=16, ge=0)  # noqa: N815
     allowConsolidatingReclaim: bool = True  # noqa: N815
     reclaimerSaturationMultiplier: float = Field(default=1.0, ge=1.0)  # noqa: N815
+    maxScenariosPerJob: int = Field(default=256, ge=1)  # noqa: N815 - victim scenarios simulated per job
+    maxScenariosPerAction: int = Field(default=4096, ge=1)  # noqa: N815 - ... and per action per cycle
     defaultPreemptMinRuntime: float = 0.0  # noqa: N815 - seconds
     defaultReclaimMinRuntime: float = 0.0  # noqa: N815 - seconds
 
