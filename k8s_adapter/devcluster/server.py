@@ -140,7 +140,7 @@ class ApiServer:
     async def _serve(self, request: web.Request, t: Target) -> web.StreamResponse:
         query = request.query
         method = request.method
-        watching = t.watch_path or (method == "GET" and query.get("watch") in ("true", "1"))
+        watching = t.watch_path or (method == "GET" and _flag(query.get("watch")))
         verb = _verb(method, t.name is not None, watching)
         delay, injected = self.faults.check(verb, t.rt.plural, t.subresource, t.name or "")
         if delay:
@@ -209,8 +209,8 @@ class ApiServer:
                 return encode(kind, tables.table(rt, [obj], reg.clock, include))
         watcher = Watcher(rt, t.namespace, predicate, render)
         version = query.get("resourceVersion", "")
-        initial = query.get("sendInitialEvents") == "true"
-        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        initial = _flag(query.get("sendInitialEvents"))
+        bookmarks = _flag(query.get("allowWatchBookmarks"))
         if initial and not bookmarks:
             why = "Required value: allowWatchBookmarks required when sendInitialEvents is true"
             raise errors.invalid("ListOptions", "", [("allowWatchBookmarks", why)])
@@ -275,6 +275,11 @@ class ApiServer:
             store.expire_history(spec.get("resource"))
             self.registry.forget_snapshots()
         return {"added": added, "droppedWatches": dropped, "resourceVersion": str(store.version)}
+
+
+def _flag(value: str | None) -> bool:
+    """A boolean query parameter, read as Go's strconv.ParseBool reads it (clients send "True" too)."""
+    return value in ("1", "t", "T", "true", "TRUE", "True")
 
 
 def _raise(exc: ApiError) -> Obj:
