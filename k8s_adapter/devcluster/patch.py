@@ -228,8 +228,13 @@ def apply_patch(target: Any, body: Any, content_type: str, custom: bool) -> Any:
                            "accepted media types include: application/json-patch+json, "
                            "application/merge-patch+json, application/apply-patch+yaml")
         return strategic_merge_patch(target, body)
-    if content_type in ("application/merge-patch+json", "application/apply-patch+yaml"):
-        # Server-side apply is approximated as a merge patch: no field ownership is tracked.
+    if content_type == "application/apply-patch+yaml":
+        # Server-side apply without field ownership: the manifest is merged into the live object
+        # (lists by merge key for built-in kinds, so defaulted fields survive a re-apply).
+        if not isinstance(body, dict):
+            raise bad_request("an apply patch must be an object")
+        return merge_patch(target, body) if custom else strategic_merge_patch(target, body)
+    if content_type == "application/merge-patch+json":
         if not isinstance(body, dict):
             raise bad_request("a merge patch must be a JSON object")
         return merge_patch(target, body)

@@ -306,3 +306,17 @@ async def test_discovery_documents(kube: Kube) -> None:
     assert queues["namespaced"] is False
     version = await kube.raw("GET", "/version")
     assert version[1]["major"] == "1"
+
+
+async def test_server_side_apply_creates_then_merges(kube: Kube) -> None:
+    # Apply bodies are YAML, and so JSON, which is what clients (kubectl, kubernetes-asyncio) send.
+    manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "labels": {"v": "1"}},
+                "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    path = "/api/v1/namespaces/default/pods/a"
+    query = [("fieldManager", "test")]
+    status, created = await kube.raw("PATCH", path, manifest, query, "application/apply-patch+yaml")
+    assert status == 201 and created["spec"]["containers"][0]["terminationMessagePath"]
+    manifest["metadata"]["labels"] = {"v": "2"}
+    status, applied = await kube.raw("PATCH", path, manifest, query, "application/apply-patch+yaml")
+    assert status == 200 and applied["metadata"]["labels"] == {"v": "2"}
+    assert applied["spec"] == created["spec"]  # defaulted container fields survive the re-apply

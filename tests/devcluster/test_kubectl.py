@@ -118,6 +118,14 @@ async def test_create_get_watch_and_delete_with_kubectl(kube: Kube, tmp_path: Pa
     assert lines[0].split()[:3] == ["NAME", "READY", "STATUS"]
     assert lines[-1].split()[:3] == ["train-1-0", "1/1", "Running"]
 
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(MANIFESTS.replace("quota: 4", "quota: 6"))
+    applied = await kubectl(kube, tmp_path, "apply", "-f", str(changed))
+    assert "queue.scheduling.run.ai/team-a configured" in applied
+    server_side = await kubectl(kube, tmp_path, "apply", "--server-side", "-f", str(changed))
+    assert [line.split()[-1] for line in server_side.strip().splitlines()] == ["serverside-applied"] * 4
+    assert kube.cluster.get("scheduling.run.ai", "v2", "queues", "team-a")["spec"]["resources"]["gpu"]["quota"] == 6
+
     deleted = await kubectl(kube, tmp_path, "delete", "pod", "train-1-0")  # waits for the simulated kubelet
     assert deleted.strip() == 'pod "train-1-0" deleted'
     assert kube.cluster.get("", "v1", "pods", "train-1-0", "default") is None

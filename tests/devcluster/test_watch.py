@@ -58,6 +58,7 @@ async def test_list_then_watch_sees_every_change_in_order(kube: Kube) -> None:
     expected = await churn(kube, random.Random(1), 30, ["a", "b", "c", "d"])
     seen = await watch_events(kube, len(expected), resource_version=listed.metadata.resource_version)
     assert seen == expected
+    await eventually(lambda: kube.cluster.store.watcher_count() == 0)  # the client left: the server let go
 
 
 async def test_watch_resumes_from_a_version_without_losing_or_repeating_events(kube: Kube) -> None:
