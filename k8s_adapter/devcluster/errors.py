@@ -87,10 +87,8 @@ def method_not_allowed(message: str) -> ApiError:
     return ApiError(405, "MethodNotAllowed", message)
 
 
-def unsupported_media_type(content_type: str) -> ApiError:
-    return ApiError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - '
-                    f'accepted media types include: application/json-patch+json, application/merge-patch+json, '
-                    f'application/apply-patch+yaml (got "{content_type}")')
+def unsupported_media_type(message: str) -> ApiError:
+    return ApiError(415, "UnsupportedMediaType", message)
 
 
 def expired(message: str) -> ApiError:

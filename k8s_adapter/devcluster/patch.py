@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from k8s_adapter.devcluster.errors import ApiError, bad_request
+from k8s_adapter.devcluster.errors import ApiError, bad_request, unsupported_media_type
 
 # Field name -> patch merge key, for the list fields of the kinds served here.
 MERGE_KEYS = {
@@ -224,9 +224,9 @@ def apply_patch(target: Any, body: Any, content_type: str, custom: bool) -> Any:
         return json_patch(target, body)
     if content_type == "application/strategic-merge-patch+json":
         if custom:
-            raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - "
-                           "accepted media types include: application/json-patch+json, "
-                           "application/merge-patch+json, application/apply-patch+yaml")
+            raise unsupported_media_type("the body of the request was in an unknown format - accepted media types "
+                                         "include: application/json-patch+json, application/merge-patch+json, "
+                                         "application/apply-patch+yaml")
         return strategic_merge_patch(target, body)
     if content_type == "application/apply-patch+yaml":
         # Server-side apply without field ownership: the manifest is merged into the live object
@@ -238,5 +238,5 @@ def apply_patch(target: Any, body: Any, content_type: str, custom: bool) -> Any:
         if not isinstance(body, dict):
             raise bad_request("a merge patch must be a JSON object")
         return merge_patch(target, body)
-    raise ApiError(415, "UnsupportedMediaType", f"unsupported patch content type {content_type!r}; use one of "
-                   + ", ".join(PATCH_TYPES))
+    raise unsupported_media_type(f"unsupported patch content type {content_type!r}; use one of "
+                                 + ", ".join(PATCH_TYPES))

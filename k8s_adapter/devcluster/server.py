@@ -315,7 +315,7 @@ async def _body(request: web.Request) -> Any:
     if request.content_type.endswith("yaml"):
         return yaml.safe_load(raw) or {}
     if "protobuf" in request.content_type:
-        raise ApiError(415, "UnsupportedMediaType", "the dev cluster speaks JSON only")
+        raise errors.unsupported_media_type("the dev cluster speaks JSON (and YAML for apply) only")
     return orjson.loads(raw)
 
 

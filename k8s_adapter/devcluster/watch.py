@@ -104,18 +104,25 @@ class Watcher:
 
 
 async def serve(request: web.Request, watcher: Watcher, *, timeout: float, bookmark_interval: float | None,
-                version: Callable[[], int], headers: dict[str, str] | None = None) -> web.StreamResponse:
+                version: Callable[[], int]) -> web.StreamResponse:
     """Stream ``watcher``'s events until the timeout, a drop, or the client going away."""
     loop = asyncio.get_running_loop()
-    response = web.StreamResponse(headers={"Content-Type": "application/json", **(headers or {})})
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
     response.enable_chunked_encoding()
     await response.prepare(request)
-    deadline = loop.time() + timeout
+    with contextlib.suppress(ConnectionResetError):  # the client went away; the caller unregisters the watcher
+        await _pump(request, response, watcher, loop.time() + timeout, bookmark_interval, version)
+    return response
+
+
+async def _pump(request: web.Request, response: web.StreamResponse, watcher: Watcher, deadline: float,
+                bookmark_interval: float | None, version: Callable[[], int]) -> None:
+    loop = asyncio.get_running_loop()
     next_bookmark = loop.time() + bookmark_interval if bookmark_interval else None
     while True:
         if watcher.abrupt:
             _cut(request)
-            return response
+            return
         if watcher.pending:
             batch = b"".join(watcher.pending)
             watcher.pending.clear()
@@ -138,7 +145,6 @@ async def serve(request: web.Request, watcher: Watcher, *, timeout: float, bookm
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(watcher.wake.wait(), min(wait, 5.0))  # wake now and then to notice a gone client
     await response.write_eof()
-    return response
 
 
 def _cut(request: web.Request) -> None:
