@@ -137,10 +137,9 @@ def types_from_crd(crd: Obj) -> list[ResourceType]:
 
 @dataclass(slots=True)
 class Catalog:
-    """Served resource types, looked up by URL parts, by apiVersion+kind, or listed per group."""
+    """Served resource types, looked up by URL parts or listed per group."""
 
     _by_path: dict[tuple[str, str, str], ResourceType] = field(default_factory=dict)
-    _by_kind: dict[tuple[str, str], ResourceType] = field(default_factory=dict)
     _from_crd: dict[str, list[ResourceType]] = field(default_factory=dict)  # CRD name -> its types
 
     @classmethod
@@ -152,14 +151,10 @@ class Catalog:
     def add(self, types: Iterable[ResourceType]) -> None:
         for rt in types:
             self._by_path[(rt.group, rt.version, rt.plural)] = rt
-            if rt.plural != "bindings":  # Binding is posted, never stored under its own kind
-                self._by_kind.setdefault((rt.api_version, rt.kind), rt)
 
     def remove(self, types: Iterable[ResourceType]) -> None:
         for rt in types:
             self._by_path.pop((rt.group, rt.version, rt.plural), None)
-            if self._by_kind.get((rt.api_version, rt.kind)) == rt:
-                del self._by_kind[(rt.api_version, rt.kind)]
 
     def serve_crd(self, crd: Obj) -> None:
         """(Re)serve what a stored CRD describes; an update replaces the previous types."""
@@ -183,8 +178,6 @@ class Catalog:
             raise KeyError(f"{plural}.{group}/{version} is not served")
         return rt
 
-    def for_kind(self, api_version: str, kind: str) -> ResourceType | None:
-        return self._by_kind.get((api_version, kind))
 
     def types(self) -> list[ResourceType]:
         return list(self._by_path.values())

@@ -37,9 +37,6 @@ class Clock:
         """RFC 3339 in UTC with second precision, as metav1.Time serialises."""
         return self.wall(at).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    def micro_timestamp(self, at: float | None = None) -> str:
-        """RFC 3339 with microseconds, as metav1.MicroTime serialises (lease renewTime, eventTime)."""
-        return self.wall(at).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class ManualClock(Clock):

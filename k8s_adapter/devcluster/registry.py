@@ -27,7 +27,6 @@ import orjson
 from k8s_adapter.devcluster import errors
 from k8s_adapter.devcluster.catalog import Catalog, ResourceType
 from k8s_adapter.devcluster.clock import Clock
-from k8s_adapter.devcluster.errors import ApiError
 from k8s_adapter.devcluster.patch import apply_patch
 from k8s_adapter.devcluster.selectors import Predicate, everything
 from k8s_adapter.devcluster.store import Store
@@ -324,5 +323,3 @@ def _read_token(token: str) -> tuple[int, int, int]:
     except (ValueError, KeyError, TypeError, orjson.JSONDecodeError):
         raise errors.bad_request(f"continue key is not valid: {token!r}") from None
 
-
-__all__ = ["ApiError", "Registry", "Strategy", "check_name", "clone"]

@@ -59,7 +59,6 @@ class Table:
     history: deque[Change] = field(default_factory=deque)
     floor: int = 0  # the oldest version a watch can resume from without missing a change
     watchers: set[Subscriber] = field(default_factory=set)
-    count: int = 0
     _order: dict[str, list[str]] = field(default_factory=dict)  # sorted names per namespace, rebuilt lazily
 
     def record(self, change: Change) -> None:
@@ -104,9 +103,6 @@ class Store:
             for name in table.names(ns):
                 yield bucket[name]
 
-    def count(self, rt: ResourceType) -> int:
-        return self.table(rt).count
-
     # ------------------------------------------------------------------ writes
     def insert(self, rt: ResourceType, obj: Obj) -> Obj:
         """Store a new object (the caller checked it does not exist); stamps uid and version."""
@@ -118,7 +114,6 @@ class Store:
         self.version += 1
         meta["resourceVersion"] = str(self.version)
         bucket[meta["name"]] = obj
-        table.count += 1
         table._order.pop(ns, None)
         self._changed(rt, table, Change(self.version, "ADDED", obj, None))
         return obj
@@ -142,7 +137,6 @@ class Store:
         prev = table.objects[ns].pop(name)
         if not table.objects[ns]:
             del table.objects[ns]
-        table.count -= 1
         table._order.pop(ns, None)
         self.version += 1
         gone = {**prev, "metadata": {**prev["metadata"], "resourceVersion": str(self.version)}}
