@@ -142,6 +142,11 @@ class ApiServer:
         method = request.method
         watching = t.watch_path or (method == "GET" and _flag(query.get("watch")))
         verb = _verb(method, t.name is not None, watching)
+        sub = t.rt.subresource(t.subresource) if t.subresource else None
+        misplaced = (t.name is None and verb in ("update", "patch")) or (verb == "create" and t.name and sub is None)
+        if verb not in (sub.verbs if sub else t.rt.verbs) or misplaced:
+            raise errors.method_not_allowed(f"the server does not allow this method on the requested resource: "
+                                            f"{method}")
         delay, injected = self.faults.check(verb, t.rt.plural, t.subresource, t.name or "")
         if delay:
             await asyncio.sleep(delay)

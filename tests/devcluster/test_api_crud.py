@@ -320,3 +320,14 @@ async def test_server_side_apply_creates_then_merges(kube: Kube) -> None:
     status, applied = await kube.raw("PATCH", path, manifest, query, "application/apply-patch+yaml")
     assert status == 200 and applied["metadata"]["labels"] == {"v": "2"}
     assert applied["spec"] == created["spec"]  # defaulted container fields survive the re-apply
+
+
+async def test_methods_a_resource_does_not_allow_are_405(kube: Kube) -> None:
+    await kube.core.create_namespaced_pod("default", pod("a"))
+    for method, path in (("PUT", "/api/v1/namespaces/default/pods"), ("POST", "/api/v1/namespaces/default/pods/a"),
+                         ("GET", "/api/v1/namespaces/default/pods/a/binding"),
+                         ("DELETE", "/api/v1/namespaces/default/pods/a/status")):
+        status, body = await kube.raw(method, path, {})
+        assert (status, body["reason"]) == (405, "MethodNotAllowed"), (method, path)
+    status, _ = await kube.raw("GET", "/api/v1/namespaces/default/pods/a/status")
+    assert status == 200
