@@ -5,7 +5,8 @@
   default to limits; containers must have a name and an image.
 - Update: the spec is immutable except container images, tolerations, activeDeadlineSeconds and
   removing scheduling gates; ``spec.nodeName`` is set only through ``pods/binding``.
-- Binding: optional uid precondition (409 on mismatch), 409 when already bound or terminating.
+- Binding: optional uid precondition (409 on mismatch), 409 when already bound, terminating or
+  still gated (``spec.schedulingGates``).
   Like upstream, the target node is not required to exist; such a pod simply never starts.
 - Delete: a pod that is unbound, finished, or deleted with gracePeriodSeconds=0 goes at once;
   otherwise it gets a deletionTimestamp and the node simulator removes it after the grace period.
@@ -168,6 +169,8 @@ def bind(reg: Registry, pods: ResourceType, namespace: str, name: str, binding: 
         raise refuse(f"pod {name} is being deleted, cannot be assigned to a host")
     if (pod.get("spec") or {}).get("nodeName"):
         raise refuse(f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"')
+    if (pod.get("spec") or {}).get("schedulingGates"):
+        raise refuse(f"pod {name} has non-empty .spec.schedulingGates")
     status = dict(pod.get("status") or {})
     conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
     conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,

@@ -71,6 +71,16 @@ async def test_binding_a_terminating_pod_is_409(kube: Kube) -> None:
     assert status == 409 and "is being deleted" in body["message"]
 
 
+async def test_a_gated_pod_cannot_be_bound_until_its_gates_are_removed(kube: Kube) -> None:
+    gated = pod("a")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+    await kube.core.create_namespaced_pod("default", gated)
+    status, body = await bind(kube, "a", "kwok-node-1")
+    assert status == 409 and "non-empty .spec.schedulingGates" in body["message"]
+    await kube.core.patch_namespaced_pod("a", "default", {"spec": {"schedulingGates": None}})
+    assert (await bind(kube, "a", "kwok-node-1"))[0] == 201
+
+
 async def test_the_legacy_bindings_collection_binds_too(kube: Kube) -> None:
     await kube.core.create_namespaced_pod("default", pod("a"))
     response = await kube.core.create_namespaced_binding("default", binding("a", "kwok-node-3"),
