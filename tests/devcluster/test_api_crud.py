@@ -7,7 +7,7 @@ import json
 import pytest
 from kubernetes_asyncio.client import ApiException
 
-from tests.devcluster.conftest import ON_TEST_LOOP, Kube, pod, pod_group, queue
+from tests.devcluster.conftest import ON_TEST_LOOP, Kube, eventually, pod, pod_group, queue
 
 pytestmark = ON_TEST_LOOP
 # kubernetes-asyncio sends a dict patch for a custom object as a JSON patch unless told otherwise.
@@ -176,7 +176,10 @@ async def test_label_and_field_selectors(kube: Kube) -> None:
     assert await names(field_selector="spec.nodeName=") == ["a", "b"]
     assert await names(field_selector="spec.nodeName=kwok-node-1") == ["c"]
     assert await names(field_selector="spec.schedulerName=kai-scheduler,metadata.name!=a") == ["b", "c"]
-    assert await names(field_selector="status.phase=Pending,metadata.namespace=default") == ["a", "b", "c"]
+    # c is bound, so the simulated kubelet may already have started it: only the unbound two are surely Pending.
+    assert await names(field_selector="status.phase=Pending,spec.nodeName=,metadata.namespace=default") == ["a", "b"]
+    await eventually(lambda: kube.cluster.get("", "v1", "pods", "c", "default")["status"]["phase"] == "Running")
+    assert await names(field_selector="status.phase!=Pending") == ["c"]
     with pytest.raises(ApiException) as caught:
         await names(field_selector="spec.priorityClassName=x")
     assert caught.value.status == 400 and "field label not supported" in status_of(caught.value)["message"]
@@ -213,7 +216,7 @@ async def test_delete_honours_grace_preconditions_and_finalizers(kube: Kube) -> 
     await kube.core.create_namespaced_pod("default", pod("bound", node="kwok-node-0"))
     terminating = await kube.core.delete_namespaced_pod("bound", "default", grace_period_seconds=30)
     assert terminating.metadata.deletion_timestamp and terminating.metadata.deletion_grace_period_seconds == 30
-    assert await _exists(kube, "bound") is True  # left to the node simulator
+    assert kube.cluster.get("", "v1", "pods", "bound", "default") is not None  # left to the node simulator
 
     created = await kube.core.create_namespaced_pod("default", pod("forced", node="kwok-node-0"))
     with pytest.raises(ApiException) as caught:

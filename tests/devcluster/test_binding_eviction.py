@@ -137,8 +137,11 @@ async def test_eviction_blocked_by_a_budget_is_429_with_the_servers_status(kube:
 async def test_a_budget_allows_exactly_its_disruptions(kube: Kube) -> None:
     await running(kube, "a", "b", "c", labels={"app": "train"})
     await pdb(kube, "one-at-a-time", maxUnavailable=1)
+    # A finalizer keeps "a" terminating however fast the simulated kubelet is, until the test lets go.
+    kube.cluster.patch("", "v1", "pods", "a", {"metadata": {"finalizers": ["example.com/hold"]}}, "default")
     assert (await evict(kube, "a"))[0] == 201
     assert (await evict(kube, "b"))[0] == 429  # a is terminating and no longer counts as healthy
+    kube.cluster.patch("", "v1", "pods", "a", {"metadata": {"finalizers": None}}, "default")
     await eventually(lambda: kube.cluster.get("", "v1", "pods", "a", "default") is None)
     await eventually(lambda: kube.cluster.get("policy", "v1", "poddisruptionbudgets", "one-at-a-time",
                                               "default").get("status", {}).get("disruptionsAllowed") == 0)
