@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable
+from typing import TypeVar
 
 import aiohttp
 import orjson
@@ -18,6 +20,7 @@ from tests.devcluster.conftest import ON_TEST_LOOP, Kube, eventually, pod, pod_g
 
 pytestmark = ON_TEST_LOOP
 Event = tuple[str, str, int]  # (type, pod name, resourceVersion)
+T = TypeVar("T")
 
 
 async def watch_events(kube: Kube, count: int, timeout: float = 3, **kwargs: object) -> list[Event]:
@@ -160,23 +163,26 @@ async def raw_watch(kube: Kube, query: str, path: str = "/api/v1/namespaces/defa
         return r.status, lines
 
 
-async def test_bookmarks_carry_the_current_version_only_when_allowed(kube: Kube) -> None:
+async def test_bookmarks_when_allowed_and_timeout_seconds_end_streams(kube: Kube) -> None:
     await kube.core.create_namespaced_pod("default", pod("a"))
     version = kube.cluster.resource_version
-    _, lines = await raw_watch(kube, f"resourceVersion={version}&allowWatchBookmarks=true&timeoutSeconds=1")
-    bookmarks = [e for e in lines if e["type"] == "BOOKMARK"]
-    assert len(bookmarks) >= 2  # every 0.3 s in this fixture
+    loop = asyncio.get_running_loop()
+
+    async def timed(work: Awaitable[T]) -> tuple[float, T]:
+        started = loop.time()
+        outcome = await work
+        return loop.time() - started, outcome
+
+    (t1, (_, marked)), (t2, (_, plain)), (t3, events) = await asyncio.gather(  # all three run for 1 s together
+        timed(raw_watch(kube, f"resourceVersion={version}&allowWatchBookmarks=true&timeoutSeconds=1")),
+        timed(raw_watch(kube, f"resourceVersion={version}&timeoutSeconds=1")),
+        timed(watch_events(kube, 1, timeout=1, resource_version=str(version))))
+    bookmarks = [e for e in marked if e["type"] == "BOOKMARK"]
+    assert len(bookmarks) >= 2 and len(bookmarks) == len(marked)  # every 0.3 s in this fixture, nothing else
     assert bookmarks[0]["object"]["metadata"]["resourceVersion"] == str(version)
     assert bookmarks[0]["object"]["kind"] == "Pod"
-    _, lines = await raw_watch(kube, f"resourceVersion={version}&timeoutSeconds=1")
-    assert lines == []
-
-
-async def test_timeout_seconds_ends_the_stream(kube: Kube) -> None:
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    assert await watch_events(kube, 1, timeout=1, resource_version=str(kube.cluster.resource_version)) == []
-    assert 0.9 <= loop.time() - started < 2.5
+    assert plain == [] and events == []
+    assert all(0.9 <= t < 2.5 for t in (t1, t2, t3))
 
 
 async def test_a_watch_sees_objects_enter_and_leave_its_selection(kube: Kube) -> None:
