@@ -1,53 +1,90 @@
-"""Fault injection for tests: failing requests, slow requests, dropped watches, expired history."""
+"""Fault injection for tests: failing or slow requests, matched by verb, resource and subresource.
+
+A rule matches requests by Kubernetes verb (get, list, watch, create, update, patch, delete,
+deletecollection), resource plural, subresource ("" for the object itself) and object name;
+"*" matches anything. A matching rule delays the request by ``delay`` seconds and, when
+``code`` is non-zero, answers it with that code and a Status body instead of serving it.
+``times`` counts down per match (None: until cleared). Rules apply to resource requests
+only, never to discovery, so clients can still find their way to the failing call.
+Dropping watches and expiring history act on the store; see DevCluster.
+"""
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from k8s_adapter.devcluster.errors import ApiError, from_code
+
+VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "*"})
 
 
 @dataclass(slots=True)
-class FailRule:
-    code: int
-    method: str = "*"  # GET, POST, ... or *
-    resource: str = "*"  # plural, or *
-    subresource: str = "*"  # binding, eviction, status, "" for the object itself, or *
-    times: int = 1
-    watch: bool | None = None  # only watches (True), only non-watch requests (False), or both
+class FaultRule:
+    verb: str = "*"
+    resource: str = "*"
+    subresource: str = "*"
+    code: int = 500
+    times: int | None = 1
+    delay: float = 0.0
+    message: str = ""
+    reason: str = ""
+    name: str = "*"
+    hits: int = 0
 
-    def matches(self, method: str, resource: str, subresource: str, watch: bool) -> bool:
-        return (self.method in ("*", method) and self.resource in ("*", resource)
-                and self.subresource in ("*", subresource) and (self.watch is None or self.watch == watch))
+    def __post_init__(self) -> None:
+        if self.verb not in VERBS:
+            raise ValueError(f"unknown verb {self.verb!r}; one of {sorted(VERBS)}")
+        if self.code and not 400 <= self.code <= 599:
+            raise ValueError("code must be an HTTP error code (400-599), or 0 for a delay only")
 
+    def matches(self, verb: str, resource: str, subresource: str, name: str) -> bool:
+        return (self.verb in ("*", verb) and self.resource in ("*", resource)
+                and self.subresource in ("*", subresource) and self.name in ("*", name))
 
-REASONS = {409: "Conflict", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
-           410: "Expired", 404: "NotFound", 403: "Forbidden"}
+    def error(self) -> ApiError:
+        return from_code(self.code, self.message, self.reason)
+
+    def describe(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 class Faults:
     def __init__(self) -> None:
-        self._rules: list[FailRule] = []
-        self.latency = 0.0
-        self._lock = threading.Lock()
-        self.injected = 0
+        self.rules: list[FaultRule] = []
+        self.injected = 0  # requests answered with an injected error
 
-    def fail(self, rule: FailRule) -> None:
-        with self._lock:
-            self._rules.append(rule)
+    def add(self, rule: FaultRule) -> FaultRule:
+        self.rules.append(rule)
+        return rule
+
+    def fail(self, verb: str, resource: str, code: int = 500, *, subresource: str = "*", times: int | None = 1,
+             message: str = "", name: str = "*") -> FaultRule:
+        """The next ``times`` matching requests fail with ``code``."""
+        return self.add(FaultRule(verb, resource, subresource, code, times, message=message, name=name))
+
+    def delay(self, seconds: float, verb: str = "*", resource: str = "*", *, times: int | None = None) -> FaultRule:
+        """Matching requests wait ``seconds`` before being served."""
+        return self.add(FaultRule(verb, resource, code=0, times=times, delay=seconds))
 
     def clear(self) -> None:
-        with self._lock:
-            self._rules.clear()
-            self.latency = 0.0
+        self.rules.clear()
 
-    def take(self, method: str, resource: str, subresource: str, watch: bool) -> FailRule | None:
-        """The first rule matching this request, used up by one."""
-        with self._lock:
-            for rule in self._rules:
-                if rule.times > 0 and rule.matches(method, resource, subresource, watch):
-                    rule.times -= 1
-                    self.injected += 1
-                    if rule.times == 0:
-                        self._rules.remove(rule)
-                    return rule
-            return None
+    def check(self, verb: str, resource: str, subresource: str, name: str) -> tuple[float, ApiError | None]:
+        """Consume the rules matching this request: the total delay and the first failure, if any."""
+        delay, failure = 0.0, None
+        for rule in list(self.rules):
+            if not rule.matches(verb, resource, subresource, name):
+                continue
+            if rule.code and failure is not None:
+                continue  # one failure per request; later failing rules keep their count
+            rule.hits += 1
+            delay += rule.delay
+            if rule.code:
+                failure = rule.error()
+                self.injected += 1
+            if rule.times is not None:
+                rule.times -= 1
+                if rule.times <= 0:
+                    self.rules.remove(rule)
+        return delay, failure

@@ -1,52 +1,80 @@
-"""Synthetic kwok-style nodes for the dev cluster: 8-GPU, 4-GPU and CPU-only pools."""
+"""Synthetic kwok-style nodes shaped like a GPU cluster's.
+
+Out of every ten nodes, five have 8 GPUs of 80 GiB, three have 4 GPUs of 40 GiB and two are
+CPU-only, in that order, so any prefix of the list has the same mix. Nodes sit in racks of
+eight and racks rotate over three zones. Labels follow what GPU feature discovery and kwok
+put on real nodes (``nvidia.com/gpu.*``, ``type: kwok``, annotation ``kwok.x-k8s.io/node``);
+the optional taint is kwok's ``kwok.x-k8s.io/node=fake:NoSchedule``.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-POOLS = (  # (share of nodes, gpus, gpu memory MiB, cpu cores, memory GiB, label)
-    (0.5, 8, 81920, 96, 1024, "gpu-8x80g"),
-    (0.3, 4, 49152, 48, 512, "gpu-4x48g"),
-    (0.2, 0, 0, 32, 128, "cpu"),
+Obj = dict[str, Any]
+RACK_LABEL = "kai-ray.dev/rack"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+RACK_SIZE = 8
+ZONES = ("zone-a", "zone-b", "zone-c")
+KWOK_TAINT = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeShape:
+    pool: str
+    gpus: int
+    gpu_memory_mib: int
+    gpu_product: str
+    cpu: int
+    memory_gib: int
+
+
+SHAPES = (
+    NodeShape("gpu-8x80gb", 8, 81920, "NVIDIA-H100-80GB-HBM3", 128, 2048),
+    NodeShape("gpu-4x40gb", 4, 40960, "NVIDIA-A100-SXM4-40GB", 64, 1024),
+    NodeShape("cpu", 0, 0, "", 64, 256),
 )
+PATTERN = (0, 0, 0, 0, 0, 1, 1, 1, 2, 2)  # shape index for each node in a block of ten
 
 
-def kwok_node(name: str, gpus: int, gpu_memory: int, cpu: int, memory_gib: int, pool: str, zone: str,
-              rack: str, taint: bool = False) -> dict[str, Any]:
-    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-              "type": "kwok", "node-role.kubernetes.io/agent": "", "topology.kubernetes.io/zone": zone,
-              "kai-ray.dev/rack": rack, "kai-ray.dev/pool": pool}
-    if gpus:
-        labels["nvidia.com/gpu.memory"] = str(gpu_memory)
-        labels["nvidia.com/gpu.count"] = str(gpus)
-    resources = {"cpu": str(cpu), "memory": f"{memory_gib}Gi", "pods": "110"}
-    if gpus:
-        resources["nvidia.com/gpu"] = str(gpus)
-    node: dict[str, Any] = {
+def kwok_node(name: str, shape: NodeShape, index: int, taint: bool = False) -> Obj:
+    """One Ready node of ``shape``; ``index`` places it in a rack and zone and gives it an address."""
+    rack = index // RACK_SIZE
+    labels = {
+        "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": shape.pool, "type": "kwok", ZONE_LABEL: ZONES[rack % len(ZONES)],
+        RACK_LABEL: f"rack-{rack}", "node-role.kubernetes.io/agent": "",
+    }
+    capacity = {"cpu": str(shape.cpu), "memory": f"{shape.memory_gib}Gi", "pods": "110",
+                "ephemeral-storage": "1Ti"}
+    if shape.gpus:
+        labels.update({"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": str(shape.gpus),
+                       "nvidia.com/gpu.product": shape.gpu_product, "nvidia.com/gpu.memory": str(shape.gpu_memory_mib)})
+        capacity["nvidia.com/gpu"] = str(shape.gpus)
+    address = f"10.{(index >> 16) & 255}.{(index >> 8) & 255}.{index & 255}"
+    conditions = [{"type": t, "status": "False", "reason": f"KubeletHas{r}", "message": m} for t, r, m in (
+        ("MemoryPressure", "SufficientMemory", "kubelet has sufficient memory available"),
+        ("DiskPressure", "NoDiskPressure", "kubelet has no disk pressure"),
+        ("PIDPressure", "SufficientPID", "kubelet has sufficient PID available"))]
+    conditions.append({"type": "Ready", "status": "True", "reason": "KubeletReady",
+                       "message": "kubelet is posting ready status"})
+    node: Obj = {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": labels,
                      "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}},
-        "spec": {},
-        "status": {"capacity": dict(resources), "allocatable": dict(resources), "phase": "Running",
-                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-                   "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": "fake"}},
+        "spec": {"taints": [dict(KWOK_TAINT)]} if taint else {},
+        "status": {
+            "capacity": capacity, "allocatable": dict(capacity), "conditions": conditions,
+            "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": name}],
+            "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": "fake",
+                         "kubeProxyVersion": "fake", "osImage": "kwok", "kernelVersion": "kwok",
+                         "containerRuntimeVersion": "kwok", "machineID": "", "systemUUID": "", "bootID": ""},
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        },
     }
-    if taint:
-        node["spec"]["taints"] = [{"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}]
     return node
 
 
-def synthetic_nodes(count: int, taint: bool = False, prefix: str = "kwok-node") -> list[dict[str, Any]]:
-    """``count`` nodes split over the pools, spread over 3 zones and racks of 16."""
-    nodes = []
-    bounds, total = [], 0.0
-    for share, *_ in POOLS:
-        total += share
-        bounds.append(total)
-    for i in range(count):
-        position = (i + 0.5) / max(count, 1)
-        pool = next(p for p, bound in zip(POOLS, bounds, strict=True) if position <= bound + 1e-9)
-        _, gpus, gpu_memory, cpu, memory, label = pool
-        nodes.append(kwok_node(f"{prefix}-{i:05d}", gpus, gpu_memory, cpu, memory, label,
-                               f"zone-{chr(ord('a') + i % 3)}", f"rack-{i // 16:03d}", taint))
-    return nodes
+def synthetic_nodes(count: int, taint: bool = False, prefix: str = "kwok-node") -> list[Obj]:
+    return [kwok_node(f"{prefix}-{i}", SHAPES[PATTERN[i % len(PATTERN)]], i, taint) for i in range(count)]

@@ -1,293 +1,340 @@
-"""The HTTP face of the dev cluster: Kubernetes API paths, verbs, watches and discovery."""
+"""The HTTP face of the dev cluster: Kubernetes API paths and verbs mapped onto the registry.
+
+URLs are read the way the API server's RequestInfo reads them: ``/api/v1`` or
+``/apis/<group>/<version>``, an optional ``namespaces/<ns>`` prefix (except for a namespace's
+own ``status``/``finalize``), then ``<plural>[/<name>[/<subresource>]]``, with the old
+``/watch/`` prefix accepted too. The request's verb (get, list, watch, create, update, patch,
+delete, deletecollection) is what fault injection matches on. Every failure is answered with
+a ``kind: Status`` body carrying the code and reason clients branch on.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
-from collections.abc import Awaitable, Callable
+import random
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
+import yaml
 from aiohttp import web
 
-from k8s_adapter.devcluster.catalog import Catalog, Resource
-from k8s_adapter.devcluster.faults import REASONS, FailRule, Faults
-from k8s_adapter.devcluster.patching import PatchError, apply_patch
-from k8s_adapter.devcluster.pods import PodRules
-from k8s_adapter.devcluster.selectors import SelectorError, field_matcher, label_matcher
-from k8s_adapter.devcluster.store import ApiError, Obj, Store
-from k8s_adapter.devcluster.tables import table, wants_table
+from k8s_adapter.devcluster import discovery, errors, openapi, tables
+from k8s_adapter.devcluster.catalog import ResourceType
+from k8s_adapter.devcluster.errors import ApiError
+from k8s_adapter.devcluster.eviction import evict
+from k8s_adapter.devcluster.faults import FaultRule, Faults
+from k8s_adapter.devcluster.pods import bind
+from k8s_adapter.devcluster.registry import Registry
+from k8s_adapter.devcluster.selectors import both, parse_field_selector, parse_label_selector
+from k8s_adapter.devcluster.watch import Watcher, encode, serve
 
 log = logging.getLogger(__name__)
-VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-kai-ray-dev", "platform": "linux/amd64"}
+Obj = dict[str, Any]
+NOT_FOUND = ApiError(404, "NotFound", "the server could not find the requested resource")
+SUCCESS = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
 
-def _json(body: Any, status: int = 200) -> web.Response:
-    return web.Response(body=orjson.dumps(body), status=status, content_type="application/json")
+def respond(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=orjson.dumps(body), status=status, content_type="application/json", headers=headers)
+
+
+def failure(exc: ApiError) -> web.Response:
+    headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else None
+    return respond(exc.status(), exc.code, headers)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a resource URL names."""
+
+    rt: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str
+    watch_path: bool
+
+
+@dataclass(slots=True)
+class Settings:
+    bookmark_interval: float = 60.0  # how often a quiet watch that allows bookmarks gets one
+    watch_timeout: tuple[float, float] = (1800.0, 3600.0)  # server's pick when the client sets none
 
 
 class ApiServer:
-    def __init__(self, store: Store, catalog: Catalog, faults: Faults, bookmark_seconds: float = 5.0) -> None:
-        self.store = store
-        self.catalog = catalog
+    def __init__(self, registry: Registry, faults: Faults, settings: Settings | None = None) -> None:
+        self.registry = registry
         self.faults = faults
-        self.pods = PodRules(store, catalog)
-        self.bookmark_seconds = bookmark_seconds
-        self.app = web.Application(client_max_size=64 * 2**20)
-        self.app.router.add_route("*", "/{tail:.*}", self.dispatch)
+        self.settings = settings or Settings()
+        self.requests = 0
+        self.app = web.Application(client_max_size=256 * 2**20)
+        self.app.router.add_route("*", "/{tail:.*}", self.handle)
 
-    # ------------------------------------------------------------------ routing
-    async def dispatch(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.requests += 1
         try:
-            return await self._dispatch(request)
+            return await self._route(request)
         except ApiError as exc:
-            return _json(exc.status(), exc.code)
-        except (PatchError, SelectorError) as exc:
-            return _json(ApiError(400, "BadRequest", str(exc)).status(), 400)
-        except orjson.JSONDecodeError:
-            return _json(ApiError(400, "BadRequest", "the body is not valid JSON").status(), 400)
+            return failure(exc)
+        except (orjson.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as exc:
+            return failure(errors.bad_request(f"the body of the request could not be decoded: {exc}"))
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # a bug in the fake must still look like a server error to the client
+            log.exception("dev cluster failed on %s %s", request.method, request.path_qs)
+            return failure(ApiError(500, "InternalError", f"dev cluster error: {exc!r}"))
 
-    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
-        path = request.path.rstrip("/")
-        if path == "/_devcluster/faults":
-            return await self._faults(request)
-        if path in ("/version", "/healthz", "/readyz", "/livez"):
-            return _json(VERSION) if path == "/version" else web.Response(text="ok")
-        if path.startswith("/openapi/v3"):
-            return _json(self.openapi_v3(path.removeprefix("/openapi/v3").strip("/")))
-        if path.startswith("/openapi"):
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        if path == "/api":
-            return _json({"kind": "APIVersions", "versions": ["v1"],
-                          "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": request.host}]})
-        if path == "/apis":
-            return _json(self._group_list())
-        parts = path.split("/")[1:]
-        if parts[0] == "api" and len(parts) >= 2:
+    async def _route(self, request: web.Request) -> web.StreamResponse:
+        parts = [p for p in request.path.split("/") if p]
+        catalog = self.registry.catalog
+        if not parts:
+            return respond({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]})
+        head = parts[0]
+        if head == "version":
+            return respond(discovery.VERSION)
+        if head in ("healthz", "livez", "readyz"):
+            return web.Response(text="ok")
+        if head == "openapi" and parts[1:2] == ["v3"]:
+            doc = openapi.index(catalog) if len(parts) == 2 else openapi.document(catalog, "/".join(parts[2:]))
+            return respond(doc or _raise(NOT_FOUND))
+        if head == "_devcluster":
+            return await self._admin(request, parts[1:])
+        if head == "api" and len(parts) == 1:
+            return respond(discovery.api_versions(request.host))
+        if head == "apis" and len(parts) == 1:
+            return respond(discovery.group_list(catalog))
+        if head == "apis" and len(parts) == 2:
+            return respond(discovery.group(catalog, parts[1]) or _raise(NOT_FOUND))
+        if head == "api":
             group, version, rest = "", parts[1], parts[2:]
-        elif parts[0] == "apis" and len(parts) >= 2:
-            if len(parts) == 2:
-                return _json(self._group(parts[1]))
+        elif head == "apis":
             group, version, rest = parts[1], parts[2], parts[3:]
         else:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise NOT_FOUND
         if not rest:
-            return _json(self._resource_list(group, version))
+            return respond(discovery.resource_list(catalog, group, version) or _raise(NOT_FOUND))
+        target = self._target(group, version, rest)
+        return await self._serve(request, target)
+
+    def _target(self, group: str, version: str, rest: list[str]) -> Target:
+        watch_path = rest[0] == "watch"
+        if watch_path:
+            rest = rest[1:]
         namespace = None
-        if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
+        if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
             namespace, rest = rest[1], rest[2:]
-        resource = self.catalog.find(group, version, rest[0])
-        if resource is None:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if not rest or len(rest) > 3:
+            raise NOT_FOUND
+        rt = self.registry.catalog.find(group, version, rest[0])
+        if rt is None or (namespace is not None and not rt.namespaced):
+            raise NOT_FOUND
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else ""
-        watch = request.query.get("watch") in ("1", "true") or (len(rest) > 1 and rest[0] == "watch")
-        await self._maybe_fail(request.method, resource.plural, sub, watch)
-        if request.method == "GET":
-            if name is None:
-                return await (self._watch(request, resource, namespace) if watch
-                              else self._list(request, resource, namespace))
-            return _json(self.store.get(resource, namespace or "", name))
-        body = orjson.loads(await request.read() or b"{}")
-        if request.method == "POST":
-            if name is None:
-                return self._create(resource, namespace, body)
-            return await self._post_subresource(resource, namespace or "", name, sub, body)
-        if name is None:
-            raise ApiError(405, "MethodNotAllowed", "collection updates are not supported")
-        if request.method == "PUT":
-            return _json(self._update(resource, namespace or "", name, sub, body))
-        if request.method == "PATCH":
-            current = self.store.get(resource, namespace or "", name)
-            patched = apply_patch(copy.deepcopy(current), body, request.content_type)
-            return _json(self._update(resource, namespace or "", name, sub, patched, check_version=False))
-        if request.method == "DELETE":
-            return _json(self._delete(resource, namespace or "", name, body))
-        raise ApiError(405, "MethodNotAllowed", f"{request.method} is not supported")
+        if sub and rt.subresource(sub) is None:
+            raise NOT_FOUND
+        if rt.namespaced and name is not None and namespace is None:
+            raise NOT_FOUND
+        return Target(rt, namespace, name, sub, watch_path)
 
-    async def _maybe_fail(self, method: str, plural: str, sub: str, watch: bool) -> None:
-        if self.faults.latency:
-            await asyncio.sleep(self.faults.latency)
-        rule = self.faults.take(method, plural, sub, watch)
-        if rule is not None:
-            raise ApiError(rule.code, REASONS.get(rule.code, "InternalError"), f"injected failure ({rule.code})")
+    async def _serve(self, request: web.Request, t: Target) -> web.StreamResponse:
+        query = request.query
+        method = request.method
+        watching = t.watch_path or (method == "GET" and _flag(query.get("watch")))
+        verb = _verb(method, t.name is not None, watching)
+        sub = t.rt.subresource(t.subresource) if t.subresource else None
+        misplaced = (t.name is None and verb in ("update", "patch")) or (verb == "create" and t.name and sub is None)
+        if verb not in (sub.verbs if sub else t.rt.verbs) or misplaced:
+            raise errors.method_not_allowed(f"the server does not allow this method on the requested resource: "
+                                            f"{method}")
+        delay, injected = self.faults.check(verb, t.rt.plural, t.subresource, t.name or "")
+        if delay:
+            await asyncio.sleep(delay)
+        if injected is not None:
+            if verb == "watch" and injected.code == 410:
+                return await _error_stream(request, injected)
+            raise injected
+        reg, rt, ns = self.registry, t.rt, t.namespace or ""
+        dry_run = query.get("dryRun") == "All"
+        if verb == "get":
+            obj = reg.get(rt, ns, t.name or "")
+            return self._answer(request, rt, obj)
+        if verb in ("list", "watch"):
+            return await self._list_or_watch(request, t, verb == "watch")
+        body = await _body(request)
+        if (verb == "create" and t.subresource in ("binding", "eviction")) or rt.plural == "bindings":
+            pods = reg.catalog.require("", "v1", "pods")
+            if t.subresource == "eviction":
+                evict(reg, pods, ns, t.name or "", body)
+            else:
+                bind(reg, pods, ns, t.name or (body.get("metadata") or {}).get("name", ""), body)
+            return respond(SUCCESS, 201)
+        if verb == "create":
+            return self._answer(request, rt, reg.create(rt, t.namespace, body, dry_run), 201)
+        if verb == "update":
+            return self._answer(request, rt, reg.update(rt, ns, t.name or "", body, t.subresource, dry_run))
+        if verb == "patch":
+            content_type = request.content_type
+            if content_type == "application/apply-patch+yaml" and reg.store.get(rt, ns, t.name or "") is None:
+                return self._answer(request, rt, reg.create(rt, t.namespace, body, dry_run), 201)  # apply creates
+            return self._answer(request, rt, reg.patch(rt, ns, t.name or "", body, content_type, t.subresource,
+                                                       dry_run))
+        options = _delete_options(body, query)
+        if verb == "delete":
+            return self._answer(request, rt, reg.delete(rt, ns, t.name or "", options, dry_run))
+        predicate = both(parse_label_selector(query.get("labelSelector")),
+                         parse_field_selector(query.get("fieldSelector"), rt.fields, _resource_name(rt)))
+        return respond(reg.delete_collection(rt, t.namespace, predicate, options, dry_run))
 
-    # ------------------------------------------------------------------ discovery
-    def openapi_v3(self, group_version_path: str) -> Obj:
-        """Just enough OpenAPI v3 for kubectl to see that the server validates fields itself
-        (``fieldValidation``), so ``kubectl create -f`` needs no schemas from us."""
-        by_path: dict[str, list[Resource]] = {}
-        for resource in self.catalog.resources.values():
-            prefix = f"api/{resource.version}" if not resource.group else f"apis/{resource.group}/{resource.version}"
-            by_path.setdefault(prefix, []).append(resource)
-        if not group_version_path:
-            return {"paths": {p: {"serverRelativeURL": f"/openapi/v3/{p}?hash=dev"} for p in by_path}}
-        resources = by_path.get(group_version_path)
-        if resources is None:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        parameter = {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True}}
-        paths: Obj = {}
-        for resource in resources:
-            gvk = {"group": resource.group, "version": resource.version, "kind": resource.kind}
-            operation = {"parameters": [parameter], "responses": {"200": {"description": "OK"}},
-                         "x-kubernetes-group-version-kind": gvk}
-            base = f"/{group_version_path}" + ("/namespaces/{namespace}" if resource.namespaced else "")
-            paths[f"{base}/{resource.plural}"] = {"post": operation}
-            paths[f"{base}/{resource.plural}/{{name}}"] = {"put": operation, "patch": operation}
-        return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": VERSION["gitVersion"]},
-                "paths": paths, "components": {"schemas": {}}}
+    def _answer(self, request: web.Request, rt: ResourceType, obj: Obj, status: int = 200) -> web.Response:
+        if rt.custom and obj.get("apiVersion") != rt.api_version:
+            obj = {**obj, "apiVersion": rt.api_version}
+        if tables.wants_table(request.headers.get("Accept", "")):
+            obj = tables.table(rt, [obj], self.registry.clock, request.query.get("includeObject", "Metadata"))
+        return respond(obj, status)
 
-    def _group_list(self) -> Obj:
-        groups = []
-        for group, versions in sorted(self.catalog.group_versions().items()):
-            entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
-            groups.append({"name": group, "versions": entries, "preferredVersion": entries[0]})
-        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
-
-    def _group(self, group: str) -> Obj:
-        versions = self.catalog.group_versions().get(group)
-        if not versions:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
-        return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": entries,
-                "preferredVersion": entries[0]}
-
-    def _resource_list(self, group: str, version: str) -> Obj:
-        resources = self.catalog.in_group_version(group, version)
-        if not resources:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        entries = [entry for r in resources for entry in r.discovery()]
-        return {"kind": "APIResourceList", "apiVersion": "v1",
-                "groupVersion": f"{group}/{version}" if group else version, "resources": entries}
-
-    # ------------------------------------------------------------------ verbs
-    async def _list(self, request: web.Request, resource: Resource, namespace: str | None) -> web.Response:
-        labels = label_matcher(request.query.get("labelSelector"))
-        fields = field_matcher(request.query.get("fieldSelector"))
-        items, version = self.store.list(resource, namespace)
-        items = [o for o in items if labels(o) and fields(o)]
-        start = int(request.query.get("continue") or 0)
-        limit = int(request.query.get("limit") or 0)
-        page = items[start:start + limit] if limit else items[start:]
-        more = bool(limit) and start + limit < len(items)
-        if wants_table(request.headers.get("Accept", "")):
-            return _json(table(resource.kind, page, str(version)))
-        meta: Obj = {"resourceVersion": str(version)}
-        if more:
-            meta["continue"] = str(start + limit)
-            meta["remainingItemCount"] = len(items) - start - limit
-        return _json({"apiVersion": resource.api_version, "kind": f"{resource.kind}List", "metadata": meta,
-                      "items": page})
-
-    async def _watch(self, request: web.Request, resource: Resource, namespace: str | None) -> web.StreamResponse:
-        labels = label_matcher(request.query.get("labelSelector"))
-        fields = field_matcher(request.query.get("fieldSelector"))
-        timeout = float(request.query.get("timeoutSeconds") or 1800)
-        bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1")
-        as_table = wants_table(request.headers.get("Accept", ""))
-        response = web.StreamResponse(headers={"Content-Type": "application/json"})
-        response.enable_chunked_encoding()
+    async def _list_or_watch(self, request: web.Request, t: Target, watching: bool) -> web.StreamResponse:
+        query, rt, reg = request.query, t.rt, self.registry
+        predicate = both(parse_label_selector(query.get("labelSelector")),
+                         parse_field_selector(query.get("fieldSelector"), rt.fields, _resource_name(rt)))
+        if t.name is not None:  # GET /watch/<plural>/<name>: a watch of one object
+            predicate = both(predicate, parse_field_selector(f"metadata.name={t.name}", rt.fields, rt.plural))
+        as_table = tables.wants_table(request.headers.get("Accept", ""))
+        include = query.get("includeObject", "Metadata")
+        if not watching:
+            filtered = bool(query.get("labelSelector") or query.get("fieldSelector"))
+            body = reg.list(rt, t.namespace, predicate, _int(query.get("limit"), "limit"), query.get("continue"),
+                            filtered)
+            if as_table:
+                body = tables.table(rt, body["items"], reg.clock, include, body["metadata"])
+            return respond(body)
+        render = None
+        if as_table:
+            def render(kind: str, obj: Obj) -> bytes:
+                return encode(kind, tables.table(rt, [obj], reg.clock, include))
+        watcher = Watcher(rt, t.namespace, predicate, render)
+        version = query.get("resourceVersion", "")
+        initial = _flag(query.get("sendInitialEvents"))
+        bookmarks = _flag(query.get("allowWatchBookmarks"))
+        if initial and not bookmarks:
+            why = "Required value: allowWatchBookmarks required when sendInitialEvents is true"
+            raise errors.invalid("ListOptions", "", [("allowWatchBookmarks", why)])
+        if initial or version in ("", "0"):
+            for obj in reg.store.items(rt, t.namespace):
+                if predicate(obj):
+                    watcher.send("ADDED", obj if not rt.custom or obj.get("apiVersion") == rt.api_version
+                                 else {**obj, "apiVersion": rt.api_version})
+            if initial:
+                watcher.bookmark(reg.store.version, initial_end=True)
+            reg.store.watch(rt, watcher, None)
+        else:
+            try:
+                reg.store.watch(rt, watcher, _int(version, "resourceVersion"))
+            except ApiError as exc:
+                if exc.code != 410:
+                    raise
+                return await _error_stream(request, exc)  # the watch cache answers "too old" as an event
+        low, high = self.settings.watch_timeout
+        timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else random.uniform(low, high)
         try:
-            watcher = self.store.watch(resource, namespace, request.query.get("resourceVersion"),
-                                       lambda o: labels(o) and fields(o), asyncio.get_running_loop())
-        except ApiError as exc:
-            if exc.code != 410:
-                raise
-            await response.prepare(request)
-            await response.write(orjson.dumps({"type": "ERROR", "object": exc.status()}) + b"\n")
-            return response
-        await response.prepare(request)
-        deadline = asyncio.get_running_loop().time() + timeout
-        try:
-            while True:
-                left = deadline - asyncio.get_running_loop().time()
-                if left <= 0:
-                    break
-                try:
-                    item = await asyncio.wait_for(watcher.queue.get(), min(left, self.bookmark_seconds))
-                except TimeoutError:
-                    if bookmarks:
-                        marker = {"apiVersion": resource.api_version, "kind": resource.kind,
-                                  "metadata": {"resourceVersion": str(self.store.version)}}
-                        await response.write(orjson.dumps({"type": "BOOKMARK", "object": marker}) + b"\n")
-                    continue
-                if item is None:  # dropped by fault injection: end the stream abruptly
-                    break
-                kind, obj = item
-                shown = table(resource.kind, [obj], obj["metadata"].get("resourceVersion", "")) if as_table else obj
-                await response.write(orjson.dumps({"type": kind, "object": shown}) + b"\n")
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+            return await serve(request, watcher, timeout=timeout,
+                               bookmark_interval=self.settings.bookmark_interval if bookmarks else None,
+                               version=lambda: reg.store.version)
         finally:
-            self.store.unwatch(watcher)
-        return response
+            reg.store.unwatch(rt, watcher)
 
-    def _create(self, resource: Resource, namespace: str | None, body: Obj) -> web.Response:
-        meta = body.setdefault("metadata", {})
-        if resource.namespaced:
-            meta["namespace"] = namespace or meta.get("namespace") or "default"
-            self._require_namespace(meta["namespace"])
-        if resource.kind == "Pod":
-            body = self.pods.defaults(body)
-        created = self.store.create(resource, body)
-        if resource.plural == "customresourcedefinitions":
-            self.catalog.add_crd(created)
-        return _json(created, 201)
+    # ------------------------------------------------------------------ test hooks over HTTP
+    async def _admin(self, request: web.Request, parts: list[str]) -> web.Response:
+        store = self.registry.store
+        if parts == ["faults"]:
+            if request.method == "DELETE":
+                self.faults.clear()
+            elif request.method == "POST":
+                spec = await _body(request)
+                if not isinstance(spec, dict):
+                    raise errors.bad_request("expected a JSON object")
+                return respond(self.apply_faults(spec))
+            return respond({"rules": [r.describe() for r in self.faults.rules], "injected": self.faults.injected})
+        if parts == ["stats"]:
+            return respond({"resourceVersion": str(store.version), "watches": store.watcher_count(),
+                            "requests": self.requests, "injected": self.faults.injected})
+        raise NOT_FOUND
 
-    def _require_namespace(self, namespace: str) -> None:
-        namespaces = self.catalog.find("", "v1", "namespaces")
-        assert namespaces is not None
-        try:
-            self.store.get(namespaces, "", namespace)
-        except ApiError:
-            raise ApiError(404, "NotFound", f'namespaces "{namespace}" not found') from None
-
-    def _update(self, resource: Resource, namespace: str, name: str, sub: str, body: Obj,
-                check_version: bool = True) -> Obj:
-        current = self.store.get(resource, namespace, name)
-        meta = body.setdefault("metadata", {})
-        meta.setdefault("name", name)
-        if resource.namespaced:
-            meta["namespace"] = namespace
-        expected = meta.get("resourceVersion") if check_version else None
-        if "status" in resource.subresources:
-            if sub == "status":  # only the status changes through /status
-                body = {**current, "status": body.get("status", current.get("status"))}
-                body["metadata"] = dict(current["metadata"])
-            else:  # and the status never changes through the object itself
-                body["status"] = current.get("status", body.get("status"))
-        body["metadata"] = {**body["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}
-        return self.store.replace(resource, body, expected)
-
-    def _delete(self, resource: Resource, namespace: str, name: str, body: Obj) -> Obj:
-        if resource.kind == "Pod":
-            return self.pods.delete(namespace, name, body.get("gracePeriodSeconds"))
-        return self.store.delete(resource, namespace, name)
-
-    async def _post_subresource(self, resource: Resource, namespace: str, name: str, sub: str,
-                                body: Obj) -> web.Response:
-        if resource.kind == "Pod" and sub == "binding":
-            self.pods.bind(namespace, name, body)
-            return _json({"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201}, 201)
-        if resource.kind == "Pod" and sub == "eviction":
-            self.pods.evict(namespace, name, body)
-            return _json({"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201}, 201)
-        raise ApiError(405, "MethodNotAllowed", f"POST is not supported on {resource.plural}/{sub}")
-
-    # ------------------------------------------------------------------ faults over HTTP
-    async def _faults(self, request: web.Request) -> web.Response:
-        body = orjson.loads(await request.read() or b"{}")
-        if body.get("clear"):
+    def apply_faults(self, spec: Obj) -> Obj:
+        """The JSON fault API: {clear, fail: [rule...], latency, dropWatches, expireHistory}."""
+        store = self.registry.store
+        if spec.get("clear"):
             self.faults.clear()
-        for rule in body.get("fail") or []:
-            self.faults.fail(FailRule(**rule))
-        if "latency" in body:
-            self.faults.latency = float(body["latency"])
-        dropped = self.store.drop_watches() if body.get("dropWatches") else 0
-        if body.get("expireHistory"):
-            self.store.expire_history()
-        return _json({"dropped": dropped, "injected": self.faults.injected})
+        added = []
+        try:
+            for rule in spec.get("fail") or []:
+                added.append(self.faults.add(FaultRule(**rule)).describe())
+            if spec.get("latency"):
+                added.append(self.faults.delay(float(spec["latency"])).describe())
+        except (TypeError, ValueError) as exc:
+            raise errors.bad_request(f"bad fault rule: {exc}") from None
+        dropped = 0
+        if spec.get("dropWatches"):
+            dropped = store.drop_watches(spec.get("resource"), abrupt=spec.get("abrupt", True))
+        if spec.get("expireHistory"):
+            store.expire_history(spec.get("resource"))
+            self.registry.forget_snapshots()
+        return {"added": added, "droppedWatches": dropped, "resourceVersion": str(store.version)}
 
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+def _flag(value: str | None) -> bool:
+    """A boolean query parameter, read as Go's strconv.ParseBool reads it (clients send "True" too)."""
+    return value in ("1", "t", "T", "true", "TRUE", "True")
+
+
+def _raise(exc: ApiError) -> Obj:
+    raise exc
+
+
+def _verb(method: str, named: bool, watching: bool) -> str:
+    if method == "GET":
+        return "watch" if watching else "get" if named else "list"
+    verbs = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete" if named else "deletecollection"}
+    if method not in verbs:
+        raise errors.method_not_allowed(f"the server does not allow this method on the requested resource: {method}")
+    return verbs[method]
+
+
+def _resource_name(rt: ResourceType) -> str:
+    return f"{rt.api_version}, Resource={rt.plural}" if rt.group else f"/{rt.version}, Resource={rt.plural}"
+
+
+def _int(value: str | None, name: str) -> int:
+    if not value:
+        return 0
+    try:
+        return int(value)
+    except ValueError:
+        raise errors.bad_request(f"invalid {name}: {value!r}") from None
+
+
+async def _body(request: web.Request) -> Any:
+    raw = await request.read()
+    if not raw:
+        return {}
+    if request.content_type.endswith("yaml"):
+        return yaml.safe_load(raw) or {}
+    if "protobuf" in request.content_type:
+        raise errors.unsupported_media_type("the dev cluster speaks JSON (and YAML for apply) only")
+    return orjson.loads(raw)
+
+
+def _delete_options(body: Any, query: Any) -> Obj:
+    options = dict(body) if isinstance(body, dict) else {}
+    if query.get("gracePeriodSeconds") is not None:
+        options["gracePeriodSeconds"] = _int(query["gracePeriodSeconds"], "gracePeriodSeconds")
+    return options
+
+
+async def _error_stream(request: web.Request, exc: ApiError) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    await response.write(encode("ERROR", exc.status()))
+    await response.write_eof()
+    return response

@@ -1,217 +1,216 @@
-"""A versioned object store with watch history, the dev cluster's etcd.
+"""The dev cluster's etcd: versioned objects, a bounded change history, and watch fan-out.
 
-One resourceVersion counter for everything, as in Kubernetes. Each resource keeps a
-bounded history of its changes so a watch can resume from an older version; asking for
-a version older than the history holds is answered with 410 Gone. Stored objects are
-never changed in place: every write stores a new dict, so what a watcher was sent
-stays what it was.
+Invariants:
+- One resourceVersion counter for every object of every kind; each write takes the next value,
+  so versions are unique and increase in write order across the whole store.
+- Stored objects are never changed in place. A write stores a new dict; readers, lists, paged
+  snapshots and watchers may hold on to old ones safely, and no write copies the world.
+- Each table (one per group+plural) keeps its last ``history`` changes. A watch may resume
+  from any version at or after the table's ``floor``; older versions are 410 Expired, as the
+  real watch cache answers once it has dropped the events in between.
+- Every change is offered to the table's watchers synchronously, in version order, inside the
+  write; watchers only queue, so a write costs O(watchers) and never waits on a client.
+
+Everything runs on one event loop thread; the store takes no locks.
 """
 
 from __future__ import annotations
 
-import asyncio
-import copy
-import threading
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
-from k8s_adapter.devcluster.catalog import Resource
+from k8s_adapter.devcluster.catalog import ResourceType
+from k8s_adapter.devcluster.errors import expired
 
 Obj = dict[str, Any]
-Key = tuple[str, str]  # namespace ("" for cluster-scoped), name
-
-
-class ApiError(Exception):
-    """An answer other than success, in Kubernetes' Status shape."""
-
-    def __init__(self, code: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.reason = reason
-        self.message = message
-
-    def status(self) -> Obj:
-        return {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
-                "message": self.message, "reason": self.reason, "code": self.code}
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass(eq=False, slots=True)
-class Watcher:
-    resource: Resource
-    namespace: str | None
-    matches: Callable[[Obj], bool]
-    queue: asyncio.Queue[tuple[str, Obj] | None]
-    loop: asyncio.AbstractEventLoop
-    closed: bool = False
-
-    def offer(self, kind: str, obj: Obj) -> None:
-        if self.closed:
-            return
-        namespace = (obj.get("metadata") or {}).get("namespace") or ""
-        if self.namespace and namespace != self.namespace:
-            return
-        if self.matches(obj):
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, (kind, obj))
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, None)
+StorageKey = tuple[str, str]
 
 
 @dataclass(slots=True)
-class _Table:
-    objects: dict[Key, Obj] = field(default_factory=dict)
-    history: deque[tuple[int, str, Obj]] = field(default_factory=lambda: deque(maxlen=5000))
-    floor: int = 0  # the oldest version a watch may resume from
-    watchers: set[Watcher] = field(default_factory=set)
+class Change:
+    """One write: the object after it (for DELETED, its last state) and before it."""
+
+    rv: int
+    type: str  # ADDED, MODIFIED or DELETED
+    obj: Obj
+    prev: Obj | None
+    lines: dict[tuple[str, str], bytes] = field(default_factory=dict)  # serialised once, shared by watchers
+
+
+class Subscriber(Protocol):
+    namespace: str | None
+
+    def deliver(self, change: Change) -> None: ...
+
+    def close(self, abrupt: bool = False) -> None: ...
+
+
+Listener = Callable[[ResourceType, Change], None]
+
+
+@dataclass(slots=True)
+class Table:
+    rt: ResourceType  # the type the table was first written through (any served version will do)
+    history_size: int
+    objects: dict[str, dict[str, Obj]] = field(default_factory=dict)  # namespace ("" if none) -> name -> obj
+    history: deque[Change] = field(default_factory=deque)
+    floor: int = 0  # the oldest version a watch can resume from without missing a change
+    watchers: set[Subscriber] = field(default_factory=set)
+    _order: dict[str, list[str]] = field(default_factory=dict)  # sorted names per namespace, rebuilt lazily
+
+    def record(self, change: Change) -> None:
+        if len(self.history) >= self.history_size:
+            self.floor = self.history.popleft().rv
+        self.history.append(change)
+        for watcher in tuple(self.watchers):
+            ns = watcher.namespace
+            if ns is None or ns == change.obj["metadata"].get("namespace", ""):
+                watcher.deliver(change)
+
+    def names(self, namespace: str) -> list[str]:
+        order = self._order.get(namespace)
+        if order is None:
+            order = self._order[namespace] = sorted(self.objects.get(namespace, ()))
+        return order
 
 
 class Store:
-    def __init__(self, history: int = 5000) -> None:
-        self.version = 1
+    def __init__(self, history: int = 10_000) -> None:
+        self.version = 0
         self.history_size = history
-        self._tables: dict[tuple[str, str], _Table] = {}  # (group, plural): one table across versions
-        self._lock = threading.RLock()
+        self._tables: dict[StorageKey, Table] = {}
+        self.listeners: list[Listener] = []
 
-    def _table(self, resource: Resource) -> _Table:
-        key = (resource.group, resource.plural)
-        table = self._tables.get(key)
+    def table(self, rt: ResourceType) -> Table:
+        table = self._tables.get(rt.storage_key)
         if table is None:
-            table = self._tables[key] = _Table(history=deque(maxlen=self.history_size), floor=self.version)
+            table = self._tables[rt.storage_key] = Table(rt, self.history_size)
         return table
 
     # ------------------------------------------------------------------ reads
-    def get(self, resource: Resource, namespace: str, name: str) -> Obj:
-        with self._lock:
-            obj = self._table(resource).objects.get((namespace if resource.namespaced else "", name))
-            if obj is None:
-                raise ApiError(404, "NotFound", f'{resource.plural} "{name}" not found')
-            return obj
+    def get(self, rt: ResourceType, namespace: str, name: str) -> Obj | None:
+        return self.table(rt).objects.get(namespace if rt.namespaced else "", {}).get(name)
 
-    def list(self, resource: Resource, namespace: str | None = None) -> tuple[list[Obj], int]:
-        with self._lock:
-            table = self._table(resource)
-            items = [o for (ns, _), o in sorted(table.objects.items())
-                     if not namespace or not resource.namespaced or ns == namespace]
-            return items, self.version
+    def items(self, rt: ResourceType, namespace: str | None = None) -> Iterator[Obj]:
+        """Objects in key order (namespace, then name), optionally of one namespace only."""
+        table = self.table(rt)
+        spaces = [namespace] if namespace is not None and rt.namespaced else sorted(table.objects)
+        for ns in spaces:
+            bucket = table.objects.get(ns, {})
+            for name in table.names(ns):
+                yield bucket[name]
 
     # ------------------------------------------------------------------ writes
-    def create(self, resource: Resource, obj: Obj) -> Obj:
-        with self._lock:
-            meta = obj.setdefault("metadata", {})
-            if not meta.get("name"):
-                if meta.get("generateName"):
-                    meta["name"] = f"{meta['generateName']}{uuid.uuid4().hex[:5]}"
-                else:
-                    raise ApiError(422, "Invalid", "metadata.name: Required value: name or generateName is required")
-            key = (meta.get("namespace", "") if resource.namespaced else "", meta["name"])
-            table = self._table(resource)
-            if key in table.objects:
-                raise ApiError(409, "AlreadyExists", f'{resource.plural} "{meta["name"]}" already exists')
-            meta.setdefault("uid", str(uuid.uuid4()))
-            meta.setdefault("creationTimestamp", now_rfc3339())
-            meta["generation"] = 1
-            obj.setdefault("apiVersion", resource.api_version)
-            obj.setdefault("kind", resource.kind)
-            return self._write(resource, table, key, obj, "ADDED")
-
-    def replace(self, resource: Resource, obj: Obj, expect_version: str | None = None) -> Obj:
-        """Store a new version of an existing object; 409 if ``expect_version`` is stale."""
-        with self._lock:
-            meta = obj["metadata"]
-            key = (meta.get("namespace", "") if resource.namespaced else "", meta["name"])
-            table = self._table(resource)
-            current = table.objects.get(key)
-            if current is None:
-                raise ApiError(404, "NotFound", f'{resource.plural} "{meta["name"]}" not found')
-            if expect_version and expect_version != current["metadata"]["resourceVersion"]:
-                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {resource.plural} "{meta["name"]}": '
-                                                "the object has been modified; please apply your changes to the "
-                                                "latest version and try again")
-            for immutable in ("uid", "creationTimestamp"):
-                meta[immutable] = current["metadata"][immutable]
-            if obj.get("spec") != current.get("spec"):
-                meta["generation"] = current["metadata"].get("generation", 1) + 1
-            else:
-                meta["generation"] = current["metadata"].get("generation", 1)
-            return self._write(resource, table, key, obj, "MODIFIED")
-
-    def delete(self, resource: Resource, namespace: str, name: str) -> Obj:
-        with self._lock:
-            key = (namespace if resource.namespaced else "", name)
-            table = self._table(resource)
-            current = table.objects.pop(key, None)
-            if current is None:
-                raise ApiError(404, "NotFound", f'{resource.plural} "{name}" not found')
-            self.version += 1
-            gone = copy.copy(current)
-            gone["metadata"] = {**current["metadata"], "resourceVersion": str(self.version)}
-            self._record(table, "DELETED", gone)
-            return gone
-
-    def _write(self, resource: Resource, table: _Table, key: Key, obj: Obj, kind: str) -> Obj:
+    def insert(self, rt: ResourceType, obj: Obj) -> Obj:
+        """Store a new object (the caller checked it does not exist); stamps uid and version."""
+        meta = obj["metadata"]
+        meta.setdefault("uid", str(uuid.uuid4()))
+        ns = meta.get("namespace", "") if rt.namespaced else ""
+        table = self.table(rt)
+        bucket = table.objects.setdefault(ns, {})
         self.version += 1
-        obj["metadata"]["resourceVersion"] = str(self.version)
-        table.objects[key] = obj
-        self._record(table, kind, obj)
+        meta["resourceVersion"] = str(self.version)
+        bucket[meta["name"]] = obj
+        table._order.pop(ns, None)
+        self._changed(rt, table, Change(self.version, "ADDED", obj, None))
         return obj
 
-    def _record(self, table: _Table, kind: str, obj: Obj) -> None:
-        if len(table.history) == table.history.maxlen:
-            table.floor = table.history[0][0]
-        table.history.append((self.version, kind, obj))
-        for watcher in list(table.watchers):
-            watcher.offer(kind, obj)
+    def replace(self, rt: ResourceType, obj: Obj) -> Obj:
+        """Store a new version of an existing object; ``obj`` must be a fresh dict."""
+        meta = obj["metadata"]
+        ns = meta.get("namespace", "") if rt.namespaced else ""
+        table = self.table(rt)
+        prev = table.objects[ns][meta["name"]]
+        self.version += 1
+        meta["resourceVersion"] = str(self.version)
+        table.objects[ns][meta["name"]] = obj
+        self._changed(rt, table, Change(self.version, "MODIFIED", obj, prev))
+        return obj
+
+    def remove(self, rt: ResourceType, namespace: str, name: str) -> Obj:
+        """Delete an existing object; returns its last state stamped with the deletion's version."""
+        ns = namespace if rt.namespaced else ""
+        table = self.table(rt)
+        prev = table.objects[ns].pop(name)
+        if not table.objects[ns]:
+            del table.objects[ns]
+        table._order.pop(ns, None)
+        self.version += 1
+        gone = {**prev, "metadata": {**prev["metadata"], "resourceVersion": str(self.version)}}
+        self._changed(rt, table, Change(self.version, "DELETED", gone, prev))
+        return gone
+
+    def _changed(self, rt: ResourceType, table: Table, change: Change) -> None:
+        table.record(change)
+        for listener in self.listeners:
+            listener(rt, change)
+
+    def drop_table(self, rt: ResourceType) -> int:
+        """Delete every object of a kind (its CRD went away); watchers see DELETED events."""
+        table = self.table(rt)
+        names = [(ns, name) for ns, bucket in table.objects.items() for name in bucket]
+        for ns, name in names:
+            self.remove(rt, ns, name)
+        for watcher in tuple(table.watchers):
+            watcher.close()
+        table.watchers.clear()
+        return len(names)
+
+    def purge_namespace(self, namespace: str) -> int:
+        """Delete every namespaced object in ``namespace`` (the namespace itself is gone)."""
+        removed = 0
+        for table in tuple(self._tables.values()):
+            if table.rt.namespaced:
+                for name in list(table.objects.get(namespace, {})):
+                    self.remove(table.rt, namespace, name)
+                    removed += 1
+        return removed
 
     # ------------------------------------------------------------------ watches
-    def watch(self, resource: Resource, namespace: str | None, since: str | None, matches: Callable[[Obj], bool],
-              loop: asyncio.AbstractEventLoop) -> Watcher:
-        """Start a watch; replays changes after ``since`` (or every object as ADDED when empty/0)."""
-        with self._lock:
-            table = self._table(resource)
-            watcher = Watcher(resource, namespace, matches, asyncio.Queue(), loop)
-            if not since or since == "0":
-                for obj in self.list(resource, namespace)[0]:
-                    watcher.offer("ADDED", obj)
-            else:
-                try:
-                    start = int(since)
-                except ValueError:
-                    raise ApiError(400, "BadRequest", f"invalid resourceVersion {since!r}") from None
-                if start < table.floor:
-                    raise ApiError(410, "Expired", f"too old resource version: {start} ({table.floor})")
-                for version, kind, obj in table.history:
-                    if version > start:
-                        watcher.offer(kind, obj)
-            table.watchers.add(watcher)
-            return watcher
+    def watch(self, rt: ResourceType, watcher: Subscriber, since: int | None) -> None:
+        """Register ``watcher``; with ``since``, first replay the retained changes after it.
 
-    def unwatch(self, watcher: Watcher) -> None:
-        with self._lock:
-            self._table(watcher.resource).watchers.discard(watcher)
+        Raises 410 Expired when changes after ``since`` have already left the history.
+        """
+        table = self.table(rt)
+        if since is not None:
+            if since < table.floor:
+                raise expired(f"too old resource version: {since} ({table.floor})")
+            replay = []
+            for change in reversed(table.history):
+                if change.rv <= since:
+                    break
+                replay.append(change)
+            for change in reversed(replay):
+                ns = watcher.namespace
+                if ns is None or ns == change.obj["metadata"].get("namespace", ""):
+                    watcher.deliver(change)
+        table.watchers.add(watcher)
 
-    def drop_watches(self) -> int:
-        with self._lock:
-            count = 0
-            for table in self._tables.values():
-                for watcher in list(table.watchers):
-                    watcher.close()
-                    count += 1
-                table.watchers.clear()
-            return count
+    def unwatch(self, rt: ResourceType, watcher: Subscriber) -> None:
+        self.table(rt).watchers.discard(watcher)
 
-    def expire_history(self) -> None:
-        """Forget all history: any watch resuming from an earlier version gets 410."""
-        with self._lock:
-            for table in self._tables.values():
+    def watcher_count(self) -> int:
+        return sum(len(t.watchers) for t in self._tables.values())
+
+    def drop_watches(self, plural: str | None = None, abrupt: bool = True) -> int:
+        """End open watches (of one plural, or all); abrupt drops cut the connection mid-stream."""
+        dropped = 0
+        for (_, table_plural), table in self._tables.items():
+            if plural is not None and table_plural != plural:
+                continue
+            for watcher in tuple(table.watchers):
+                watcher.close(abrupt)
+                dropped += 1
+            table.watchers.clear()
+        return dropped
+
+    def expire_history(self, plural: str | None = None) -> None:
+        """Forget retained changes: a watch from any version before now gets 410."""
+        for (_, table_plural), table in self._tables.items():
+            if plural is None or table_plural == plural:
                 table.history.clear()
                 table.floor = self.version

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from k8s_adapter.devcluster import FailRule
 from k8s_adapter.runner import SchedulerLoop
 from tests.adapter.conftest import Env, pod, pod_group, queue, until
 
@@ -29,9 +28,7 @@ async def running(loop: SchedulerLoop) -> AsyncIterator[SchedulerLoop]:
 
 async def nodes_of(env: Env) -> dict[str, str | None]:
     """Read straight from the store, so the test's own reads never meet injected faults."""
-    resource = env.cluster.catalog.find("", "v1", "pods")
-    assert resource is not None
-    items, _ = env.cluster.store.list(resource, "default")
+    items = env.cluster.objects("", "v1", "pods", "default")
     return {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName") for p in items}
 
 
@@ -75,18 +72,18 @@ async def test_a_pod_that_fits_nowhere_says_why_in_cluster_terms(env: Env) -> No
 async def test_faults_lose_no_pod_and_bind_none_twice(env: Env) -> None:
     await env.create(QUEUES, queue("q"))
     faults = env.cluster.faults
-    faults.fail(FailRule(code=409, method="POST", resource="pods", subresource="binding", times=1))
-    faults.fail(FailRule(code=500, method="POST", resource="pods", subresource="binding", times=3))
-    faults.fail(FailRule(code=500, method="GET", resource="pods", watch=False, times=2))
+    faults.fail("create", "pods", 409, subresource="binding", times=1)
+    faults.fail("create", "pods", 500, subresource="binding", times=3)
+    faults.fail("list", "pods", 500, times=2)
     loop = env.loop()
     async with running(loop):
         for i in range(6):
             await env.create(PODS, pod(f"job-{i}", gpus=1, queue_name="q"))
             if i == 2:
-                env.cluster.store.drop_watches()
+                env.cluster.drop_watches(abrupt=False)
             if i == 4:
-                env.cluster.store.expire_history()
-                env.cluster.store.drop_watches()
+                env.cluster.expire_history()
+                env.cluster.drop_watches(abrupt=False)
         await until(lambda: _all_bound(env, [f"job-{i}" for i in range(6)]), timeout=20)
         gone = sum(r.stats.gone for r in loop.reflectors)
     assert gone >= 1  # at least one watch had to list again after the history expired
@@ -102,7 +99,9 @@ async def test_evictions_blocked_by_a_budget_are_retried_not_dropped(env: Env) -
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "keep"}}}})
     victim = pod("victim", gpus=1, queue_name="q")
     victim["metadata"]["labels"]["app"] = "keep"
+    victim["spec"]["nodeName"] = "kwok-node-0"  # only a running pod is protected: Pending ones are always evictable
     env.cluster.create("", "v1", "pods", {**victim, "metadata": {**victim["metadata"], "namespace": "default"}})
+    await until(lambda: env.cluster.get("", "v1", "pods", "victim", "default")["status"]["phase"] == "Running")
     loop = env.loop()
     from k8s_adapter.evictor import EvictRequest
 
@@ -130,7 +129,7 @@ async def test_kubectl_sees_what_the_scheduler_did(env: Env) -> None:
     assert created.returncode == 0, created.stderr
     async with running(env.loop()):
         await until(lambda: _all_bound(env, ["demo"]))
-    shown = await asyncio.to_thread(kubectl, "get", "pods")
+    shown = await asyncio.to_thread(kubectl, "get", "pods", "-o", "wide")  # the NODE column is a wide one
     assert "demo" in shown.stdout and "kwok-node" in shown.stdout
     assert (await asyncio.to_thread(kubectl, "delete", "pod", "demo")).returncode == 0
 

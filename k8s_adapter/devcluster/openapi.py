@@ -1,0 +1,67 @@
+"""Just enough OpenAPI v3 for kubectl's default ``--validate=strict``.
+
+Before ``create``/``apply``/``replace``, kubectl downloads ``/openapi/v3`` and looks in the
+group version's document for the object's kind with a ``fieldValidation`` query parameter on
+its write operations. Finding it, kubectl leaves validation to the server and sends
+``fieldValidation=Strict``; without any OpenAPI it refuses to send the object at all. The
+documents therefore list each served resource's write paths with that parameter and no
+schemas; the dev cluster accepts the parameter and does not check unknown fields.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+from k8s_adapter.devcluster.catalog import Catalog, ResourceType
+from k8s_adapter.devcluster.discovery import VERSION
+
+Obj = dict[str, Any]
+_FIELD_VALIDATION = {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True},
+                     "description": "how the server treats unknown or duplicate fields: Ignore, Warn or Strict"}
+
+
+def _prefix(rt: ResourceType) -> str:
+    return f"api/{rt.version}" if not rt.group else f"apis/{rt.group}/{rt.version}"
+
+
+def _by_group_version(catalog: Catalog) -> dict[str, list[ResourceType]]:
+    out: dict[str, list[ResourceType]] = {}
+    for rt in catalog.types():
+        out.setdefault(_prefix(rt), []).append(rt)
+    return out
+
+
+def _hash(types: list[ResourceType]) -> str:
+    names = sorted((rt.plural, rt.kind, rt.namespaced) for rt in types)
+    return hashlib.sha256(orjson.dumps(names)).hexdigest()[:16].upper()
+
+
+def index(catalog: Catalog) -> Obj:
+    """``/openapi/v3``: where each group version's document lives (the hash lets kubectl cache it)."""
+    return {"paths": {prefix: {"serverRelativeURL": f"/openapi/v3/{prefix}?hash={_hash(types)}"}
+                      for prefix, types in sorted(_by_group_version(catalog).items())}}
+
+
+def document(catalog: Catalog, prefix: str) -> Obj | None:
+    """``/openapi/v3/<prefix>``: the write operations of one group version, without schemas."""
+    types = _by_group_version(catalog).get(prefix)
+    if types is None:
+        return None
+    paths: Obj = {}
+    for rt in types:
+        if rt.plural == "bindings":
+            continue
+        gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+
+        def operation(action: str, gvk: Obj = gvk) -> Obj:
+            return {"parameters": [_FIELD_VALIDATION], "responses": {"200": {"description": "OK"}},
+                    "x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk}
+
+        base = f"/{prefix}" + ("/namespaces/{namespace}" if rt.namespaced else "") + f"/{rt.plural}"
+        paths[base] = {"post": operation("post")}
+        paths[base + "/{name}"] = {"put": operation("put"), "patch": operation("patch")}
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": VERSION["gitVersion"]},
+            "paths": paths, "components": {"schemas": {}}}
