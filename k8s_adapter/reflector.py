@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -21,6 +22,8 @@ from k8s_adapter.api import JSON, KubeApi, KubeError
 from k8s_adapter.kinds import Kind
 
 log = logging.getLogger(__name__)
+
+IDLE_REWATCH_DELAY = 0.05  # seconds before re-watching after a stream that brought no events
 
 ListSink = Callable[[Kind, list[JSON]], None]
 EventSink = Callable[[Kind, str, JSON], None]
@@ -58,8 +61,17 @@ class Reflector:
             try:
                 version = await self._list()
                 backoff = 0.2
+                idle_backoff = IDLE_REWATCH_DELAY
                 while not self._stopping:
+                    events_before, started = self.stats.events, time.monotonic()
                     version = await self._watch(version)
+                    if self.stats.events == events_before and time.monotonic() - started < 1.0:
+                        # A stream that ends at once with nothing in it, again and again, must not
+                        # become a busy loop of requests: wait a little longer each time.
+                        await asyncio.sleep(idle_backoff)
+                        idle_backoff = min(self.max_backoff, idle_backoff * 2)
+                    else:
+                        idle_backoff = IDLE_REWATCH_DELAY
             except _Gone:
                 self.stats.gone += 1
                 log.info("%s: watch version expired, listing again", self.kind.plural)
