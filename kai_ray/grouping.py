@@ -38,15 +38,28 @@ class ImplicitGroup:
     min_member: int
     queue: str
     priority_class_name: str | None
+    preemptibility: str | None = None  # the pod's label as written; the caller validates it
 
 
 def implicit_group(pod: Pod, owners: tuple[OwnerRef, ...]) -> ImplicitGroup:
     """The PodGroup KAI's pod grouper would create for ``pod``: ``pg-<top owner>-<uid>``."""
     top = owners[-1] if owners else None
-    queue = pod.queue_label or L.DEFAULT_QUEUE
+    queue = pod.queue_label or _project_queue(pod) or L.DEFAULT_QUEUE
+    preemptibility = pod.labels.get(L.PREEMPTIBILITY_LABEL) or None
     if top is None or top.kind in _PER_POD_KINDS:
-        return ImplicitGroup(_name(pod.name, pod.uid), 1, queue, pod.priority_class_name)
-    return ImplicitGroup(_name(top.name, top.uid), top.min_member or 1, queue, pod.priority_class_name)
+        return ImplicitGroup(_name(pod.name, pod.uid), 1, queue, pod.priority_class_name, preemptibility)
+    return ImplicitGroup(_name(top.name, top.uid), top.min_member or 1, queue, pod.priority_class_name,
+                         preemptibility)
+
+
+def _project_queue(pod: Pod) -> str | None:
+    """KAI's fallback when no queue label is set: the ``project`` label, suffixed with the pod's
+    node pool when it has one (``<project>-<pool>``)."""
+    project = pod.labels.get(L.PROJECT_LABEL)
+    if not project:
+        return None
+    pool = pod.labels.get(L.NODE_POOL_LABEL)
+    return f"{project}-{pool}" if pool else project
 
 
 def _name(owner: str, uid: str) -> str:

@@ -2,7 +2,8 @@
 
 QUEUE_LABEL = "kai.scheduler/queue"
 LEGACY_QUEUE_LABEL = "runai/queue"
-PROJECT_LABEL = "project"
+PROJECT_LABEL = "project"  # the queue when no queue label is set (KAI's pod grouper)
+NODE_POOL_LABEL = "kai.scheduler/node-pool"
 POD_GROUP_ANNOTATION = "pod-group-name"
 SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 TASK_PRIORITY_LABEL = "kai.scheduler/task-priority"

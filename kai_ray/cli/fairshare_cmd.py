@@ -36,8 +36,8 @@ def run(args: argparse.Namespace) -> int:
         })
         return 0
     rows = []
-    for name in tree.names:
-        i = tree.index[name]
+    for i in _depth_first(tree):
+        name = tree.names[i]
         indent = "  " * int(tree.depth[i])
         rows.append([indent + name, *(human_quantity(r, division.fair_share[i, j]) for j, r in enumerate(RESOURCES)),
                      *(human_quantity(r, request[i, j]) for j, r in enumerate(RESOURCES))])
@@ -45,3 +45,15 @@ def run(args: argparse.Namespace) -> int:
     left = ", ".join(f"{r} {human_quantity(r, division.remaining[j])}" for j, r in enumerate(RESOURCES))
     print(f"\nundistributed at the top level: {left}")
     return 0
+
+
+def _depth_first(tree: QueueTree) -> list[int]:
+    """Every queue right under its parent, so that the indentation reads as the tree
+    (the tree itself is stored level by level)."""
+    order: list[int] = []
+    stack = [i for i in reversed(range(len(tree))) if tree.parent[i] < 0]
+    while stack:
+        i = stack.pop()
+        order.append(i)
+        stack.extend(reversed(tree.children[i]))
+    return order

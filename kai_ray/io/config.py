@@ -84,7 +84,11 @@ def config_from_mapping(data: Any, source: str = "<config>") -> SchedulerConfig:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(root)"
-        raise ConfigError(f"{source}: {where}: {first['msg']}") from None
+        # Our own validators already say what was wrong; pydantic's prefix only adds noise.
+        message = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "literal_error":
+            message += f", got {first['input']!r}"
+        raise ConfigError(f"{source}: {where}: {message}") from None
 
 
 def load_config(path: str | Path | None) -> SchedulerConfig:

@@ -35,6 +35,13 @@ def _number(value: Any, where: str) -> float:
     return float(value)
 
 
+def _whole(value: Any, where: str) -> int:
+    number = _number(value, where)
+    if not number.is_integer():
+        raise InputError(f"{where}: must be a whole number, got {value!r}")
+    return int(number)
+
+
 def _bounded(value: float, where: str) -> float:
     if value < 0 and value != -1:
         raise InputError(f"{where}: must be -1 or at least 0, got {value:g}")
@@ -56,6 +63,8 @@ def fairshare_problem_from_mapping(data: Mapping[str, Any], source: str = "<fair
     if (total < 0).any():
         raise InputError(f"{source}: total: amounts must not be negative")
     k_value = _number(data.get("kValue", 0), f"{source}: kValue")
+    if k_value < 0:  # as in the scheduler config: a negative k would reward past usage
+        raise InputError(f"{source}: kValue: must not be negative, got {k_value:g}")
     queues_raw = data.get("queues")
     if not isinstance(queues_raw, list):
         raise InputError(f"{source}: queues: missing or not a list")
@@ -91,7 +100,7 @@ def fairshare_problem_from_mapping(data: Mapping[str, Any], source: str = "<fair
         if parent is not None and not isinstance(parent, str):
             raise InputError(f"{where}: parent: must be a queue name or null")
         specs.append(QueueSpec(
-            name=name, parent=parent, priority=int(_number(raw.get("priority", 100), f"{where}: priority")),
+            name=name, parent=parent, priority=_whole(raw.get("priority", 100), f"{where}: priority"),
             created=_number(raw.get("creationOrder", 0), f"{where}: creationOrder"),
             deserved=_triple(fields["quota"]), over_quota_weight=_triple(fields["overQuotaWeight"]),
             limit=_triple(fields["limit"]),

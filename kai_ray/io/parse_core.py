@@ -42,7 +42,8 @@ def parse_node(reader: ObjectReader) -> Node:
     status = reader.mapping("status", namespaced=False)
     raw = status.get("allocatable") or status.get("capacity")
     if not isinstance(raw, Mapping):
-        raise reader.fail("status.allocatable", "missing", namespaced=False)
+        problem = "missing" if raw is None else "must be a mapping"
+        raise reader.fail("status.allocatable", problem, namespaced=False)
     allocatable = _resource_vector(reader, "status.allocatable", raw, namespaced=False)
     if allocatable.pods == 0 and "pods" not in raw:
         allocatable = ResourceVector.of(allocatable.cpu, allocatable.memory, allocatable.gpu, 110, allocatable.scalars)
@@ -74,9 +75,17 @@ def _container_requests(reader: ObjectReader, path: str, containers: list[Any]) 
         if not isinstance(container, Mapping):
             raise reader.fail(f"{path}[{i}]", "must be a mapping")
         resources = container.get("resources") or {}
-        requests = dict(resources.get("requests") or {})
+        if not isinstance(resources, Mapping):
+            raise reader.fail(f"{path}[{i}].resources", "must be a mapping")
+        sections: dict[str, Mapping[str, Any]] = {}
+        for section in ("requests", "limits"):
+            value = resources.get(section) or {}
+            if not isinstance(value, Mapping):
+                raise reader.fail(f"{path}[{i}].resources.{section}", "must be a mapping")
+            sections[section] = value
+        requests = dict(sections["requests"])
         # The API server defaults a missing request to the limit; snapshots of raw manifests may not have it yet.
-        for name, value in (resources.get("limits") or {}).items():
+        for name, value in sections["limits"].items():
             requests.setdefault(name, value)
         vectors.append(_resource_vector(reader, f"{path}[{i}].resources.requests", requests, True))
     return vectors

@@ -26,7 +26,12 @@ from kai_ray.model import ClusterSnapshot, LoadReport, Node, Pod, PodGroup, Prio
 
 def load_snapshot(path: str | Path, scheduler_name: str = L.DEFAULT_SCHEDULER_NAME) -> ClusterSnapshot:
     text = read_text(path)
-    return snapshot_from_documents(parse_documents(text, str(path)), str(path), scheduler_name)
+    documents = parse_documents(text, str(path))
+    if not documents:
+        # An empty cluster is written as an empty List; a file with no document at all is
+        # nearly always a failed `kubectl get ... > file`, so it is refused rather than scheduled.
+        raise InputError(f"{path}: no Kubernetes objects (an empty cluster is a List with no items)")
+    return snapshot_from_documents(documents, str(path), scheduler_name)
 
 
 def snapshot_from_documents(
@@ -156,8 +161,20 @@ def _implicit_groups(
             priority = _priority(spec.priority_class_name, classes, f"Pod {key}", warnings)
             created[group_key] = PodGroup(
                 namespace=pod.namespace, name=spec.name, queue=spec.queue, priority=priority,
-                preemptible=priority < L.PREEMPTIBLE_BELOW, min_member=spec.min_member,
+                preemptible=_implicit_preemptible(spec.preemptibility, priority, f"Pod {key}", warnings),
+                min_member=spec.min_member,
                 priority_class_name=spec.priority_class_name, created=pod.created,
             )
         pods[key] = replace(pod, pod_group=spec.name)
     return created.values()
+
+
+def _implicit_preemptible(label: str | None, priority: int, where: str, warnings: list[str]) -> bool:
+    """The pod's preemptibility label if it is valid, else the priority decides. KAI's pod grouper
+    logs an invalid label and ignores it, so it is a warning here, not an input error."""
+    if label in ("preemptible", "non-preemptible"):
+        return label == "preemptible"
+    if label is not None:
+        warnings.append(f"{where}: metadata.labels.{L.PREEMPTIBILITY_LABEL}: ignored {label!r} "
+                        "(must be preemptible or non-preemptible)")
+    return priority < L.PREEMPTIBLE_BELOW
