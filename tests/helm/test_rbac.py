@@ -1,0 +1,230 @@
+"""RBAC: the chart grants exactly what k8s_adapter does against the API server, nothing more.
+
+The adapter's components run against a recording fake API; every request becomes the RBAC
+permission it needs (verb, API group, resource[/subresource]). For each value set, the rules
+the chart renders must allow all of them, and must allow nothing the adapter never asks for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
+
+import pytest
+
+from k8s_adapter.api import KubeError, Response
+from k8s_adapter.binder import Binder, BindRequest
+from k8s_adapter.evictor import Evictor, EvictRequest
+from k8s_adapter.grouper import PodGrouper
+from k8s_adapter.kinds import OWNER_KINDS, WATCHED
+from k8s_adapter.reflector import Reflector
+from k8s_adapter.status import StatusWriter
+from tests.adapter.fake_api import FakeApi, ok
+from tests.helm.chart import NAMESPACE, find, one, render
+
+Permission = tuple[str, str, str]  # (API group, resource or resource/subresource, verb)
+MARK_DISRUPTION = ("", "pods/status", "patch")
+
+# The brief's least-privilege list, narrowed to what the adapter uses: with every optional grant
+# off, this is the whole ClusterRole.
+CORE: set[Permission] = {
+    *(("", "nodes", v) for v in ("get", "list", "watch")),
+    *(("", "pods", v) for v in ("get", "list", "watch")),
+    ("", "pods/binding", "create"),
+    ("", "pods/eviction", "create"),
+    *(("scheduling.run.ai", r, v) for r in ("queues", "podgroups") for v in ("get", "list", "watch")),
+    ("scheduling.run.ai", "podgroups/status", "patch"),
+    ("", "events", "create"),
+    *(("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")),
+}
+LEASE: set[Permission] = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
+
+
+def permission(method: str, path: str, query: Any = None) -> Permission:
+    """The RBAC attributes of one request path, as the API server's request-info resolver finds them."""
+    parts = path.strip("/").split("/")
+    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    if rest[0] == "namespaces" and len(rest) >= 3:
+        rest = rest[2:]
+    resource = "/".join([rest[0], *rest[2:3]])
+    named = len(rest) > 1
+    verb = {"GET": "get" if named else "list", "WATCH": "watch", "POST": "create", "PATCH": "patch",
+            "PUT": "update", "DELETE": "delete" if named else "deletecollection"}[method]
+    return group, resource, verb
+
+
+def recorded(api: FakeApi) -> set[Permission]:
+    return {permission(method, path) for method, path, _ in api.calls}
+
+
+async def _watching() -> set[Permission]:
+    """Each informer: one list, then a watch."""
+    api = FakeApi(lambda m, p, q, b: ok({"items": [], "metadata": {"resourceVersion": "1"}}))
+    reflectors = [Reflector(api, kind, lambda k, items: None, lambda k, e, o: None) for kind in WATCHED]  # type: ignore[arg-type]
+    tasks = [asyncio.create_task(r.run()) for r in reflectors]
+    while not all(r.stats.watches for r in reflectors):
+        await asyncio.sleep(0.01)
+    for reflector, task in zip(reflectors, tasks, strict=True):
+        reflector.stop()
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return recorded(api)
+
+
+async def _binding(gpu_groups: tuple[str, ...]) -> set[Permission]:
+    """A bind, and a bind answered 409 (the binder then reads the pod to see where it went)."""
+    def handler(method: str, path: str, query: object, body: object) -> Response:
+        if path.endswith("/taken/binding"):
+            raise KubeError(409, "Conflict")
+        return ok({"metadata": {"uid": "u"}, "spec": {"nodeName": "n1"}})
+
+    api = FakeApi(handler)
+    await Binder(api, base_delay=0).bind_all([BindRequest("ns/p", "u", "n1", gpu_groups),  # type: ignore[arg-type]
+                                              BindRequest("ns/taken", "u", "n1", gpu_groups)])
+    return recorded(api)
+
+
+async def _evicting(mode: str) -> set[Permission]:
+    api = FakeApi(lambda m, p, q, b: ok())
+    await Evictor(api, mode=mode).evict_all([EvictRequest("ns/p", "reclaim", "ns/big")])  # type: ignore[arg-type]
+    return recorded(api)
+
+
+async def _explaining() -> set[Permission]:
+    api = FakeApi(lambda m, p, q, b: ok())
+    writer = StatusWriter(api, report_after=0)  # type: ignore[arg-type]
+    await writer.publish({"ns/pg": ("Pending", "OverLimit: queue q is over its limit")})
+    await writer.publish({"ns/pg": ("Running", "")})
+    return recorded(api)
+
+
+async def _grouping() -> set[Permission]:
+    """One pod under each owner kind the grouper knows, so it reads every kind of owner once."""
+    api = FakeApi(lambda m, p, q, b: ok({"metadata": {"name": "owner", "uid": "o"}, "spec": {}}))
+    pods = [{"metadata": {"name": f"p{i}", "namespace": "ns", "ownerReferences": [
+        {"apiVersion": api_version, "kind": kind, "name": "owner", "uid": "o", "controller": True}]}}
+        for i, (api_version, kind) in enumerate(OWNER_KINDS)]
+    await PodGrouper(api).group(pods)  # type: ignore[arg-type]
+    return recorded(api)
+
+
+async def _leasing() -> set[Permission]:
+    """The Lease lock kubernetes-asyncio's leader election uses: read, take, renew."""
+    from kubernetes_asyncio import client
+    from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
+    from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+    verbs = {"read": "get", "list": "list", "create": "create", "replace": "update", "patch": "patch",
+             "delete": "delete"}
+    used: set[Permission] = set()
+
+    class RecordingLeaseApi:
+        """Stands in for CoordinationV1Api: notes the verb of every call the lock makes."""
+
+        def __getattr__(self, name: str) -> Any:
+            async def call(*args: Any, **kwargs: Any) -> Any:
+                used.add(("coordination.k8s.io", "leases", verbs[name.split("_", 1)[0]]))
+                return client.V1Lease(spec=client.V1LeaseSpec(holder_identity="other", lease_duration_seconds=15))
+            return call
+
+    lock = LeaseLock("kai-ray", NAMESPACE, "me", api_client=object())  # type: ignore[arg-type]
+    lock.api_instance = RecordingLeaseApi()  # type: ignore[assignment]
+    record = LeaderElectionRecord("me", "15", "2026-01-01 00:00:00.000000", "2026-01-01 00:00:00.000000")
+    assert (await lock.get("kai-ray", NAMESPACE))[0]
+    assert await lock.create("kai-ray", NAMESPACE, record)
+    assert await lock.update("kai-ray", NAMESPACE, record)
+    return used
+
+
+@functools.cache
+def adapter_requests() -> dict[str, frozenset[Permission]]:
+    async def everything() -> dict[str, frozenset[Permission]]:
+        return {name: frozenset(await scenario) for name, scenario in {
+            "watch": _watching(), "bind": _binding(()), "bind-fraction": _binding(("g1",)),
+            "evict": _evicting("eviction"), "evict-delete": _evicting("delete"), "explain": _explaining(),
+            "group": _grouping(), "lease": _leasing()}.items()}
+
+    return asyncio.run(everything())
+
+
+def needed(values: dict[str, Any]) -> tuple[set[Permission], set[Permission]]:
+    """(cluster-wide, release-namespace) permissions the adapter uses with these values."""
+    used = adapter_requests()
+    eviction = values.get("eviction", {})
+    cluster = set(used["watch"] | used["bind"] | used["explain"])
+    cluster |= used["evict-delete" if eviction.get("mode") == "delete" else "evict"] - {MARK_DISRUPTION}
+    if eviction.get("markDisruptionTarget"):
+        cluster.add(MARK_DISRUPTION)
+    if values.get("podGrouper", {}).get("enabled", False):
+        cluster |= used["group"]
+    if values.get("gpuSharing", {}).get("enabled"):
+        cluster |= used["bind-fraction"]
+    # get shows nothing that list does not, and the API's convention grants the two together.
+    cluster |= {(g, r, "get") for g, r, v in cluster if v == "list"}
+    namespaced = set(used["lease"]) if values.get("leaderElection", {}).get("enabled", True) else set()
+    return cluster, namespaced
+
+
+def grants(rules: list[dict[str, Any]]) -> set[Permission]:
+    for rule in rules:
+        assert not rule.get("resourceNames") and not rule.get("nonResourceURLs"), rule
+        assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], f"a wildcard: {rule}"
+    return {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+
+
+def rendered_grants(values: dict[str, Any]) -> tuple[set[Permission], set[Permission]]:
+    objects = render(values)
+    roles = find(objects, "Role")
+    return grants(one(objects, "ClusterRole")["rules"]), grants(roles[0]["rules"]) if roles else set()
+
+
+VALUE_SETS = {
+    "defaults": {},
+    "every-option-off": {"podGrouper": {"enabled": False}, "replicas": 1, "leaderElection": {"enabled": False}},
+    "every-option-on": {"gpuSharing": {"enabled": True}, "eviction": {"markDisruptionTarget": True}},
+    "delete-eviction": {"eviction": {"mode": "delete"}},
+    "fractions-without-grouper": {"gpuSharing": {"enabled": True}, "podGrouper": {"enabled": False}},
+}
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_the_roles_grant_exactly_what_the_adapter_uses(name: str) -> None:
+    values = VALUE_SETS[name]
+    assert rendered_grants(values) == needed(values)
+
+
+def test_with_every_option_off_the_cluster_role_is_the_least_privilege_core() -> None:
+    cluster, namespaced = rendered_grants(VALUE_SETS["every-option-off"])
+    assert cluster == CORE and namespaced == set()
+    assert rendered_grants({})[1] == LEASE
+
+
+def test_the_default_install_grants_nothing_beyond_the_least_privilege_list() -> None:
+    assert rendered_grants({}) == (CORE, LEASE)
+
+
+def test_each_option_adds_only_its_own_grants() -> None:
+    core, _ = rendered_grants(VALUE_SETS["every-option-off"])
+    base = VALUE_SETS["every-option-off"]
+    assert rendered_grants({**base, "eviction": {"mode": "delete"}})[0] ^ core == {
+        ("", "pods", "delete"), ("", "pods/eviction", "create")}
+    assert rendered_grants({**base, "eviction": {"markDisruptionTarget": True}})[0] - core == {MARK_DISRUPTION}
+    assert rendered_grants({**base, "gpuSharing": {"enabled": True}})[0] - core == {("", "pods", "patch")}
+    grouper = rendered_grants({**base, "podGrouper": {"enabled": True}})[0] - core
+    assert {("scheduling.run.ai", "podgroups", "create"), ("", "pods", "patch")} <= grouper
+    assert {r for g, r, v in grouper if v == "get"} == {kind.plural for kind in OWNER_KINDS.values()}
+
+
+def test_the_bindings_give_the_roles_to_the_schedulers_service_account() -> None:
+    objects = render()
+    account = one(objects, "ServiceAccount")["metadata"]
+    pod_account = one(objects, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+    assert pod_account == account["name"]
+    for binding_kind, role_kind in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
+        binding, role = one(objects, binding_kind), one(objects, role_kind)
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind,
+                                      "name": role["metadata"]["name"]}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["name"],
+                                        "namespace": account["namespace"]}]
+    assert one(objects, "Role")["metadata"]["namespace"] == NAMESPACE  # leases only where the scheduler runs
