@@ -26,7 +26,7 @@ from k8s_adapter.devcluster.clock import Clock
 from k8s_adapter.devcluster.crds import KAI_CRDS, follow_crds
 from k8s_adapter.devcluster.faults import Faults
 from k8s_adapter.devcluster.kubelet import NodeSimulator
-from k8s_adapter.devcluster.nodes import synthetic_nodes
+from kai_ray.sim.cluster import synthetic_nodes
 from k8s_adapter.devcluster.registry import Registry
 from k8s_adapter.devcluster.server import ApiServer, Settings
 from k8s_adapter.devcluster.store import Store
@@ -42,7 +42,7 @@ class DevCluster:
     """An in-process Kubernetes API server with synthetic nodes and a simulated kubelet.
 
     Args:
-        nodes: synthetic kwok-style nodes to create (see nodes.py for the mix).
+        nodes: synthetic kwok-style nodes to create (see kai_ray/sim/cluster.py for the mix).
         taint_nodes: give them kwok's ``kwok.x-k8s.io/node=fake:NoSchedule`` taint.
         speed: simulated seconds per real second for the node simulator (ignored with ``clock``).
         start_delay: simulated seconds from binding to Running.

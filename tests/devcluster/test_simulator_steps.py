@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from k8s_adapter.devcluster import DevCluster, ManualClock
-from k8s_adapter.devcluster.nodes import SHAPES, synthetic_nodes
+from kai_ray.sim.cluster import SHAPES, synthetic_nodes
 from tests.devcluster.conftest import pod
 
 

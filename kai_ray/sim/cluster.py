@@ -1,16 +1,24 @@
-"""Synthetic kwok-style nodes shaped like a GPU cluster's.
+"""Synthetic kwok-style nodes shaped like a GPU cluster's, as manifests or as model records.
 
 Out of every ten nodes, five have 8 GPUs of 80 GiB, three have 4 GPUs of 40 GiB and two are
 CPU-only, in that order, so any prefix of the list has the same mix. Nodes sit in racks of
 eight and racks rotate over three zones. Labels follow what GPU feature discovery and kwok
 put on real nodes (``nvidia.com/gpu.*``, ``type: kwok``, annotation ``kwok.x-k8s.io/node``);
 the optional taint is kwok's ``kwok.x-k8s.io/node=fake:NoSchedule``.
+
+One generator serves the dev cluster, the kwok load tests (as Node manifests) and the
+simulator and benchmarks (as ``Node`` records, read from those same manifests by the
+snapshot parser, so both views of a node always agree).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from kai_ray.io.fields import ObjectReader
+from kai_ray.io.parse_core import parse_node
+from kai_ray.model import Node
 
 Obj = dict[str, Any]
 RACK_LABEL = "kai-ray.dev/rack"
@@ -78,3 +86,12 @@ def kwok_node(name: str, shape: NodeShape, index: int, taint: bool = False) -> O
 
 def synthetic_nodes(count: int, taint: bool = False, prefix: str = "kwok-node") -> list[Obj]:
     return [kwok_node(f"{prefix}-{i}", SHAPES[PATTERN[i % len(PATTERN)]], i, taint) for i in range(count)]
+
+
+def model_nodes(count: int, taint: bool = False, prefix: str = "node") -> list[Node]:
+    """The same nodes as ``synthetic_nodes``, as the scheduler's model sees them."""
+    return [parse_node(ObjectReader(obj, i)) for i, obj in enumerate(synthetic_nodes(count, taint, prefix))]
+
+
+def pool_of(node: Node) -> str:
+    return node.labels.get("node.kubernetes.io/instance-type", "")
