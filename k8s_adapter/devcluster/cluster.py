@@ -26,10 +26,10 @@ from k8s_adapter.devcluster.clock import Clock
 from k8s_adapter.devcluster.crds import KAI_CRDS, follow_crds
 from k8s_adapter.devcluster.faults import Faults
 from k8s_adapter.devcluster.kubelet import NodeSimulator
-from kai_ray.sim.cluster import synthetic_nodes
 from k8s_adapter.devcluster.registry import Registry
 from k8s_adapter.devcluster.server import ApiServer, Settings
 from k8s_adapter.devcluster.store import Store
+from kai_ray.sim.cluster import synthetic_nodes
 
 Obj = dict[str, Any]
 T = TypeVar("T")
