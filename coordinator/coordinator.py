@@ -181,15 +181,23 @@ class Coordinator:
         self.shards.abort(aborted)
         result.stats.prepared_jobs, result.stats.aborted_jobs = len(rids), len(aborted)
         for job_key, rid in rids.items():
+            if job_key not in committed:
+                self._retry_next_cycle(state, job_key, refused[rid], result)
+                continue
             for task in by_job[job_key]:
-                if job_key in committed:
-                    assert task.node is not None
-                    self.model.assume_bound(task.key, task.node, task.gpu_groups)
-                    result.binds.append(BindIntent(task.key, task.node, task.gpu_groups, rid))
-                else:
-                    result.decisions.pods[task.key] = PodDecision(
-                        "Pending", None, (), f"capacity changed before the bind was committed ({refused[rid]}); "
-                                             "retried next cycle")
+                assert task.node is not None
+                self.model.assume_bound(task.key, task.node, task.gpu_groups)
+                result.binds.append(BindIntent(task.key, task.node, task.gpu_groups, rid))
+
+    @staticmethod
+    def _retry_next_cycle(state: SessionState, job_key: str, why: str, result: CycleResult) -> None:
+        """A refused job is retried as a whole: the pods it was given in this session, pipelined
+        ones included, are pending again (pipelined leftovers alone could be fewer than its gang)."""
+        reason = f"capacity changed before the bind was committed ({why}); retried next cycle"
+        for task in state.jobs[job_key].tasks:
+            if task.status in (Status.ALLOCATED, Status.PIPELINED) and task.original_status is Status.PENDING:
+                result.decisions.pods[task.key] = PodDecision("Pending", None, (), reason)
+        result.decisions.pod_groups[job_key] = PodDecision("Pending", None, (), reason)
 
     def _remember_job_clock(self, state: SessionState) -> None:
         for key, when in state.last_start.items():

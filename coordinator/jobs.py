@@ -232,7 +232,11 @@ class Job:
     def tasks_to_evict(self) -> tuple[list[Task], bool]:
         """KAI's GetTasksToEvict: one surplus pod of an elastic job, else the whole gang;
         plus whether the job keeps other allocated pods after that."""
-        sets = sorted(self.pod_sets.values(), key=PodSet.order_key, reverse=True)
+        # Only pod sets with something allocated can give pods back: an empty optional sub-group
+        # (minimum 0) sorts first here, and choosing it would offer no victim while still
+        # reporting more to come, so the victims queue would offer the same job forever.
+        sets = sorted((ps for ps in self.pod_sets.values() if ps.active_allocated),
+                      key=PodSet.order_key, reverse=True)
         surplus = any(ps.active_allocated > ps.min_available for ps in self.pod_sets.values())
         max_sets = 1 if surplus else len(sets)
         chosen: list[Task] = []

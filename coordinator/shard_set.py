@@ -75,10 +75,18 @@ class ShardSet:
         for node in deltas.nodes_upserted:
             home = self.owner.setdefault(node.name, partitioner.owner(node.name, ids))
             per_shard[home]["nodes_upserted"].append(node)
+        # A deleted node's pods go with it (Kubernetes deletes them): forget them now, since their
+        # own deletions, once the node has no owner, could not be routed to its shard.
+        pods_on: dict[str, list[str]] = defaultdict(list)
+        for key, node_name in self.pod_node.items() if deltas.nodes_removed else ():
+            pods_on[node_name].append(key)
         for name in deltas.nodes_removed:
             shard_or_none = self.owner.pop(name, None)
             if shard_or_none is not None:
                 per_shard[shard_or_none]["nodes_removed"].append(name)
+                for key in pods_on.get(name, ()):
+                    per_shard[shard_or_none]["pods_removed"].append(key)
+                    del self.pod_node[key]
         for pod in deltas.pods_upserted:
             previous = self._shard_of_pod(pod.key)
             target = self.owner.get(pod.node) if pod.node else None

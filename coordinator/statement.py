@@ -124,15 +124,18 @@ class Statement:
         self.undo_log.append(undo)
 
     # ------------------------------------------------------------- helpers
+    # Both helpers take the new hold before releasing the old one: a shared GPU whose usage
+    # dropped to zero in between would be forgotten, and with it the pod slot its reservation
+    # pod takes (a group only records that slot when it is created).
     def _rehold(self, task: Task, old: Holding, kind: Kind) -> Holding:
+        new = self.table.hold(old.pod, old.node, kind, np.array(old.vector), old.shares, old.created_groups)
         self.table.release(old)
         task.holdings.remove(old)
-        new = self.table.hold(old.pod, old.node, kind, np.array(old.vector), old.shares, old.created_groups)
         task.holdings.append(new)
         return new
 
     def _swap(self, task: Task, current: Holding, back: Holding) -> None:
+        restored = self.table.hold(back.pod, back.node, back.kind, back.vector, back.shares, back.created_groups)
         self.table.release(current)
         task.holdings.remove(current)
-        restored = self.table.hold(back.pod, back.node, back.kind, back.vector, back.shares, back.created_groups)
         task.holdings.append(restored)

@@ -61,23 +61,26 @@ class SharedCounts:
     busy: int = 0
     frees_whole: int = 0
     waits_on_releasing: int = 0
-    owned_slots: int = 0
+    owned_slots_idle: int = 0  # reservation pods that exist now (fractions active or releasing)
+    owned_slots_future: int = 0  # ... and once releasing fractions are gone (active or pipelined ones left)
     best_room_future: int = -1  # -1: no group can take a fraction
     best_room_idle: int = -1
 
 
 def summarize(groups: dict[str, GroupUsage], device_mib: int) -> SharedCounts:
-    busy = frees = waits = slots = 0
+    busy = frees = waits = slots_idle = slots_future = 0
     best_future = best_idle = -1
     for usage in groups.values():
         busy += usage.busy
         frees += usage.frees_whole_device
         waits += usage.waits_on_releasing_device
-        slots += usage.owns_slot and usage.used > 0
+        if usage.owns_slot:  # the slot follows the device: a group only pipelined has no reservation pod yet
+            slots_idle += usage.busy
+            slots_future += usage.active + usage.pipelined > 0
         future = usage.room_future(device_mib)
         if future is not None and future > best_future:
             best_future = future
         idle = usage.room_idle(device_mib)
         if idle is not None and idle > best_idle:
             best_idle = idle
-    return SharedCounts(busy, frees, waits, slots, best_future, best_idle)
+    return SharedCounts(busy, frees, waits, slots_idle, slots_future, best_future, best_idle)

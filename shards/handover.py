@@ -60,9 +60,8 @@ def take_nodes(table: NodeTable, pods: dict[str, Holding], book: ReservationBook
 
 
 def give_nodes(table: NodeTable, pods: dict[str, Holding], book: ReservationBook, handover: ShardHandover) -> None:
-    schema = handover.rows.schema
-    if schema != table.schema:
-        table.widen(schema)
+    if set(handover.rows.schema.scalars) - set(table.schema.scalars):  # the owner re-lays its holdings
+        raise ValueError("widen the table to the handover's columns before taking nodes over")
     for name in handover.rows.names:
         if name in table.index:
             table.present[table.index[name]] = True
@@ -78,7 +77,15 @@ def give_nodes(table: NodeTable, pods: dict[str, Holding], book: ReservationBook
         if reservation is None:
             reservation = Reservation(item.owner, item.deadline, [], ReservationState(item.state))
             book.add(reservation)
-        reservation.holdings.append(holding)
+        if reservation.state is ReservationState.PREPARED:
+            reservation.holdings.append(holding)
+        elif reservation.state is ReservationState.COMMITTED:  # resolved here already: the part that
+            previous = pods.pop(item.pod, None)                 # moved in follows, as commit would do
+            if previous is not None:
+                table.release(previous)
+            pods[item.pod] = holding
+        else:  # aborted or expired here (expiry runs per shard): the moved part's capacity returns too
+            table.release(holding)
 
 
 def _moved(owner: str, holding: Holding, table: NodeTable, state: str = "", deadline: float = 0.0) -> MovedHolding:

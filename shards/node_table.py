@@ -167,9 +167,10 @@ class NodeTable:
         active, releasing, pipelined = self.held[0, row], self.held[1, row], self.held[2, row]
         idle = self.alloc[row] - active - releasing
         idle[GPU] -= counts.busy
-        idle[PODS] -= counts.owned_slots
+        idle[PODS] -= counts.owned_slots_idle
         future = idle + releasing - pipelined
         future[GPU] += counts.frees_whole - counts.waits_on_releasing
+        future[PODS] += counts.owned_slots_idle - counts.owned_slots_future
         self.idle[row] = idle
         self.future[row] = future
         self.room_future[row] = counts.best_room_future

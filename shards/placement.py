@@ -84,6 +84,7 @@ class Placer:
         self.masks = ConstraintMasks(table)
         self._indexes: dict[TaskShape, ShapeIndex] = {}
         self._requests: dict[TaskShape, list[float]] = {}
+        self._requests_schema = table.schema  # the layout those cached requests follow
 
     # ------------------------------------------------------------------ fit
     def fit(self, shape: TaskShape, allowed: Mask | None = None, rows: Ints | None = None) -> Fit:
@@ -99,9 +100,11 @@ class Placer:
         request = table.schema.vector(shape.request)
         request[PODS] = 0  # pod slots are checked on their own below, as KAI's predicate does
         if shape.share is None:
+            # Binding now also needs a free pod slot now (the shard re-checks exactly that).
+            slot_now = idle[:, PODS] >= 1 - TOLERANCE
             if shape.is_best_effort:
-                return Fit(admitted.copy(), admitted & (future_cap[:, PODS] >= 1 - TOLERANCE), None)
-            now = admitted & np.all(request <= idle + TOLERANCE, axis=1)
+                return Fit(admitted & slot_now, admitted & (future_cap[:, PODS] >= 1 - TOLERANCE), None)
+            now = admitted & np.all(request <= idle + TOLERANCE, axis=1) & slot_now
             future = admitted & np.all(request <= future_cap + TOLERANCE, axis=1)
             future &= future_cap[:, PODS] >= 1 - TOLERANCE
             return Fit(now, future, None)
@@ -117,6 +120,7 @@ class Placer:
         # A fraction that opens a new shared GPU also needs a slot for KAI's reservation pod.
         opens_group = joinable < devices if self.policy.gpu_device == "pack" else future_whole >= 1
         slots = np.where(opens_group, 2.0, 1.0)
+        now &= idle[:, PODS] >= slots - TOLERANCE
         future &= future_cap[:, PODS] >= slots - TOLERANCE
         return Fit(now, future, mib)
 
@@ -129,9 +133,10 @@ class Placer:
         request = self._request_list(shape)
         idle, future_cap = table.idle[row].tolist(), table.future[row].tolist()
         if shape.share is None:
+            slot_now = idle[PODS] >= 1 - TOLERANCE
             if shape.is_best_effort:
-                return True, future_cap[PODS] >= 1 - TOLERANCE, None
-            now = all(r <= i + TOLERANCE for r, i in zip(request, idle, strict=True))
+                return slot_now, future_cap[PODS] >= 1 - TOLERANCE, None
+            now = slot_now and all(r <= i + TOLERANCE for r, i in zip(request, idle, strict=True))
             future = future_cap[PODS] >= 1 - TOLERANCE and all(
                 r <= f + TOLERANCE for r, f in zip(request, future_cap, strict=True))
             return now, future, None
@@ -148,7 +153,9 @@ class Placer:
         future = future_whole + joinable >= share.devices and all(
             r <= f + TOLERANCE for r, f in zip(request, future_cap, strict=True))
         opens_group = joinable < share.devices if self.policy.gpu_device == "pack" else future_whole >= 1
-        future = future and future_cap[PODS] >= (2.0 if opens_group else 1.0) - TOLERANCE
+        slots = 2.0 if opens_group else 1.0
+        now = now and idle[PODS] >= slots - TOLERANCE
+        future = future and future_cap[PODS] >= slots - TOLERANCE
         return now, future, mib
 
     def rank_row(self, shape: TaskShape, row: int, now: bool, mib: int | None) -> tuple[float, float]:
@@ -167,6 +174,9 @@ class Placer:
         return band, -free
 
     def _request_list(self, shape: TaskShape) -> list[float]:
+        if self._requests_schema is not self.table.schema:  # the table gained columns: re-lay every request
+            self._requests.clear()
+            self._requests_schema = self.table.schema
         cached = self._requests.get(shape)
         if cached is None:
             vector = self.table.schema.vector(shape.request)
@@ -333,7 +343,9 @@ class Diagnosis:
     def describe(self, shape: TaskShape) -> str:
         if self.nodes == 0:
             return "no nodes in the cluster"
-        detail = ", ".join(f"{n} {why}" for why, n in self.counts.items()) or "no node fits"
+        # Most common reason first, then by name: the text must not depend on which shard answered first.
+        ranked = sorted(self.counts.items(), key=lambda item: (-item[1], item[0]))
+        detail = ", ".join(f"{n} {why}" for why, n in ranked) or "no node fits"
         text = f"0/{self.nodes} nodes fit: {detail}"
         asks = shape.request
         for name, wanted, unit in (("gpu", asks.gpu, "GPUs"), ("cpu", asks.cpu / 1000, "CPU cores"),

@@ -107,7 +107,8 @@ def table_from_rows(rows: NodeRows) -> NodeTable:
 
 
 def load_rows(table: NodeTable, rows: NodeRows) -> list[int]:
-    """Add ``rows`` to ``table`` (nodes it does not have yet) with their usage; their row numbers."""
+    """Add ``rows`` to ``table`` (or refresh the rows it already has) with their usage; their row
+    numbers. The table must have every column the rows have."""
     from kai_ray.model import Node, ResourceVector
 
     nodes = []
@@ -119,11 +120,14 @@ def load_rows(table: NodeTable, rows: NodeRows) -> list[int]:
             taints=rows.taints[i], ready=bool(rows.ready[i]), unschedulable=bool(rows.unschedulable[i]),
             gpu_memory_mib=float(rows.gpu_mem[i]),
         ))
+    returning = [n for n in nodes if n.name in table.index]
     table.add_nodes(nodes)
+    for node in returning:  # a node that was here before: its old row may be out of date
+        table.update_node(node)
     placed = []
     for i, name in enumerate(rows.names):
         row = table.index[name]
-        table.held[:, row] = rows.held[:, i]
+        table.held[:, row] = [table.schema.vector_from(held, rows.schema) for held in rows.held[:, i]]
         table.groups[row] = {g: GroupUsage(a, r, p, slot) for g, (a, r, p, slot) in rows.groups[i].items()}
         table.refresh(row)
         placed.append(row)

@@ -6,6 +6,8 @@ Every public method is one batched call (one round trip per shard per phase).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from kai_ray.model import Pod, ResourceVector
@@ -50,7 +52,21 @@ class Shard:
     def _ensure_schema(self, vectors: list[ResourceVector]) -> None:
         names = {n for v in vectors for n in v.scalars} - set(self.table.schema.scalars)
         if names:
-            self.table.widen(ResourceSchema(tuple(sorted(set(self.table.schema.scalars) | names))))
+            old = self.table.schema
+            self.table.widen(ResourceSchema(tuple(sorted(set(old.scalars) | names))))
+            self._relay_holdings(old)
+
+    def _relay_holdings(self, old: ResourceSchema) -> None:
+        """Holdings carry vectors in the column layout they were made in; once the table has
+        more columns they must be re-laid, or releasing one would subtract misaligned columns."""
+        schema = self.table.schema
+
+        def relaid(holding: Holding) -> Holding:
+            return replace(holding, vector=schema.vector_from(holding.vector, old))
+
+        self.pods = {key: relaid(holding) for key, holding in self.pods.items()}
+        for reservation in self.book.prepared():
+            reservation.holdings = [relaid(holding) for holding in reservation.holdings]
 
     def _place_pod(self, pod: Pod) -> None:
         hold = pod_hold(self.table, pod)
@@ -66,9 +82,11 @@ class Shard:
             return  # e.g. the watch confirming a bind this shard already holds
         if current is not None:
             self._drop_pod(pod.key)
+        # A shared GPU with a bound holder has its reservation pod, which takes a pod slot until
+        # the last holder is gone, terminating ones included; a pipelined holder has none yet.
         create = tuple(g for g, _ in hold.shares if g not in self.table.groups[hold.row])
         self.pods[pod.key] = self.table.hold(pod.key, hold.row, hold.kind, hold.vector, hold.shares,
-                                             create if hold.kind is Kind.ACTIVE else ())
+                                             create if hold.kind is not Kind.PIPELINED else ())
 
     def _drop_pod(self, key: str) -> None:
         holding = self.pods.pop(key, None)
@@ -113,6 +131,8 @@ class Shard:
     def prepare(self, items: list[PrepareItem], now: float) -> PrepareReply:
         """Hold capacity for each reservation, all its placements or none of them."""
         self.expire(now)
+        # Widen before anything is held: holdings made earlier in this call would keep the old layout.
+        self._ensure_schema([p.requests for item in items for p in item.placements])
         held: list[str] = []
         refused: dict[str, str] = {}
         for item in items:
@@ -143,7 +163,6 @@ class Shard:
         row = table.index.get(placement.node)
         if row is None or not table.present[row]:
             return f"node {placement.node} is not in shard {self.shard_id}"
-        self._ensure_schema([placement.requests])
         vector = table.schema.vector(placement.requests)
         if placement.share is not None:
             vector[GPU] = 0.0
@@ -231,7 +250,8 @@ class Shard:
         return take_nodes(self.table, self.pods, self.book, names)
 
     def take_over(self, handover: ShardHandover) -> None:
-        self._ensure_schema([])
+        # Columns the giver knows and we do not: widen first, so our own holdings are re-laid too.
+        self._ensure_schema([handover.rows.schema.scalars_vector()])
         give_nodes(self.table, self.pods, self.book, handover)
 
     def node_names(self) -> list[str]:

@@ -15,6 +15,7 @@ from kai_ray.model import (
     Queue,
     QueueResource,
     ResourceVector,
+    SubGroup,
 )
 
 GIB = 2**30
@@ -49,6 +50,8 @@ class JobSpec:
     releasing_on: list[str] = field(default_factory=list)
     created: float = 0.0
     gpu_groups: list[str] = field(default_factory=list)
+    sub_groups: list[tuple[str, int]] = field(default_factory=list)  # (name, minMember); pods dealt round-robin
+    stale_since: float | None = None
 
 
 def build(nodes: list[Node], queues: list[Queue], jobs: list[JobSpec]) -> ClusterSnapshot:
@@ -58,7 +61,8 @@ def build(nodes: list[Node], queues: list[Queue], jobs: list[JobSpec]) -> Cluste
         preemptible = job.priority < 100 if job.preemptible is None else job.preemptible
         groups.append(PodGroup("default", job.name, job.queue, job.priority, preemptible,
                                min_member=job.min_member if job.min_member is not None else job.pods,
-                               created=job.created))
+                               sub_groups=tuple(SubGroup(name, m) for name, m in job.sub_groups),
+                               created=job.created, stale_since=job.stale_since))
         for i in range(job.pods):
             state, where = PodState.PENDING, None
             if i < len(job.running_on):
@@ -72,6 +76,7 @@ def build(nodes: list[Node], queues: list[Queue], jobs: list[JobSpec]) -> Cluste
                 requests=ResourceVector.of(cpu=job.cpu, memory=job.memory, gpu=0 if share else job.gpu, pods=1),
                 gpu_share=share, gpu_groups=groups_of_pod, created=job.created, pod_group=job.name,
                 queue_label=job.queue,
+                subgroup=job.sub_groups[i % len(job.sub_groups)][0] if job.sub_groups else None,
             ))
     return ClusterSnapshot(nodes=tuple(nodes), pods=tuple(pods), pod_groups=tuple(groups), queues=tuple(queues))
 

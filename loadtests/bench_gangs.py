@@ -1,0 +1,213 @@
+"""Gang commit throughput: 1,000 gangs x 8 pods (1 GPU each, minMember 8) on 5,000 8-GPU nodes.
+
+Most nodes are partly used by another scheduler's pods, so gangs span nodes and, with
+several shards, span shards: every gang is prepared on each shard it touches and committed
+everywhere or nowhere (DESIGN §3). Gangs arrive in waves, one scheduling cycle per wave.
+
+Measured, in the same run, on the same workload:
+- kai-ray: the Coordinator in this process with its shards as 4 Ray actors (``RayShards``),
+  so every propose / prepare / commit is a real actor round trip;
+- baseline: the in-process coordinator with 1 shard (the ratio column is against this row);
+- per-pod full scan: the same in-process coordinator whose sessions place every pod with
+  ``loadtests.baseline.FullScanPlacer`` (filter, score and sort every candidate node per pod).
+Every system must bind the same pods to the same nodes as the baseline, or the run fails.
+
+Reported per system: pods bound per second of cycle wall time; prepares and aborts per gang;
+commit latency per cycle (prepare + commit of all the cycle's gangs is ONE batch per shard, so
+every gang of a cycle shares it) and, per gang, the time from the start of the cycle that first
+saw it until the commit that bound it returned; shard calls per cycle.
+
+    python -m loadtests.bench_gangs            # 5,000 nodes, 1,000 gangs, 10 waves
+    python -m loadtests.bench_gangs --quick    # a smoke-sized run
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from unittest import mock
+
+import numpy as np
+
+from coordinator import session_state
+from coordinator.coordinator import Coordinator, CycleResult
+from coordinator.shard_set import InProcessShards, ShardBackend, ShardSet
+from kai_ray.io.config import SchedulerConfig
+from kai_ray.runtime import placement_policy
+from loadtests.baseline import FullScanPlacer
+from loadtests.gang_workload import GangWorkload, gang_workload
+from loadtests.results import BenchRow, compare, rss_bytes, table
+from shards.node_table import NodeTable
+from shards.placement import Placer
+from shards.shard import Shard
+
+ACTIONS = ("allocate",)  # every gang fits: eviction actions would find nothing to do
+FULL = {"nodes": 5_000, "gangs": 1_000, "waves": 10}
+QUICK = {"nodes": 250, "gangs": 50, "waves": 5}
+RAY_SHARDS = 4
+MAX_EXTRA_CYCLES = 5  # after the last wave, for gangs whose commit was refused
+
+
+class TimedShardSet(ShardSet):
+    """Remembers when the last commit returned: the moment a cycle's gangs are bound."""
+
+    def __init__(self, backend: ShardBackend) -> None:
+        super().__init__(backend)
+        self.commit_returned = 0.0
+
+    def commit(self, rids: list[str], placed: dict[str, str]) -> None:
+        super().commit(rids, placed)
+        self.commit_returned = time.perf_counter()
+
+
+@dataclass
+class GangRun:
+    """What one system did with the workload."""
+
+    cycle_seconds: list[float] = field(default_factory=list)
+    commit_seconds: list[float] = field(default_factory=list)
+    shard_calls: list[int] = field(default_factory=list)
+    gang_latency: dict[str, float] = field(default_factory=dict)  # gang -> seconds until bound
+    binds_per_gang: Counter[str] = field(default_factory=Counter)
+    placements: dict[str, str] = field(default_factory=dict)  # pod -> node it was bound to
+    prepared: int = 0
+    aborted: int = 0
+    apply_seconds: float = 0.0
+
+
+def drive(coordinator: Coordinator, shards: TimedShardSet, workload: GangWorkload) -> GangRun:
+    """Feed the cluster, then one cycle per wave of gangs (plus a few to retry refused commits)."""
+    run = GangRun()
+    started = time.perf_counter()
+    coordinator.apply(workload.cluster)
+    run.apply_seconds += time.perf_counter() - started
+    first_seen: dict[str, float] = {}
+    now = 1_000.0
+    waves = list(workload.waves) + [None] * MAX_EXTRA_CYCLES
+    for wave in waves:
+        if wave is None and len(run.gang_latency) == workload.gangs:
+            break
+        if wave is not None:
+            started = time.perf_counter()
+            coordinator.apply(wave)
+            run.apply_seconds += time.perf_counter() - started
+        now += 1.0
+        cycle_started = time.perf_counter()
+        if wave is not None:
+            for group in wave.pod_groups_upserted:
+                first_seen[group.key] = cycle_started
+        result = coordinator.cycle(now, ACTIONS)
+        run.cycle_seconds.append(time.perf_counter() - cycle_started)
+        _record(run, result, shards.commit_returned, first_seen)
+    return run
+
+
+def _record(run: GangRun, result: CycleResult, committed_at: float, first_seen: dict[str, float]) -> None:
+    stats = result.stats
+    run.commit_seconds.append(stats.commit_seconds)
+    run.shard_calls.append(stats.shard_calls)
+    run.prepared += stats.prepared_jobs
+    run.aborted += stats.aborted_jobs
+    for bind in result.binds:
+        gang = bind.reservation.split("/", 1)[1]  # reservation ids are "c<cycle>/<namespace>/<gang>"
+        run.binds_per_gang[gang] += 1
+        run.placements[bind.pod] = bind.node
+        run.gang_latency.setdefault(gang, committed_at - first_seen[gang])
+
+
+def measure(system: str, coordinator: Coordinator, shards: TimedShardSet, workload: GangWorkload) -> GangRow:
+    run = drive(coordinator, shards, workload)
+    partial = sum(1 for n in run.binds_per_gang.values() if n != workload.pods_per_gang)
+    unplaced = workload.gangs - len(run.gang_latency)
+    commit_ms = np.percentile(run.commit_seconds, [50, 99]) * 1000
+    gang_p50 = np.percentile(list(run.gang_latency.values()) or [0.0], 50) * 1000
+    notes = (f"prepares/gang {run.prepared / workload.gangs:.2f}, aborts/gang {run.aborted / workload.gangs:.2f}; "
+             f"commit/cycle p50 {commit_ms[0]:.1f} ms p99 {commit_ms[1]:.1f} ms (one batch per cycle); "
+             f"gang bound after p50 {gang_p50:.1f} ms; "
+             f"shard calls/cycle {np.mean(run.shard_calls):.1f}; {len(run.cycle_seconds)} cycles; "
+             f"apply {run.apply_seconds:.2f} s")
+    if partial or unplaced:
+        notes += f"; PARTIAL GANGS {partial}, UNPLACED GANGS {unplaced}"
+    row = BenchRow(workload.label, system, pods=sum(run.binds_per_gang.values()), seconds=sum(run.cycle_seconds),
+                   latencies=list(run.gang_latency.values()), rss_bytes=rss_bytes(), notes=notes)
+    return GangRow(row, run)
+
+
+@dataclass
+class GangRow:
+    row: BenchRow
+    run: GangRun
+
+
+@contextlib.contextmanager
+def full_scan_sessions() -> Iterator[None]:
+    """Sessions place pods with ``FullScanPlacer`` (the session builds its placer in one spot)."""
+    def full_scan(table: NodeTable, config: SchedulerConfig) -> Placer:
+        return FullScanPlacer(table, placement_policy(config))
+
+    with mock.patch.object(session_state, "_placer", full_scan):
+        yield
+
+
+def in_process(config: SchedulerConfig, shards: int) -> tuple[Coordinator, TimedShardSet]:
+    shard_set = TimedShardSet(InProcessShards([Shard(i, placement_policy(config)) for i in range(shards)]))
+    return Coordinator(config, shard_set), shard_set
+
+
+def on_ray_actors(config: SchedulerConfig, shards: int) -> tuple[Coordinator, TimedShardSet]:
+    from kai_ray.actors import RayShards, ensure_ray
+
+    ensure_ray(num_cpus=2)
+    shard_set = TimedShardSet(RayShards(shards, placement_policy(config)))
+    return Coordinator(config, shard_set), shard_set
+
+
+def run(quick: bool) -> list[BenchRow]:
+    sizes = QUICK if quick else FULL
+    workload = gang_workload(sizes["nodes"], sizes["gangs"], sizes["waves"])
+    config = SchedulerConfig()
+    systems: list[tuple[str, Callable[[], tuple[Coordinator, TimedShardSet]], bool]] = [
+        ("baseline: in-process coordinator, 1 shard", lambda: in_process(config, 1), False),
+        ("baseline: per-pod full scan, in-process, 1 shard", lambda: in_process(config, 1), True),
+        (f"kai-ray: coordinator in driver, {RAY_SHARDS} Ray shard actors", lambda: on_ray_actors(config, RAY_SHARDS),
+         False),
+    ]
+    warm_up = gang_workload(nodes=20, gangs=2, waves=1)  # first-use costs (lazy imports) stay out of the rows
+    for _, make, full_scan in systems[:2]:
+        with full_scan_sessions() if full_scan else contextlib.nullcontext():
+            measure("warm-up", *make(), warm_up)
+    measured = []
+    for name, make, full_scan in systems:
+        coordinator, shard_set = make()
+        with full_scan_sessions() if full_scan else contextlib.nullcontext():
+            measured.append(measure(name, coordinator, shard_set, workload))
+    reference = measured[0].run.placements
+    for gang_row in measured[1:]:
+        if gang_row.run.placements != reference:
+            gang_row.row.notes += "; DIFFERENT PLACEMENTS from the in-process baseline"
+    rows = [m.row for m in measured]
+    compare(rows, rows[0])
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a smoke-sized run (250 nodes, 50 gangs)")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    args = parser.parse_args(argv)
+    rows = run(args.quick)
+    print(table(rows))
+    print("p99 ms = per gang: from the start of the cycle that first saw the gang until its commit returned")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump([r.to_json() for r in rows], out, indent=1)
+    return 1 if any("PARTIAL" in r.notes or "DIFFERENT" in r.notes for r in rows) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

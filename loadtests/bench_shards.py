@@ -1,0 +1,155 @@
+"""Shard placement cost, against a simple per-pod scheduler in the same run.
+
+Two measurements, on the seeded busy cluster of ``loadtests.shard_workload``:
+
+1. **propose**: one batched ``Shard.propose`` for 1,000 pending pods over a 5,000-node shard
+   (one reply: candidates per distinct pod shape, their rows, per-shape diagnoses), against
+   one ``propose`` call per pod. Both must rank the same candidates for every pod.
+2. **per-pod placement** at 1k / 5k / 20k / 50k nodes: pods placed one by one as a session
+   does (``Placer.best_node`` through the per-shape ``ShapeIndex``, then the pod held on the
+   table), against ``loadtests.baseline.FullScanPlacer``, which filters, scores and sorts every
+   node for every pod. Both start from identical tables and must choose the same node, GPU
+   groups and pipelining for every pod, or the run fails. Two batches run on the same tables:
+   "cold" pays one index build (a full scan) per distinct pod shape, as a session's fresh
+   placer does today; "warm" finds the indexes built.
+
+Per-pod latencies feed the p99 column; notes give microseconds per pod. Constraint masks
+are computed before timing for both systems (they are shared machinery); per-shape index
+builds are part of the indexed system's time.
+
+    python -m loadtests.bench_shards            # full: 1k/5k/20k/50k nodes
+    python -m loadtests.bench_shards --quick    # smoke: small sizes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+
+import shards.shape_index  # noqa: F401  (placement imports it lazily; load it before anything is timed)
+from loadtests.baseline import FullScanPlacer
+from loadtests.results import BenchRow, compare, rss_bytes, table
+from loadtests.shard_workload import PendingPod, busy_shard, pending_pods
+from shards.messages import ProposeRequest
+from shards.node_table import Kind, NodeTable
+from shards.placement import Choice, Placer
+from shards.shapes import GPU, TaskShape
+
+
+def run(quick: bool) -> list[BenchRow]:
+    """Every row of both measurements (quick: small sizes, for a smoke run)."""
+    rows = bench_propose(nodes=1_000 if quick else 5_000, pods=200 if quick else 1_000)
+    for nodes in (1_000, 5_000) if quick else (1_000, 5_000, 20_000, 50_000):
+        rows += bench_placement(nodes, pods=200 if quick else 1_000)
+    return rows
+
+
+# ---------------------------------------------------------------------- propose
+def bench_propose(nodes: int, pods: int) -> list[BenchRow]:
+    shard = busy_shard(nodes)
+    batch = pending_pods(pods)
+    shapes = tuple(dict.fromkeys(p.shape for p in batch))
+    _warm_masks(shard.placer, shapes)
+    workload = f"propose: {nodes:,} nodes / {pods:,} pods"
+
+    started = time.perf_counter()
+    reply = shard.propose(ProposeRequest(shapes, pods))
+    batched = BenchRow(workload, "kai-ray (one batched propose)", pods, time.perf_counter() - started,
+                       [time.perf_counter() - started], rss_bytes())
+
+    latencies = []
+    for pod in batch:
+        one = time.perf_counter()
+        alone = shard.propose(ProposeRequest((pod.shape,), pods))
+        latencies.append(time.perf_counter() - one)
+        if alone.ranked[0] != reply.ranked[shapes.index(pod.shape)]:
+            raise AssertionError(f"{pod.key}: the per-pod propose ranks other candidates")
+    baseline = BenchRow(workload, "baseline (one propose per pod)", pods, sum(latencies), latencies, rss_bytes())
+    compare([batched, baseline], baseline)
+    batched.notes = f"{len(shapes)} shapes, {len(reply.rows)} rows sent; {_per_pod_us(batched, pods):.0f} µs/pod"
+    baseline.notes = f"{_per_pod_us(baseline, pods):.0f} µs/pod"
+    return [batched, baseline]
+
+
+# ---------------------------------------------------------------------- placement
+def bench_placement(nodes: int, pods: int) -> list[BenchRow]:
+    """Two batches on the same tables: the first (cold) pays one index build per pod shape, the
+    second (warm) finds them built, as a placer that outlives one batch would."""
+    indexed_shard, scanned_shard = busy_shard(nodes), busy_shard(nodes)
+    indexed = indexed_shard.placer
+    scanned = FullScanPlacer(scanned_shard.table, indexed.policy)
+    rows = []
+    for label, batch in (("cold", pending_pods(pods, seed=7)), ("warm", pending_pods(pods, seed=8, first=pods))):
+        _warm_masks(indexed, [p.shape for p in batch])
+        _warm_masks(scanned, [p.shape for p in batch])
+        rows += _compare_batch(indexed, scanned, batch, f"placement: {nodes:,} nodes / {pods:,} pods ({label})")
+    return rows
+
+
+def _compare_batch(indexed: Placer, scanned: FullScanPlacer, batch: Sequence[PendingPod],
+                   workload: str) -> list[BenchRow]:
+    ours, our_choices = _place_one_by_one(indexed, batch, workload, "kai-ray (ShapeIndex per shape)")
+    theirs, their_choices = _place_one_by_one(scanned, batch, workload, "baseline (per-pod full scan)")
+    for pod, mine, other in zip(batch, our_choices, their_choices, strict=True):
+        if mine != other:
+            raise AssertionError(f"{pod.key}: the index chose {mine}, the full scan {other}")
+    compare([ours, theirs], theirs)
+    ours.notes = (f"{_per_pod_us(ours, len(batch)):.0f} µs/pod; {ours.pods} of {len(batch)} placed, "
+                  "same choices as baseline")
+    theirs.notes = f"{_per_pod_us(theirs, len(batch)):.0f} µs/pod"
+    return [ours, theirs]
+
+
+def _place_one_by_one(placer: Placer, batch: Sequence[PendingPod], workload: str,
+                      system: str) -> tuple[BenchRow, list[Choice | None]]:
+    """Best node for each pod in turn, held on the table before the next pod is placed."""
+    table = placer.table
+    choices: list[Choice | None] = []
+    latencies = []
+    for pod in batch:
+        started = time.perf_counter()
+        choice = placer.best_node(pod.shape)
+        if choice is not None:
+            hold_choice(table, pod, choice)
+        latencies.append(time.perf_counter() - started)
+        choices.append(choice)
+    row = BenchRow(workload, system, sum(c is not None for c in choices), sum(latencies), latencies, rss_bytes())
+    return row, choices
+
+
+def hold_choice(table: NodeTable, pod: PendingPod, choice: Choice) -> None:
+    """Hold ``pod`` where ``choice`` puts it, as a session's statement does."""
+    vector = table.schema.vector(pod.shape.request)
+    if pod.shape.share is not None:
+        vector[GPU] = 0.0  # a fraction holds memory on shared GPUs, not whole devices
+    kind = Kind.PIPELINED if choice.pipelined else Kind.ACTIVE
+    table.hold(pod.key, choice.node, kind, vector, choice.shares, choice.create)
+
+
+def _warm_masks(placer: Placer, shapes: Sequence[TaskShape]) -> None:
+    for constraints in dict.fromkeys(shape.constraints for shape in shapes):
+        placer.masks.admitted(constraints)
+
+
+def _per_pod_us(row: BenchRow, pods: int) -> float:
+    return row.seconds / pods * 1e6
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    args = parser.parse_args(argv)
+    rows = run(args.quick)
+    print(table(rows))
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump([r.to_json() for r in rows], out, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
