@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from coordinator.cluster_model import ClusterModel
 from coordinator.decisions import Decisions, PodDecision, collect
 from coordinator.jobs import Status, Task
+from coordinator.search_backoff import SearchBackoff
 from coordinator.session import build_actions
 from coordinator.session_state import SessionState, open_session, rebase_session
 from coordinator.shard_set import ShardSet
@@ -81,6 +82,7 @@ class Coordinator:
         self.shards = shards
         self.model = ClusterModel()
         self.cycles = 0
+        self.search_backoff = SearchBackoff(config.victimSearchBackoff)
 
     # ------------------------------------------------------------------ input
     def apply(self, deltas: ClusterDeltas) -> None:
@@ -105,6 +107,7 @@ class Coordinator:
         table, diagnoses = self._candidate_table(stats)
         state = open_session(snapshot, self.config, now, table)
         state.remote_diagnoses = diagnoses
+        state.search_paused = self.search_backoff.paused(now)
         stmt = Statement(state.table, state.queues, state.jobs_by_task)
         session_started = time.perf_counter()
         for action in build_actions(names):
@@ -123,6 +126,7 @@ class Coordinator:
         stats.commit_seconds = time.perf_counter() - commit_started
         result.evictions = [EvictIntent(pod, action, by) for pod, action, by in decisions.evictions]
         self._remember_job_clock(state)
+        self.search_backoff.record(now, state.search_failed, {k for k, j in state.jobs.items() if j.has_pending()})
         stats.shard_calls = self.shards.calls - calls_before
         stats.seconds = time.perf_counter() - started
         return result

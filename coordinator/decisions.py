@@ -44,9 +44,10 @@ def _pod_json(decision: PodDecision) -> dict[str, Any]:
 
 def collect(state: SessionState, evictions: list[Eviction]) -> Decisions:
     decisions = Decisions()
+    reasons: dict[str, str] = {}  # per job: every pending pod of a gang waits for the same reason
     for pod in state.all_pods:
         task = state.tasks.get(pod.key)
-        decisions.pods[pod.key] = _decide_task(state, task) if task else _other_pod(state, pod)
+        decisions.pods[pod.key] = _decide_task(state, task, reasons) if task else _other_pod(state, pod)
     for job in state.jobs.values():
         decisions.pod_groups[job.key] = _decide_job(state, job)
     queues = state.queues
@@ -64,21 +65,24 @@ def _clean(value: float) -> float:
     return int(rounded) if rounded.is_integer() else rounded
 
 
-def _decide_task(state: SessionState, task: Task) -> PodDecision:
+def _decide_task(state: SessionState, task: Task, reasons: dict[str, str]) -> PodDecision:
     status = task.status
     reason = ""
     if status is Status.PENDING:
-        reason = _pending_reason(state, task)
+        reason = _pending_reason(state, task, reasons)
     return PodDecision(status.value, task.node, task.gpu_groups, reason)
 
 
-def _pending_reason(state: SessionState, task: Task) -> str:
+def _pending_reason(state: SessionState, task: Task, reasons: dict[str, str]) -> str:
     if task.key in state.pod_notes:
         return state.pod_notes[task.key]
     job = state.jobs_by_task.get(task.key)
     if job is None:
         return "not part of any PodGroup"
-    return job_reason(state, job)
+    reason = reasons.get(job.key)
+    if reason is None:
+        reason = reasons[job.key] = job_reason(state, job)
+    return reason
 
 
 def job_reason(state: SessionState, job: Job) -> str:

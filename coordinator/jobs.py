@@ -179,13 +179,13 @@ class Job:
         return self.cached("has_pending", lambda: any(t.status is Status.PENDING for t in self.tasks))
 
     def ready_for_scheduling(self) -> bool:
-        return all(ps.alive >= ps.min_available for ps in self.pod_sets.values())
+        return self.cached("ready", lambda: all(ps.alive >= ps.min_available for ps in self.pod_sets.values()))
 
     def gang_satisfied(self) -> bool:
-        return all(ps.gang_satisfied() for ps in self.pod_sets.values())
+        return self.cached("gang", lambda: all(ps.gang_satisfied() for ps in self.pod_sets.values()))
 
     def active_used(self) -> int:
-        return sum(1 for t in self.tasks if t.status.active_used)
+        return self.cached("active_used", lambda: sum(1 for t in self.tasks if t.status.active_used))
 
     def active_allocated(self) -> int:
         return self.cached("active_allocated", lambda: sum(1 for t in self.tasks if t.status.active_allocated))

@@ -42,6 +42,8 @@ class SessionState:
     min_gpu_memory: float = 100.0
     last_start: dict[str, float] = field(default_factory=dict)
     remote_diagnoses: dict[TaskShape, Diagnosis] = field(default_factory=dict)  # nodes outside this table
+    search_paused: frozenset[str] = frozenset()  # jobs whose victim search is backed off this session
+    search_failed: set[str] = field(default_factory=set)  # jobs whose victim search failed this session
 
     def explain(self, shape: TaskShape) -> str:
         """Why no node takes ``shape``: this table's nodes now, plus what the shards said of the rest."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from coordinator.actions.allocate import eligible_jobs
 from coordinator.actions.scenario import Scenario, gpu_headroom_all
+from coordinator.actions.search_pruning import FailedSearches, search_failed, should_search
 from coordinator.actions.solver import JobSolver, SearchBudget
 from coordinator.actions.victims import VictimPool
 from coordinator.job_order import JobOrder
@@ -27,15 +28,18 @@ class ConsolidationAction:
         order.push_all(eligible_jobs(state, pending_only=True, preemptible_only=True))
         budget = SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
         pool = VictimPool(state)
+        failed = FailedSearches(per_queue=False)
         while not order.empty():
             job = order.pop()
             assert job is not None
-            if not _enough_gpus(state, job):
+            if not should_search(state, job, failed, self.name):
                 continue
             solver = JobSolver(state, stmt, self.name, _all_moved, lambda job=job: _victims(pool, job, limit), budget)  # type: ignore[misc]
-            if solver.solve(job):
+            if _enough_gpus(state, job) and solver.solve(job):
                 stmt.commit()
                 pool.invalidate()
+            else:
+                search_failed(state, job, failed)
 
 
 def _all_moved(scenario: Scenario) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from coordinator.actions.allocate import eligible_jobs
 from coordinator.actions.scenario import Scenario
+from coordinator.actions.search_pruning import FailedSearches, search_failed, should_search
 from coordinator.actions.solver import JobSolver, SearchBudget
 from coordinator.actions.victims import VictimPool, min_runtime_protected
 from coordinator.job_order import JobOrder
@@ -20,19 +21,25 @@ class PreemptAction:
         order.push_all(eligible_jobs(state, pending_only=True))
         budget = SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
         pool = VictimPool(state)
+        failed = FailedSearches(per_queue=True)
         while not order.empty():
             job = order.pop()
             assert job is not None
+            if not should_search(state, job, failed, self.name):
+                continue
             request = state.job_request(job, real=False)
             verdict = state.queues.check_capacity(job.queue, request, job.preemptible, limits=False)
             if not verdict.ok:
                 job.fit_errors["preempt"] = f"{verdict.reason}: {verdict.message}"
+                search_failed(state, job, failed)
                 continue
             victims = lambda job=job: _victims(state, pool, job)  # noqa: E731
             solver = JobSolver(state, stmt, self.name, _always_valid, victims, budget)
             if solver.solve(job):
                 stmt.commit()
                 pool.invalidate()
+            else:
+                search_failed(state, job, failed)
 
 
 def _always_valid(_: Scenario) -> bool:

@@ -10,6 +10,7 @@ import numpy as np
 
 from coordinator.actions.allocate import eligible_jobs
 from coordinator.actions.scenario import Scenario
+from coordinator.actions.search_pruning import FailedSearches, search_failed, should_search
 from coordinator.actions.solver import JobSolver, SearchBudget, Validator
 from coordinator.actions.victims import VictimPool, min_runtime_protected
 from coordinator.job_order import JobOrder
@@ -27,12 +28,15 @@ class ReclaimAction:
         order.push_all(eligible_jobs(state, pending_only=True))
         budget = SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
         pool = VictimPool(state)
+        failed = FailedSearches(per_queue=True)
         while not order.empty():
             job = order.pop()
             assert job is not None
             request = state.job_request(job, real=False)
             if not can_reclaim(state.queues, job.queue, request, job.preemptible):
                 job.fit_errors["reclaim"] = f"queue {job.queue} cannot reclaim: it would go above its fair share"
+                continue
+            if not should_search(state, job, failed, self.name):
                 continue
             frozen = QueueSnapshot(state.queues.allocated.copy(), state.queues.allocated_np.copy())
             solver = JobSolver(state, stmt, self.name, _validator(state, job, frozen),
@@ -41,6 +45,8 @@ class ReclaimAction:
             if solver.solve(job):
                 stmt.commit()
                 pool.invalidate()
+            else:
+                search_failed(state, job, failed)
 
 
 def _victims(state: SessionState, pool: VictimPool, reclaimer: Job, request: np.ndarray) -> JobOrder:

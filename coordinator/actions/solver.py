@@ -196,14 +196,17 @@ class JobSolver:
         candidates[scenario.preemptor.key] = scenario.preemptor
         order.push_all(candidates.values())
         placed_preemptor = False
-        while not order.empty():
+        waiting = len(victim_jobs - {scenario.preemptor.key}) + 1  # jobs this simulation acts on
+        while waiting and not order.empty():  # the jobs left after those would only be skipped
             job = order.pop()
             assert job is not None
             if job is scenario.preemptor:
+                waiting -= 1
                 if not allocate_job(state, self.stmt, job, pipeline_only=True, real=False, allowed=allowed):
                     return "retry", None
                 placed_preemptor = True
             elif job.key in victim_jobs:
+                waiting -= 1
                 allocate_job(state, self.stmt, job, pipeline_only=True, real=False, allowed=allowed)
         if not placed_preemptor:
             return "retry", None

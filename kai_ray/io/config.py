@@ -47,11 +47,14 @@ class SchedulerConfig(BaseModel):
     reclaimerSaturationMultiplier: float = Field(default=1.0, ge=1.0)  # noqa: N815
     maxScenariosPerJob: int = Field(default=256, ge=1)  # noqa: N815 - victim scenarios simulated per job
     maxScenariosPerAction: int = Field(default=4096, ge=1)  # noqa: N815 - ... and per action per cycle
+    useSchedulingSignatures: bool = True  # noqa: N815 - KAI's pruning of repeated failed victim searches
+    victimSearchBackoff: float = 120.0  # noqa: N815 - seconds; longest pause of a failing victim search (0: none)
     defaultPreemptMinRuntime: float = 0.0  # noqa: N815 - seconds
     defaultReclaimMinRuntime: float = 0.0  # noqa: N815 - seconds
 
     @field_validator(
-        "defaultStalenessGracePeriod", "defaultPreemptMinRuntime", "defaultReclaimMinRuntime", mode="before",
+        "defaultStalenessGracePeriod", "defaultPreemptMinRuntime", "defaultReclaimMinRuntime", "victimSearchBackoff",
+        mode="before",
     )
     @classmethod
     def _duration(cls, value: Any) -> float:

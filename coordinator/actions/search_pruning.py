@@ -1,0 +1,127 @@
+"""Victim searches (reclaim, preempt, consolidation) that are not worth running.
+
+Two rules, one from KAI and one of kai-ray's own:
+
+**Scheduling signatures (KAI), within one session.**
+
+Jobs whose pods carry the same placement constraints (node selector, affinity, tolerations)
+and priority compete for the same nodes and the same victims. Once the search for one of
+them fails, a later job with the same signature is only searched for when it is *easier*
+than the smallest job that failed: it has fewer pending pods, or, pod by pod in ascending
+size, it is strictly smaller somewhere before it runs out of pods. That is KAI's rule
+(``--use-scheduling-signatures``, on by default), and it is what keeps reclaim, preempt and
+consolidation from repeating hundreds of identical searches in a busy cluster.
+
+**Backoff (kai-ray), across sessions.** KAI searches again for every pending job in every
+cycle, and in a busy cluster almost all of those searches fail the same way again. kai-ray
+pauses the search for a job after it failed: 10 s after the first failure, doubling with
+each further one up to ``victimSearchBackoff`` (120 s by default; 0 searches every cycle, as
+KAI). kube-scheduler treats unschedulable pods alike: they wait for a relevant cluster event
+or up to five minutes before they are tried again. The coordinator keeps the failure counts
+(``coordinator.search_backoff``); a session only sees which jobs are paused. Plain allocation
+is never paused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from coordinator.jobs import Job, Status, Task
+from coordinator.session_state import SessionState
+
+Request = tuple[float, ...]
+
+
+def signature(job: Job) -> Hashable:
+    """What decides where a job's pods may go and whom they may evict, requests aside."""
+    per_set = []
+    for pod_set in job.pod_sets.values():
+        pods = {(t.shape.constraints, t.pod.priority_class_name) for t in pod_set.tasks}
+        per_set.append(tuple(sorted(pods, key=repr)))
+    return (job.priority, tuple(sorted(per_set, key=repr)))
+
+
+def _request(task: Task) -> Request:
+    pod = task.pod
+    share = pod.gpu_share
+    gpus = pod.requests.gpu
+    gpu_memory = 0.0
+    if share is not None:
+        if share.fraction is not None:
+            gpus += share.devices * share.fraction
+        else:
+            gpu_memory = float(share.devices * (share.memory_mib or 0))
+    scalars = tuple(v for _, v in sorted(pod.requests.scalars.items()))
+    return (gpus, gpu_memory, pod.requests.cpu, pod.requests.memory, *scalars)
+
+
+def _pending_requests(job: Job) -> list[Request]:
+    # Lexicographic order extends the component-wise one, so comparable requests keep their order.
+    return sorted(_request(t) for t in job.tasks if t.status is Status.PENDING)
+
+
+def _less_equal(a: Request, b: Request) -> bool:
+    return len(a) == len(b) and all(x <= y for x, y in zip(a, b, strict=True))
+
+
+def _easier(candidate: list[Request], failed: list[Request]) -> bool:
+    if not candidate or not failed:
+        return False
+    if len(failed) > len(candidate):
+        return True
+    for index, request in enumerate(candidate):
+        if index >= len(failed):
+            return False
+        if _less_equal(request, failed[index]) and not _less_equal(failed[index], request):
+            return True
+    return False
+
+
+def _smaller_footprint(new: list[Request], current: list[Request]) -> bool:
+    if not new or not current or len(new) > len(current):
+        return False
+    return all(_less_equal(a, b) for a, b in zip(new, current, strict=False))
+
+
+class FailedSearches:
+    """The smallest job that failed, per signature (and per queue where the action says so)."""
+
+    def __init__(self, per_queue: bool) -> None:
+        self.per_queue = per_queue
+        self._smallest: dict[Hashable, tuple[str, list[Request]]] = {}
+
+    def _key(self, job: Job) -> Hashable:
+        return (job.queue, signature(job)) if self.per_queue else signature(job)
+
+    def worth_trying(self, job: Job) -> str | None:
+        """None if the job should be searched for, else the name of the job that rules it out."""
+        known = self._smallest.get(self._key(job))
+        if known is None or _easier(_pending_requests(job), known[1]):
+            return None
+        return known[0]
+
+    def failed(self, job: Job) -> None:
+        key, requests = self._key(job), _pending_requests(job)
+        known = self._smallest.get(key)
+        if known is None or _smaller_footprint(requests, known[1]):
+            self._smallest[key] = (job.key, requests)
+
+
+def should_search(state: SessionState, job: Job, failed: FailedSearches, action: str) -> bool:
+    """Whether ``action`` should look for victims for ``job``; when not, the job is told why."""
+    if job.key in state.search_paused:
+        job.fit_errors.setdefault(action, "victim search paused: it failed in recent cycles and is retried later")
+        return False
+    if not state.config.useSchedulingSignatures:
+        return True
+    like = failed.worth_trying(job)
+    if like is None:
+        return True
+    job.fit_errors.setdefault(action, f"not searched: {like} has the same constraints, is no bigger and found no "
+                                      "room in this session")
+    return False
+
+
+def search_failed(state: SessionState, job: Job, failed: FailedSearches) -> None:
+    failed.failed(job)
+    state.search_failed.add(job.key)

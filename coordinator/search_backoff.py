@@ -1,0 +1,32 @@
+"""Across cycles: how long a job whose victim search keeps failing waits before the next one.
+
+See ``coordinator.actions.search_pruning`` for why. The pause starts at ``FIRST_PAUSE``
+seconds and doubles with every further failure up to the configured longest pause; a job
+that is no longer pending (placed, gone) starts from scratch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+FIRST_PAUSE = 10.0
+
+
+class SearchBackoff:
+    def __init__(self, longest_pause: float) -> None:
+        self.longest_pause = longest_pause
+        self._failures: dict[str, tuple[int, float]] = {}  # job -> (failures in a row, not before)
+
+    def paused(self, now: float) -> frozenset[str]:
+        return frozenset(job for job, (_, until) in self._failures.items() if until > now)
+
+    def record(self, now: float, failed: Iterable[str], pending: set[str]) -> None:
+        """After a session: ``failed`` searched without success; only ``pending`` jobs keep a count."""
+        if self.longest_pause <= 0:
+            return
+        for job in [j for j in self._failures if j not in pending]:
+            del self._failures[job]
+        for job in failed:
+            count = self._failures.get(job, (0, 0.0))[0] + 1
+            pause = min(self.longest_pause, FIRST_PAUSE * 2 ** (count - 1))
+            self._failures[job] = (count, now + pause)

@@ -1,0 +1,80 @@
+"""Victim searches that cannot succeed are not repeated: KAI's signatures within a session,
+kai-ray's backoff across sessions."""
+
+from __future__ import annotations
+
+from coordinator.session import run_session
+from kai_ray.deltas import ClusterDeltas
+from kai_ray.runtime import in_process_coordinator
+from tests.builders import JobSpec, build, config, node, queue
+
+NOW = 1_000_000.0
+
+
+def protected_cluster(pending: list[JobSpec]):  # type: ignore[no-untyped-def]
+    """q2 deserves 3 GPUs and may reclaim, but q1 runs within its own (oversubscribed) quota,
+    so every search for victims fails."""
+    return build(
+        [node("a", gpu=4)], [queue("q1", gpu_quota=4, created=0), queue("q2", gpu_quota=3, created=1)],
+        [JobSpec(f"mine{i}", "q1", gpu=1, running_on=["a"], created=i) for i in range(4)] + pending,
+    )
+
+
+def test_a_job_no_easier_than_one_that_failed_is_not_searched_again() -> None:
+    snapshot = protected_cluster([JobSpec("first", "q2", gpu=2, created=10), JobSpec("same", "q2", gpu=2, created=11),
+                                  JobSpec("bigger", "q2", gpu=3, created=12)])
+    decisions = run_session(snapshot, config(), NOW, ["reclaim"])
+    assert "not searched: default/first" not in decisions.pods["default/first-0"].reason
+    for name in ("same", "bigger"):
+        assert "not searched: default/first has the same constraints" in decisions.pods[f"default/{name}-0"].reason
+
+
+def test_an_easier_job_with_the_same_signature_is_still_searched() -> None:
+    snapshot = protected_cluster([JobSpec("first", "q2", gpu=2, created=10),
+                                  JobSpec("smaller", "q2", gpu=1, created=11)])
+    decisions = run_session(snapshot, config(), NOW, ["reclaim"])
+    assert "not searched" not in decisions.pods["default/smaller-0"].reason
+
+
+def test_without_signatures_every_job_is_searched() -> None:
+    snapshot = protected_cluster([JobSpec("first", "q2", gpu=2, created=10), JobSpec("same", "q2", gpu=2, created=11)])
+    decisions = run_session(snapshot, config(useSchedulingSignatures=False), NOW, ["reclaim"])
+    assert "not searched" not in decisions.pods["default/same-0"].reason
+
+
+def test_a_failing_search_pauses_longer_each_time_and_resumes() -> None:
+    snapshot = protected_cluster([JobSpec("wants", "q2", gpu=2, created=10)])
+    coordinator = in_process_coordinator(config())
+    coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+
+    def paused(at: float) -> bool:
+        reason = coordinator.cycle(at, ["reclaim"]).decisions.pods["default/wants-0"].reason
+        return "victim search paused" in reason
+
+    # failures at 0 and 10 s give pauses of 10 s and 20 s, then 40 s
+    assert [paused(t) for t in (0.0, 5.0, 10.0, 15.0, 25.0, 30.0, 60.0, 70.0)] == \
+        [False, True, False, True, True, False, True, False]
+
+
+def test_the_pause_is_capped_and_zero_turns_it_off() -> None:
+    snapshot = protected_cluster([JobSpec("wants", "q2", gpu=2, created=10)])
+    for backoff, expect_pauses in (("30s", True), ("0s", False)):
+        coordinator = in_process_coordinator(config(victimSearchBackoff=backoff))
+        coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+        seen = []
+        for step in range(12):
+            reason = coordinator.cycle(step * 30.0, ["reclaim"]).decisions.pods["default/wants-0"].reason
+            seen.append("victim search paused" in reason)
+        # with a 30 s cap a search runs at least every 30 s; with 0 it runs every cycle
+        assert not any(seen) if not expect_pauses else not all(seen[3:])
+
+
+def test_a_job_that_is_placed_starts_from_scratch() -> None:
+    snapshot = protected_cluster([JobSpec("wants", "q2", gpu=2, created=10)])
+    coordinator = in_process_coordinator(config())
+    coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+    coordinator.cycle(0.0, ["reclaim"])
+    assert coordinator.search_backoff.paused(1.0) == {"default/wants"}
+    coordinator.apply(ClusterDeltas(pods_removed=("default/wants-0",), pod_groups_removed=("default/wants",)))
+    coordinator.cycle(2.0, ["reclaim"])
+    assert coordinator.search_backoff.paused(3.0) == frozenset()
