@@ -38,6 +38,10 @@ from shards.rows import NodeRows, merge_rows, table_from_rows
 from shards.shapes import ResourceSchema, TaskShape
 
 EVICTION_ACTIONS = ("consolidation", "reclaim", "preempt")
+# Every reservation a cycle prepares is committed or aborted in the same cycle, and shards also
+# expire old ones whenever they prepare; the explicit sweep is a safety net for reservations left
+# by a crashed coordinator, so once in a while is enough (it costs a round trip to every shard).
+EXPIRY_SWEEP_SECONDS = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +87,7 @@ class Coordinator:
         self.model = ClusterModel()
         self.cycles = 0
         self.search_backoff = SearchBackoff(config.victimSearchBackoff)
+        self._next_sweep = -float("inf")
 
     # ------------------------------------------------------------------ input
     def apply(self, deltas: ClusterDeltas) -> None:
@@ -95,12 +100,20 @@ class Coordinator:
         if pending:
             self.shards.apply(ClusterDeltas(pods_upserted=tuple(pending)))
 
+    def step(self, deltas: ClusterDeltas, now: float, actions: Sequence[str] | None = None) -> CycleResult:
+        """``apply`` then ``cycle``: one call where the coordinator is remote."""
+        if deltas:
+            self.apply(deltas)
+        return self.cycle(now, actions)
+
     # ------------------------------------------------------------------ cycle
     def cycle(self, now: float, actions: Sequence[str] | None = None) -> CycleResult:
         started = time.perf_counter()
         calls_before = self.shards.calls
         self.cycles += 1
-        self.shards.expire(now)
+        if now >= self._next_sweep:
+            self.shards.expire(now)
+            self._next_sweep = now + EXPIRY_SWEEP_SECONDS
         names = tuple(self.config.effective_actions if actions is None else actions)
         snapshot = self.model.snapshot()
         stats = CycleStats()

@@ -52,21 +52,47 @@ class InProcessShards:
 
 
 class ShardSet:
-    """Routes cluster changes to the owning shards and fans each phase out in one round."""
+    """Routes cluster changes to the owning shards and fans each phase out in one round.
+
+    Cluster changes are not sent on their own: they wait, per shard, and travel in the same
+    call as the next request to that shard (``Shard.run_batch``), applied before it. A shard
+    therefore always answers with every change it owns applied, and a cycle costs one round
+    trip per phase, however many delta batches came in since the last one.
+    """
 
     def __init__(self, backend: ShardBackend) -> None:
         self.backend = backend
         self.owner: dict[str, int] = {}  # node -> shard
         self.pod_node: dict[str, str] = {}  # placed pod -> its node (whose shard holds it)
         self.calls = 0  # remote calls made, for metrics and tests of batching
+        self._waiting: dict[int, list[ShardDeltas]] = defaultdict(list)  # deltas not yet sent, per shard
 
     @property
     def ids(self) -> list[int]:
         return self.backend.shard_ids()
 
     def _run(self, calls: list[Call]) -> list[Any]:
-        self.calls += len(calls)
-        return self.backend.call_many(calls) if calls else []
+        """One round: each call, with that shard's waiting deltas applied first."""
+        sent: list[Call] = []
+        for sid, method, args in calls:
+            waiting = self._waiting.pop(sid, None)
+            if waiting:
+                batch = [("apply", (d,)) for d in waiting] + [(method, args)]
+                sent.append((sid, "run_batch", (batch,)))
+            else:
+                sent.append((sid, method, args))
+        self.calls += len(sent)
+        replies = self.backend.call_many(sent) if sent else []
+        return [reply[-1] if call[1] == "run_batch" else reply for call, reply in zip(sent, replies, strict=True)]
+
+    def flush(self) -> None:
+        """Send every waiting delta now (before shards are resized, or to inspect the shards)."""
+        sent: list[Call] = [(sid, "run_batch", ([("apply", (d,)) for d in batches],))
+                            for sid, batches in self._waiting.items() if batches]
+        self._waiting.clear()
+        self.calls += len(sent)
+        if sent:
+            self.backend.call_many(sent)
 
     # ------------------------------------------------------------------ deltas
     def apply(self, deltas: ClusterDeltas) -> None:
@@ -101,12 +127,10 @@ class ShardSet:
             self.pod_node.pop(key, None)
             if previous is not None:
                 per_shard[previous]["pods_removed"].append(key)
-        calls: list[Call] = []
         for shard, parts in per_shard.items():
             message = ShardDeltas(**{k: tuple(v) for k, v in parts.items()})
             if message:
-                calls.append((shard, "apply", (message,)))
-        self._run(calls)
+                self._waiting[shard].append(message)
 
     def _shard_of_pod(self, key: str) -> int | None:
         node = self.pod_node.get(key)
@@ -143,6 +167,7 @@ class ShardSet:
     # ------------------------------------------------------------------ scaling
     def resize(self, count: int) -> int:
         """Add or remove shards; nodes move with their state. Returns how many nodes moved."""
+        self.flush()
         before = self.ids
         after = list(range(count))
         for sid in after:

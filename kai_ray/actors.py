@@ -78,6 +78,9 @@ class _CoordinatorHost:
     def cycle(self, now: float, actions: Sequence[str] | None = None) -> CycleResult:
         return self.coordinator.cycle(now, actions)
 
+    def step(self, deltas: ClusterDeltas, now: float, actions: Sequence[str] | None = None) -> CycleResult:
+        return self.coordinator.step(deltas, now, actions)
+
     def bind_failed(self, pods: Sequence[str]) -> None:
         self.coordinator.bind_failed(pods)
 
@@ -108,6 +111,11 @@ class RemoteCoordinator:
 
     def cycle(self, now: float, actions: Sequence[str] | None = None) -> CycleResult:
         result: CycleResult = self._get(self._handle.cycle.remote(now, actions))
+        return result
+
+    def step(self, deltas: ClusterDeltas, now: float, actions: Sequence[str] | None = None) -> CycleResult:
+        """Apply changes and run a cycle in one round trip to the coordinator actor."""
+        result: CycleResult = self._get(self._handle.step.remote(deltas, now, actions))
         return result
 
     def bind_failed(self, pods: Sequence[str]) -> None:

@@ -6,7 +6,9 @@ Every public method is one batched call (one round trip per shard per phase).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +34,10 @@ class Shard:
         self.ttl = reservation_ttl
         self.pods: dict[str, Holding] = {}  # what each placed pod holds here
         self.book = ReservationBook()
+
+    def run_batch(self, calls: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+        """Several requests in one round trip, in order (queued deltas, then a phase's call)."""
+        return [getattr(self, method)(*args) for method, args in calls]
 
     # ------------------------------------------------------------------ deltas
     def apply(self, deltas: ShardDeltas) -> None:

@@ -113,6 +113,7 @@ class _LateArrival(InProcessShards):
         blocker = Pod("kube-system", "late-arrival", uid="uid-late", scheduler_name="default-scheduler",
                       state=PodState.RUNNING, node=target, requests=ResourceVector.of(cpu=free_cpu, pods=1))
         self.coordinator.apply(ClusterDeltas(pods_upserted=(blocker,)))
+        self.coordinator.shards.flush()  # the change reaches the shard before the prepare does
         self.blocked = target
 
 

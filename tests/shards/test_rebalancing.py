@@ -111,6 +111,11 @@ class RebalancingMachine(RuleBasedStateMachine):
         self.serial += 1
         return f"{prefix}{self.serial}"
 
+    def _apply(self, deltas: ClusterDeltas) -> None:
+        """Changes reach the shards with the next request; this machine looks at them right away."""
+        self.shard_set.apply(deltas)
+        self.shard_set.flush()
+
     def _owner(self, node: str) -> Shard:
         return self.backend.shards[self.shard_set.owner[node]]
 
@@ -126,7 +131,7 @@ class RebalancingMachine(RuleBasedStateMachine):
         if name in self.present:
             return
         kind = self.hardware.setdefault(name, kind)
-        self.shard_set.apply(ClusterDeltas(nodes_upserted=(make_node(name, kind),)))
+        self._apply(ClusterDeltas(nodes_upserted=(make_node(name, kind),)))
         self.present.add(name)
 
     def _removable(self) -> list[str]:
@@ -141,9 +146,9 @@ class RebalancingMachine(RuleBasedStateMachine):
         """The node is deleted; Kubernetes deletes its pods too, in the same batch or a later one."""
         name = data.draw(st.sampled_from(self._removable()))
         pods = tuple(sorted(k for k, h in self.pods.items() if h.node == name))
-        self.shard_set.apply(ClusterDeltas(nodes_removed=(name,), pods_removed=pods if pods_deleted_at_once else ()))
+        self._apply(ClusterDeltas(nodes_removed=(name,), pods_removed=pods if pods_deleted_at_once else ()))
         if not pods_deleted_at_once:
-            self.shard_set.apply(ClusterDeltas(pods_removed=pods))
+            self._apply(ClusterDeltas(pods_removed=pods))
         self.present.discard(name)
         for key in pods:
             del self.pods[key]
@@ -154,7 +159,7 @@ class RebalancingMachine(RuleBasedStateMachine):
         name = data.draw(st.sampled_from(sorted(self.present)))
         node = make_node(name, self.hardware[name], scale, zone=zone)
         if not would_overcommit(self._owner(name), ShardDeltas(nodes_upserted=(node,))):
-            self.shard_set.apply(ClusterDeltas(nodes_upserted=(node,)))
+            self._apply(ClusterDeltas(nodes_upserted=(node,)))
 
     @precondition(lambda self: self.present)
     @rule(data=st.data(), ask=st.sampled_from(ASKS), state=st.sampled_from(sorted(KIND_OF)))
@@ -164,7 +169,7 @@ class RebalancingMachine(RuleBasedStateMachine):
         groups = tuple(self._next(f"{node}-ext") for _ in range(ask.share.devices if ask.share else 0))
         pod = make_pod(key, ask, state, node, groups)
         if not would_overcommit(self._owner(node), ShardDeltas(pods_upserted=(pod,))):
-            self.shard_set.apply(ClusterDeltas(pods_upserted=(pod,)))
+            self._apply(ClusterDeltas(pods_upserted=(pod,)))
             self.pods[key] = Held(key, ask, node, KIND_OF[state], groups)
 
     def _pods_on_present_nodes(self, kind: Kind | None = None) -> list[str]:
@@ -175,14 +180,14 @@ class RebalancingMachine(RuleBasedStateMachine):
     def pod_terminating(self, data: st.DataObject) -> None:
         held = self.pods[data.draw(st.sampled_from(self._pods_on_present_nodes(Kind.ACTIVE)))]
         pod = make_pod(held.key, held.ask, PodState.RELEASING, held.node, held.groups)
-        self.shard_set.apply(ClusterDeltas(pods_upserted=(pod,)))
+        self._apply(ClusterDeltas(pods_upserted=(pod,)))
         self.pods[held.key] = Held(held.key, held.ask, held.node, Kind.RELEASING, held.groups)
 
     @precondition(lambda self: self._pods_on_present_nodes())
     @rule(data=st.data())
     def pod_removed(self, data: st.DataObject) -> None:
         key = data.draw(st.sampled_from(self._pods_on_present_nodes()))
-        self.shard_set.apply(ClusterDeltas(pods_removed=(key,)))
+        self._apply(ClusterDeltas(pods_removed=(key,)))
         del self.pods[key]
 
     # ------------------------------------------------------------------ two-phase commit
@@ -360,6 +365,7 @@ def test_a_moved_part_of_a_reservation_follows_its_expiry_on_the_receiving_shard
     names = [n for n in NAMES if partitioner.owner(n, [0, 1]) == 1][:1] + \
         [n for n in NAMES if partitioner.owner(n, [0, 1]) == 0][:1]
     shard_set.apply(ClusterDeltas(nodes_upserted=tuple(make_node(n, "cpu") for n in names)))
+    shard_set.flush()
     ask = ASKS[0]
     items = {shard_set.owner[n]: [PrepareItem("gang", (placement(f"default/{n}", ask, n, False),))] for n in names}
     assert all("gang" in reply.held for reply in shard_set.prepare(items, now=0.0).values())
