@@ -224,18 +224,10 @@ class Placer:
 
     def best_node(self, shape: TaskShape, pipeline_only: bool = False, allowed: Mask | None = None) -> Choice | None:
         """The best node for one pod of ``shape``, as KAI ranks them; None when none fits."""
-        if allowed is None:
-            row = self._index(shape).best()
-            if row is None:
-                return None
-        else:  # a victim simulation on a subset of nodes: one full scan
-            fit = self.fit(shape, allowed)
-            rows = np.flatnonzero(fit.future)
-            if not len(rows):
-                return None
-            band, placement = self.rank_keys(shape, fit, rows)
-            order = np.lexsort((self.table.name_rank[rows], -placement, -band))
-            row = int(rows[order[0]])
+        index = self._index(shape)
+        row = index.best() if allowed is None else index.best_among(allowed)
+        if row is None:
+            return None
         return self.choose_on(row, shape, pipeline_only)
 
     def _index(self, shape: TaskShape) -> ShapeIndex:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 
 import numpy as np
+import numpy.typing as npt
 
 from shards.placement import Fit, Placer
 from shards.shapes import TaskShape
@@ -47,6 +48,25 @@ class ShapeIndex:
             if entry[4] == version[entry[3]]:
                 return entry[3]
             heapq.heappop(heap)
+        return None
+
+    def best_among(self, allowed: npt.NDArray[np.bool_]) -> int | None:
+        """The best feasible row that ``allowed`` admits (victim simulations look at some nodes
+        only). The heap is walked in order without being changed, so this costs a few steps
+        when the overall best is allowed, which is the common case."""
+        best = self.best()  # also drops dead entries from the top
+        if best is None or allowed[best]:
+            return best
+        version, heap = self.placer.table.version, self.heap
+        frontier = [(heap[0], 0)]
+        while frontier:
+            entry, at = heapq.heappop(frontier)
+            row = entry[3]
+            if allowed[row] and entry[4] == version[row]:
+                return row
+            for child in (2 * at + 1, 2 * at + 2):
+                if child < len(heap):
+                    heapq.heappush(frontier, (heap[child], child))
         return None
 
     def _sync(self) -> None:

@@ -6,6 +6,10 @@ Only moves are allowed: a solution is valid when every victim is placed again
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from coordinator.actions.allocate import eligible_jobs
 from coordinator.actions.scenario import Scenario, gpu_headroom_all
 from coordinator.actions.search_pruning import FailedSearches, search_failed, should_search
@@ -15,6 +19,7 @@ from coordinator.job_order import JobOrder
 from coordinator.jobs import Job, Status
 from coordinator.session_state import SessionState
 from coordinator.statement import Statement
+from shards.shapes import GPU
 
 
 class ConsolidationAction:
@@ -34,8 +39,13 @@ class ConsolidationAction:
             assert job is not None
             if not should_search(state, job, failed, self.name):
                 continue
+            # Moves leave every queue's allocation as it was, so a job its queue cannot take now
+            # (over a limit) is not helped by any of them: no search.
+            verdict = state.queues.check_capacity(job.queue, state.job_request(job, real=False), job.preemptible)
+            if not verdict.ok:
+                continue
             solver = JobSolver(state, stmt, self.name, _all_moved, lambda job=job: _victims(pool, job, limit), budget)  # type: ignore[misc]
-            if _enough_gpus(state, job) and solver.solve(job):
+            if _enough_gpus(state, job) and _moves_could_make_room(state, job, limit) and solver.solve(job):
                 stmt.commit()
                 pool.invalidate()
             else:
@@ -52,6 +62,36 @@ def _enough_gpus(state: SessionState, job: Job) -> bool:
     available = float(gpu_headroom_all(state)[table.present & table.ready].sum())
     wanted = sum(t.pod.requests.gpu for t in job.tasks_to_allocate(real=False))
     return available >= wanted
+
+
+def _moves_could_make_room(state: SessionState, job: Job, limit: int) -> bool:
+    """A necessary condition, cheap to check, for moving at most ``limit`` (+1) jobs to make room
+    for ``job``'s whole-GPU pods. Let g be the smallest whole-GPU request among them: no node can
+    take more of them than it has free g-GPU "slots", and moving one pod of s GPUs off a node adds
+    at most ceil(s/g) slots there (a fraction at most one). So the slots free now plus the most
+    that the ``limit + 1`` richest movable jobs could add must cover the pods, or no search can
+    succeed. It never rules out a move that would work, and it saves the searches for big gangs
+    on a fragmented cluster, which the victim limit dooms."""
+    tasks = job.tasks_to_allocate(real=False)
+    sizes = [t.pod.requests.gpu for t in tasks if t.pod.gpu_share is None and t.pod.requests.gpu >= 1]
+    if len(sizes) < len(tasks) or not sizes:
+        return True  # fractions and CPU pods: slots do not describe them
+    g = min(sizes)
+    table = state.table
+    usable = table.present & table.ready
+    slots = int(np.floor(table.future[usable, GPU] / g + 1e-9).sum())
+    if slots >= len(tasks):
+        return True
+    gains = []
+    for other in state.jobs.values():
+        if other is job or not other.preemptible:
+            continue
+        gain = sum(1 if t.pod.gpu_share is not None else math.ceil(t.pod.requests.gpu / g - 1e-9)
+                   for t in other.tasks if t.status.active_allocated and t.node)
+        if gain:
+            gains.append(gain)
+    gains.sort(reverse=True)
+    return slots + sum(gains[: limit + 1]) >= len(tasks)
 
 
 def _victims(pool: VictimPool, preemptor: Job, limit: int) -> JobOrder:
