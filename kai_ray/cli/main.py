@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kai_ray.cli import devcluster_cmd, fairshare_cmd, run_cmd, schedule_cmd
+from kai_ray.cli import devcluster_cmd, fairshare_cmd, run_cmd, schedule_cmd, simulate_cmd
 from kai_ray.errors import InputError
 
 EXIT_BAD_INPUT = 2
@@ -17,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kai-ray", description="KAI Scheduler's semantics on Ray actors: schedule, simulate, run.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    simulate_cmd.add_parser(subparsers)
     fairshare_cmd.add_parser(subparsers)
     schedule_cmd.add_parser(subparsers)
     run_cmd.add_parser(subparsers)

@@ -1,0 +1,62 @@
+"""The simulation report as people read it."""
+
+from __future__ import annotations
+
+from kai_ray.cli.output import format_table
+from kai_ray.sim.report import SimMetrics
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value < 120:
+        return f"{value:.0f}s"
+    if value < 7200:
+        return f"{value / 60:.0f}m"
+    return f"{value / 3600:.1f}h"
+
+
+def _shorten(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def render_text(m: SimMetrics, nodes: int, shards: int, setup_seconds: float, load: float) -> str:
+    report = m.to_json(nodes, shards)
+    mode = "in one process" if shards <= 1 else f"coordinator + {shards} shard actors on Ray"
+    lines = [
+        f"kai-ray simulate: {nodes:,} nodes ({m.gpu_capacity:,.0f} GPUs), {m.jobs:,} jobs / {m.pods_total:,} pods "
+        f"offering {load:.2f}x the GPU-hours the cluster has while they arrive; {mode}",
+        f"  simulated {m.simulated_seconds / 3600:.1f} h in {m.wall_seconds:.1f} s wall "
+        f"(+{setup_seconds:.1f} s setup), {len(m.cycle_walls):,} scheduling cycles",
+        "",
+        "scheduler",
+        f"  decisions          {m.bound:,} pods bound at {m.pods_per_second:,.0f} pods/s "
+        f"(wall time inside the scheduler: {m.scheduler_seconds:.1f} s)",
+        f"  session latency    p50 {m.latency(50) * 1000:.1f} ms, p99 {m.latency(99) * 1000:.1f} ms",
+        "  evictions          " + (", ".join(f"{n} by {a}" for a, n in sorted(m.evictions.items())) or "none")
+        + f"; {m.restarts} gang restarts",
+        f"  partial gangs      {m.partial_gangs} (must be 0)",
+        f"  over-committed     {len(m.overcommits)} node checks failed (must be 0)",
+        f"  memory (RSS)       {m.rss_bytes / 2**20:,.0f} MiB, this process and its children (Ray included)",
+        "",
+        "cluster",
+        f"  GPU utilization    {m.gpu_utilization:.1%} time-averaged "
+        f"({m.gpu_seconds_used / 3600:,.0f} of {m.gpu_seconds_capacity / 3600:,.0f} GPU-hours)",
+        f"  fair-share error   {m.fair_share_error:.1%} of the cluster's GPUs "
+        "(time-averaged sum over leaf queues of |allocated - fair share|)",
+        f"  jobs               {m.started_jobs:,} started, {m.completed_jobs:,} completed of {m.jobs:,}",
+        "  pods at the end    " + ", ".join(f"{n:,} {s}" for s, n in sorted(report["podsByEndState"].items()) if n),
+        "",
+    ]
+    rows = []
+    for name, wait in report["queueWait"].items():
+        rows.append([name, wait["started"], _seconds(wait["p50Seconds"]), _seconds(wait["p90Seconds"]),
+                     _seconds(wait["maxSeconds"]), f"{wait['fairShareErrorGpus']:.1f}"])
+    lines.append(format_table(["queue", "jobs started", "wait p50", "wait p90", "wait max",
+                               "|alloc - fair share| (GPUs)"], rows))
+    if m.waiting_jobs:
+        lines += ["", f"why jobs still wait ({len(m.waiting_jobs):,} jobs; the largest first)"]
+        lines += [f"  {job} ({n} pods): {_shorten(reason)}" for job, n, reason in m.waiting_jobs[:5]]
+    if m.overcommits:
+        lines += ["", "over-committed nodes (a scheduler bug):"] + [f"  {o}" for o in m.overcommits[:5]]
+    return "\n".join(lines)
