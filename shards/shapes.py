@@ -7,7 +7,8 @@ scores computed for one pod serve all pods of the same shape.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -69,6 +70,18 @@ class Constraints:
     node_selector: tuple[tuple[str, str], ...] = ()
     affinity: tuple[AffinityTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    # Shapes and constraints key every per-shape cache and are looked up many times per pod;
+    # the hash of their nested tuples is worked out once, on first use. It never travels:
+    # string hashes differ between processes, so unpickling builds the object anew.
+    _hash: int | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            object.__setattr__(self, "_hash", hash((self.node_selector, self.affinity, self.tolerations)))
+        return self._hash  # type: ignore[return-value]
+
+    def __reduce__(self) -> tuple[type[Constraints], tuple[Any, ...]]:
+        return Constraints, (self.node_selector, self.affinity, self.tolerations)
 
     @staticmethod
     def of_pod(pod: Pod) -> Constraints:
@@ -88,6 +101,15 @@ class TaskShape:
     request: ResourceVector  # whole GPUs in .gpu; pods = 1
     share: GpuShare | None = None
     constraints: Constraints = Constraints()
+    _hash: int | None = field(default=None, init=False, repr=False, compare=False)  # see Constraints
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            object.__setattr__(self, "_hash", hash((self.request, self.share, self.constraints)))
+        return self._hash  # type: ignore[return-value]
+
+    def __reduce__(self) -> tuple[type[TaskShape], tuple[Any, ...]]:
+        return TaskShape, (self.request, self.share, self.constraints)
 
     @staticmethod
     def of_pod(pod: Pod) -> TaskShape:

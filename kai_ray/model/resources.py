@@ -36,6 +36,9 @@ class ResourceVector:
     gpu: float = 0.0  # whole devices
     pods: float = 0.0
     scalars: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    # Vectors key per-shape caches; the hash is worked out once, on first use. It never travels
+    # between processes (string hashes differ there): unpickling builds the vector anew.
+    _hash: int | None = field(default=None, init=False, repr=False, compare=False)
 
     @staticmethod
     def of(
@@ -48,7 +51,13 @@ class ResourceVector:
         return ResourceVector(float(cpu), float(memory), float(gpu), float(pods), _frozen(scalars))
 
     def __hash__(self) -> int:
-        return hash((self.cpu, self.memory, self.gpu, self.pods, tuple(self.scalars.items())))
+        if self._hash is None:
+            object.__setattr__(self, "_hash", hash((self.cpu, self.memory, self.gpu, self.pods,
+                                                     tuple(self.scalars.items()))))
+        return self._hash  # type: ignore[return-value]
+
+    def __reduce__(self) -> tuple[type[ResourceVector], tuple[float, float, float, float, Mapping[str, float]]]:
+        return ResourceVector, (self.cpu, self.memory, self.gpu, self.pods, self.scalars)
 
     def __add__(self, other: ResourceVector) -> ResourceVector:
         merged = dict(self.scalars)
