@@ -33,7 +33,7 @@ from kai_ray.deltas import ClusterDeltas
 from kai_ray.io.config import SchedulerConfig
 from shards.messages import Placement, PrepareItem, ProposeRequest
 from shards.node_table import NodeTable
-from shards.placement import Diagnosis
+from shards.placement import Diagnosis, Placer
 from shards.rows import NodeRows, merge_rows, table_from_rows
 from shards.shapes import ResourceSchema, TaskShape
 
@@ -81,9 +81,10 @@ class CycleResult:
 
 
 class Coordinator:
-    def __init__(self, config: SchedulerConfig, shards: ShardSet) -> None:
+    def __init__(self, config: SchedulerConfig, shards: ShardSet, placer_type: type[Placer] = Placer) -> None:
         self.config = config
         self.shards = shards
+        self.placer_type = placer_type
         self.model = ClusterModel()
         self.cycles = 0
         self.search_backoff = SearchBackoff(config.victimSearchBackoff)
@@ -118,7 +119,7 @@ class Coordinator:
         snapshot = self.model.snapshot()
         stats = CycleStats()
         table, diagnoses = self._candidate_table(stats)
-        state = open_session(snapshot, self.config, now, table)
+        state = open_session(snapshot, self.config, now, table, self.placer_type)
         state.remote_diagnoses = diagnoses
         state.search_paused = self.search_backoff.paused(now)
         stmt = Statement(state.table, state.queues, state.jobs_by_task)

@@ -42,6 +42,7 @@ class SessionState:
     min_gpu_memory: float = 100.0
     last_start: dict[str, float] = field(default_factory=dict)
     remote_diagnoses: dict[TaskShape, Diagnosis] = field(default_factory=dict)  # nodes outside this table
+    placer_type: type[Placer] = Placer  # how pods find nodes (benchmarks swap in a full scan)
     search_paused: frozenset[str] = frozenset()  # jobs whose victim search is backed off this session
     search_failed: set[str] = field(default_factory=set)  # jobs whose victim search failed this session
 
@@ -86,7 +87,7 @@ class SessionState:
 
 
 def open_session(snapshot: ClusterSnapshot, config: SchedulerConfig, now: float,
-                 table: NodeTable | None = None) -> SessionState:
+                 table: NodeTable | None = None, placer_type: type[Placer] = Placer) -> SessionState:
     """A session over ``table`` (rows that already carry their usage, e.g. from shards), or
     over a table built here from every node and placed pod of the snapshot."""
     ours = [p for p in snapshot.pods if p.scheduler_name == config.schedulerName]
@@ -108,8 +109,9 @@ def open_session(snapshot: ClusterSnapshot, config: SchedulerConfig, now: float,
             task.accepted = accepted_on(task, device_mib.get(pod.node, 100.0))
         tasks[pod.key] = task
     state = SessionState(
-        config=config, now=now, table=table, placer=_placer(table, config), queues=_empty_queues(), jobs={},
-        tasks=tasks, jobs_by_task={}, all_pods=list(snapshot.pods), min_gpu_memory=min_gpu_memory,
+        config=config, now=now, table=table, placer=_placer(placer_type, table, config), queues=_empty_queues(),
+        jobs={}, tasks=tasks, jobs_by_task={}, all_pods=list(snapshot.pods), min_gpu_memory=min_gpu_memory,
+        placer_type=placer_type,
     )
     _attach_placed_pods(state, snapshot.pods, apply=built_here)
     _build_jobs(state, snapshot.pod_groups, ours)
@@ -135,12 +137,12 @@ def rebase_session(state: SessionState, table: NodeTable) -> None:
             task.holdings.append(table.hold(holding.pod, row, holding.kind, vector, holding.shares,
                                             holding.created_groups))
     state.table = table
-    state.placer = _placer(table, state.config)
+    state.placer = _placer(state.placer_type, table, state.config)
 
 
-def _placer(table: NodeTable, config: SchedulerConfig) -> Placer:
+def _placer(placer_type: type[Placer], table: NodeTable, config: SchedulerConfig) -> Placer:
     placement = config.placementStrategy
-    return Placer(table, PlacementPolicy(placement.gpu, placement.cpu, placement.gpu_device))
+    return placer_type(table, PlacementPolicy(placement.gpu, placement.cpu, placement.gpu_device))
 
 
 def _grown(schema: ResourceSchema, vectors: list[ResourceVector]) -> ResourceSchema:

@@ -1,4 +1,4 @@
-"""The simple per-pod scheduler every placement benchmark compares against.
+"""The simple per-pod scheduler every benchmark compares against.
 
 ``FullScanPlacer`` makes exactly the decisions ``Placer`` makes (same filters, same KAI score
 bands, same tie-break by name) but without any index: for every pod it filters and scores
@@ -6,13 +6,22 @@ every node of the table, numpy-vectorized, sorts them and takes the first. That 
 scheduler without per-shape indexes pays per pod, so a benchmark that runs both on the same
 input, in the same process, and checks that they choose the same nodes measures only what
 the indexes save.
+
+``FullScanCoordinator`` is the same coordinator with ``FullScanPlacer`` in its sessions and no
+candidate pre-selection by the shards: every node of the cluster goes into the session and is
+filtered and scored for every pod. It is what kube-scheduler does without node sampling, with
+exactly kai-ray's semantics (gangs, queues, fair share), so its decisions must be kai-ray's.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from shards.placement import Choice, Mask, Placer
+from coordinator.coordinator import Coordinator, CycleStats
+from coordinator.shard_set import ShardSet
+from kai_ray.io.config import SchedulerConfig
+from shards.node_table import NodeTable
+from shards.placement import Choice, Diagnosis, Mask, Placer
 from shards.shapes import TaskShape
 
 
@@ -26,3 +35,13 @@ class FullScanPlacer(Placer):
         band, placement = self.rank_keys(shape, fit, rows)
         order = np.lexsort((self.table.name_rank[rows], -placement, -band))
         return self.choose_on(int(rows[order[0]]), shape, pipeline_only)
+
+
+class FullScanCoordinator(Coordinator):
+    def __init__(self, config: SchedulerConfig, shards: ShardSet) -> None:
+        super().__init__(config, shards, placer_type=FullScanPlacer)
+
+    def _candidate_table(self, stats: CycleStats) -> tuple[NodeTable, dict[TaskShape, Diagnosis]]:
+        table = self._full_table()
+        stats.candidate_nodes, stats.full_table = len(table), True
+        return table, {}

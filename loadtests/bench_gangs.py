@@ -5,11 +5,12 @@ several shards, span shards: every gang is prepared on each shard it touches and
 everywhere or nowhere (DESIGN §3). Gangs arrive in waves, one scheduling cycle per wave.
 
 Measured, in the same run, on the same workload:
-- kai-ray: the Coordinator in this process with its shards as 4 Ray actors (``RayShards``),
-  so every propose / prepare / commit is a real actor round trip;
-- baseline: the in-process coordinator with 1 shard (the ratio column is against this row);
-- per-pod full scan: the same in-process coordinator whose sessions place every pod with
-  ``loadtests.baseline.FullScanPlacer`` (filter, score and sort every candidate node per pod).
+- baseline: ``loadtests.baseline.FullScanCoordinator``, the same coordinator whose sessions
+  filter, score and sort every node of the cluster for every pod (the ratio column is
+  against this row);
+- kai-ray in process, 1 shard;
+- kai-ray with the Coordinator in this process and its shards as 4 Ray actors (``RayShards``),
+  so every propose / prepare / commit is a real actor round trip.
 Every system must bind the same pods to the same nodes as the baseline, or the run fails.
 
 Reported per system: pods bound per second of cycle wall time; prepares and aborts per gang;
@@ -24,26 +25,21 @@ saw it until the commit that bound it returned; shard calls per cycle.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from unittest import mock
 
 import numpy as np
 
-from coordinator import session_state
 from coordinator.coordinator import Coordinator, CycleResult
 from coordinator.shard_set import InProcessShards, ShardBackend, ShardSet
 from kai_ray.io.config import SchedulerConfig
 from kai_ray.runtime import placement_policy
-from loadtests.baseline import FullScanPlacer
+from loadtests.baseline import FullScanCoordinator
 from loadtests.gang_workload import GangWorkload, gang_workload
 from loadtests.results import BenchRow, compare, rss_bytes, table
-from shards.node_table import NodeTable
-from shards.placement import Placer
 from shards.shard import Shard
 
 ACTIONS = ("allocate",)  # every gang fits: eviction actions would find nothing to do
@@ -144,26 +140,19 @@ class GangRow:
     run: GangRun
 
 
-@contextlib.contextmanager
-def full_scan_sessions() -> Iterator[None]:
-    """Sessions place pods with ``FullScanPlacer`` (the session builds its placer in one spot)."""
-    def full_scan(table: NodeTable, config: SchedulerConfig) -> Placer:
-        return FullScanPlacer(table, placement_policy(config))
-
-    with mock.patch.object(session_state, "_placer", full_scan):
-        yield
-
-
-def in_process(config: SchedulerConfig, shards: int) -> tuple[Coordinator, TimedShardSet]:
+def in_process(config: SchedulerConfig, shards: int, kind: type[Coordinator] = Coordinator,
+               ) -> tuple[Coordinator, TimedShardSet]:
     shard_set = TimedShardSet(InProcessShards([Shard(i, placement_policy(config)) for i in range(shards)]))
-    return Coordinator(config, shard_set), shard_set
+    return kind(config, shard_set), shard_set
 
 
 def on_ray_actors(config: SchedulerConfig, shards: int) -> tuple[Coordinator, TimedShardSet]:
     from kai_ray.actors import RayShards, ensure_ray
 
     ensure_ray(num_cpus=2)
-    shard_set = TimedShardSet(RayShards(shards, placement_policy(config)))
+    backend = RayShards(shards, placement_policy(config))
+    backend.call_many([(sid, "node_names", ()) for sid in backend.shard_ids()])  # actors up before the clock
+    shard_set = TimedShardSet(backend)
     return Coordinator(config, shard_set), shard_set
 
 
@@ -171,25 +160,20 @@ def run(quick: bool) -> list[BenchRow]:
     sizes = QUICK if quick else FULL
     workload = gang_workload(sizes["nodes"], sizes["gangs"], sizes["waves"])
     config = SchedulerConfig()
-    systems: list[tuple[str, Callable[[], tuple[Coordinator, TimedShardSet]], bool]] = [
-        ("baseline: in-process coordinator, 1 shard", lambda: in_process(config, 1), False),
-        ("baseline: per-pod full scan, in-process, 1 shard", lambda: in_process(config, 1), True),
-        (f"kai-ray: coordinator in driver, {RAY_SHARDS} Ray shard actors", lambda: on_ray_actors(config, RAY_SHARDS),
-         False),
+    systems: list[tuple[str, Callable[[], tuple[Coordinator, TimedShardSet]]]] = [
+        ("baseline: per-pod full scan of every node, in-process",
+         lambda: in_process(config, 1, FullScanCoordinator)),
+        ("kai-ray: in-process, 1 shard", lambda: in_process(config, 1)),
+        (f"kai-ray: coordinator in driver, {RAY_SHARDS} Ray shard actors", lambda: on_ray_actors(config, RAY_SHARDS)),
     ]
     warm_up = gang_workload(nodes=20, gangs=2, waves=1)  # first-use costs (lazy imports) stay out of the rows
-    for _, make, full_scan in systems[:2]:
-        with full_scan_sessions() if full_scan else contextlib.nullcontext():
-            measure("warm-up", *make(), warm_up)
-    measured = []
-    for name, make, full_scan in systems:
-        coordinator, shard_set = make()
-        with full_scan_sessions() if full_scan else contextlib.nullcontext():
-            measured.append(measure(name, coordinator, shard_set, workload))
+    for _, make in systems[:2]:
+        measure("warm-up", *make(), warm_up)
+    measured = [measure(name, *make(), workload) for name, make in systems]
     reference = measured[0].run.placements
     for gang_row in measured[1:]:
         if gang_row.run.placements != reference:
-            gang_row.row.notes += "; DIFFERENT PLACEMENTS from the in-process baseline"
+            gang_row.row.notes += "; DIFFERENT PLACEMENTS from the baseline"
     rows = [m.row for m in measured]
     compare(rows, rows[0])
     return rows

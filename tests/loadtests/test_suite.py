@@ -1,0 +1,38 @@
+"""The benchmark suite's baseline is a fair one: it decides exactly as kai-ray does."""
+
+from __future__ import annotations
+
+from loadtests.__main__ import targets
+from loadtests.pod_workloads import kai_fill, scheduler_perf
+from loadtests.results import BenchRow, compare
+from loadtests.suite import baseline, compare_systems, drive, in_process
+
+
+def test_the_full_scan_baseline_makes_kai_rays_decisions() -> None:
+    workload = scheduler_perf(nodes=60, pods=400)
+    rows = compare_systems(workload, [("baseline", baseline), ("kai-ray", in_process)])
+    assert [r.pods for r in rows] == [400, 400]
+    assert not any("DIFFERENT" in r.notes or "NOT PLACED" in r.notes for r in rows)
+    assert rows[0].ratio == 1.0 and rows[1].ratio is not None
+
+
+def test_kais_fill_test_fills_every_gpu_exactly() -> None:
+    workload = kai_fill(nodes=10, jobs=80)
+    row, placed = drive("kai-ray", in_process(), workload)
+    assert row.pods == 80 and sorted(set(placed.values())) == [f"gpu-node-{i:04d}" for i in range(10)]
+    assert all(list(placed.values()).count(node) == 8 for node in set(placed.values()))
+
+
+def test_more_pods_than_fit_are_reported_not_placed() -> None:
+    row, _ = drive("kai-ray", in_process(), kai_fill(nodes=2, jobs=20))
+    assert row.pods == 16 and "4 PODS NOT PLACED" in row.notes
+
+
+def test_targets_compare_the_best_kai_ray_row_with_the_goals() -> None:
+    rows = [BenchRow("SchedulingBasic 1,000 nodes / 2,000 pods", "baseline: per-pod full scan", 2000, 1.0),
+            BenchRow("SchedulingBasic 1,000 nodes / 2,000 pods", "kai-ray: in-process, 1 shard", 2000, 0.1),
+            BenchRow("KAI fill: 100 x 8-GPU nodes / 800 one-GPU jobs", "kai-ray: in-process, 1 shard", 800, 2.5)]
+    compare(rows[:2], rows[0])
+    checked = {target: met for target, _, met in targets(rows, quick=True)}
+    assert checked[">= 10,000 pods/s at 1,000 nodes"] and checked[">= 5x the baseline"]
+    assert not checked["KAI's fill test < 2 s"]
