@@ -143,12 +143,13 @@ async def test_a_budget_allows_exactly_its_disruptions(kube: Kube) -> None:
     assert (await evict(kube, "b"))[0] == 429  # a is terminating and no longer counts as healthy
     kube.cluster.patch("", "v1", "pods", "a", {"metadata": {"finalizers": None}}, "default")
     await eventually(lambda: kube.cluster.get("", "v1", "pods", "a", "default") is None)
-    await eventually(lambda: kube.cluster.get("policy", "v1", "poddisruptionbudgets", "one-at-a-time",
-                                              "default").get("status", {}).get("disruptionsAllowed") == 0)
-    await kube.core.create_namespaced_pod("default", pod("d", node="kwok-node-0", labels={"app": "train"}))
+    # b and c are left, both healthy, and one of them may go: the status says so once it is refreshed.
     await eventually(lambda: kube.cluster.get("policy", "v1", "poddisruptionbudgets", "one-at-a-time",
                                               "default").get("status", {}).get("disruptionsAllowed") == 1)
+    kube.cluster.patch("", "v1", "pods", "b", {"metadata": {"finalizers": ["example.com/hold"]}}, "default")
     assert (await evict(kube, "b"))[0] == 201
+    assert (await evict(kube, "c"))[0] == 429  # b is terminating: c is the one healthy pod the budget needs
+    kube.cluster.patch("", "v1", "pods", "b", {"metadata": {"finalizers": None}}, "default")
 
 
 async def test_pending_pods_and_unselected_pods_ignore_budgets(kube: Kube) -> None:
