@@ -18,7 +18,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from loadtests.results import BenchRow, table
+from loadtests.results import BenchRow, flagged, table
 from loadtests.suite import FULL, QUICK, run
 
 
@@ -66,10 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump({"rows": [r.to_json() for r in rows],
                        "targets": [{"target": t, "measured": m, "met": ok} for t, m, ok in checked]}, out, indent=1)
-    flagged = [r for r in rows if "DIFFERENT" in r.notes or "NOT PLACED" in r.notes or "PARTIAL" in r.notes]
-    if flagged:
-        print(f"{len(flagged)} rows disagree with their baseline or left pods unplaced", file=sys.stderr)
-    return 1 if flagged else 0
+    disagreeing = flagged(rows)
+    if disagreeing:
+        print(f"{len(disagreeing)} rows disagree with their baseline or left pods unplaced", file=sys.stderr)
+    return 1 if disagreeing else 0
 
 
 if __name__ == "__main__":

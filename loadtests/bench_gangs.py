@@ -24,8 +24,6 @@ saw it until the commit that bound it returned; shard calls per cycle.
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -39,7 +37,7 @@ from kai_ray.io.config import SchedulerConfig
 from kai_ray.runtime import placement_policy
 from loadtests.baseline import FullScanCoordinator
 from loadtests.gang_workload import GangWorkload, gang_workload
-from loadtests.results import BenchRow, compare, rss_bytes, table
+from loadtests.results import BenchRow, bench_main, compare, rss_bytes
 from shards.shard import Shard
 
 ACTIONS = ("allocate",)  # every gang fits: eviction actions would find nothing to do
@@ -180,17 +178,8 @@ def run(quick: bool) -> list[BenchRow]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a smoke-sized run (250 nodes, 50 gangs)")
-    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
-    args = parser.parse_args(argv)
-    rows = run(args.quick)
-    print(table(rows))
-    print("p99 ms = per gang: from the start of the cycle that first saw the gang until its commit returned")
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump([r.to_json() for r in rows], out, indent=1)
-    return 1 if any("PARTIAL" in r.notes or "DIFFERENT" in r.notes for r in rows) else 0
+    return bench_main(argv, __doc__, run, footer="p99 ms = per gang: from the start of the cycle that first saw "
+                                                 "the gang until its commit returned")
 
 
 if __name__ == "__main__":

@@ -23,15 +23,12 @@ builds are part of the indexed system's time.
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 from collections.abc import Sequence
 
 import shards.shape_index  # noqa: F401  (placement imports it lazily; load it before anything is timed)
 from loadtests.baseline import FullScanPlacer
-from loadtests.results import BenchRow, compare, rss_bytes, table
+from loadtests.results import BenchRow, bench_main, compare, rss_bytes
 from loadtests.shard_workload import PendingPod, busy_shard, pending_pods
 from shards.messages import ProposeRequest
 from shards.node_table import Kind, NodeTable
@@ -139,17 +136,8 @@ def _per_pod_us(row: BenchRow, pods: int) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
-    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
-    args = parser.parse_args(argv)
-    rows = run(args.quick)
-    print(table(rows))
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump([r.to_json() for r in rows], out, indent=2)
-    return 0
+    return bench_main(argv, __doc__, run)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

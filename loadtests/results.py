@@ -7,7 +7,9 @@ from different runs or machines are never mixed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import argparse
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -16,7 +18,9 @@ import numpy as np
 from kai_ray.cli.output import format_table
 from kai_ray.process_memory import rss_bytes
 
-__all__ = ["BenchRow", "compare", "rss_bytes", "table"]
+__all__ = ["BenchRow", "bench_main", "compare", "flagged", "rss_bytes", "table"]
+
+FLAGS = ("DIFFERENT", "PARTIAL", "NOT PLACED")  # notes that mark a row as disagreeing with its baseline
 
 
 @dataclass(slots=True)
@@ -64,3 +68,25 @@ def table(rows: Sequence[BenchRow]) -> str:
         ])
     return format_table(["workload", "system", "pods", "seconds", "pods/s", "vs baseline", "p99 ms", "RSS MiB",
                          "notes"], body)
+
+
+def flagged(rows: Sequence[BenchRow]) -> list[BenchRow]:
+    """Rows whose decisions differ from their baseline's or that left work undone."""
+    return [r for r in rows if any(flag in r.notes for flag in FLAGS)]
+
+
+def bench_main(argv: Sequence[str] | None, doc: str | None, run: Callable[[bool], list[BenchRow]],
+               footer: str = "") -> int:
+    """The command line every single benchmark shares: --quick, --json FILE, a table, exit 1 if flagged."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    args = parser.parse_args(argv)
+    rows = run(args.quick)
+    print(table(rows))
+    if footer:
+        print(footer)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump([r.to_json() for r in rows], out, indent=1)
+    return 1 if flagged(rows) else 0
