@@ -23,6 +23,7 @@ from kai_ray.sim.cluster import synthetic_nodes
 
 NAMESPACE = "default"
 GANG_SIZES = (1, 1, 1, 2, 4, 8)
+GPU_CHOICES = (1, 1, 2, 4)  # GPUs per pod
 FAKE_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
 
 
@@ -53,14 +54,15 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def job_mix(pods: int, seed: int, queues: Sequence[str]) -> list[tuple[str, str, int, int]]:
+def job_mix(pods: int, seed: int, queues: Sequence[str],
+            gpu_choices: Sequence[int] = GPU_CHOICES) -> list[tuple[str, str, int, int]]:
     """(name, queue, pods, gpus per pod) until ``pods`` pods are planned."""
     rng = random.Random(seed)
     jobs: list[tuple[str, str, int, int]] = []
     planned = 0
     while planned < pods:
         size = min(rng.choice(GANG_SIZES), pods - planned)
-        jobs.append((f"load-{len(jobs):05d}", rng.choice(queues), size, rng.choice((1, 1, 2, 4))))
+        jobs.append((f"load-{len(jobs):05d}", rng.choice(queues), size, rng.choice(gpu_choices)))
         planned += size
     return jobs
 
@@ -98,7 +100,8 @@ def _job_objects(name: str, queue: str, size: int, gpus: int, run_seconds: int |
 
 class Driver:
     def __init__(self, api: KubeApi, pods: int, rate: float, seed: int = 1, create_nodes: int = 0,
-                 run_seconds: int | None = None, tolerate_kwok: bool = False, timeout: float = 300.0) -> None:
+                 run_seconds: int | None = None, tolerate_kwok: bool = False, timeout: float = 300.0,
+                 gpu_choices: Sequence[int] = GPU_CHOICES) -> None:
         self.api = api
         self.pods = pods
         self.rate = rate
@@ -107,6 +110,7 @@ class Driver:
         self.run_seconds = run_seconds
         self.tolerate_kwok = tolerate_kwok
         self.timeout = timeout
+        self.gpu_choices = gpu_choices
         self.created_at: dict[str, float] = {}
         self.bound_at: dict[str, float] = {}
         self.group_of: dict[str, str] = {}
@@ -115,7 +119,7 @@ class Driver:
 
     async def run(self) -> LoadReport:
         await self._setup()
-        jobs = job_mix(self.pods, self.seed, ["load-team-a", "load-team-b", "load-team-c"])
+        jobs = job_mix(self.pods, self.seed, ["load-team-a", "load-team-b", "load-team-c"], self.gpu_choices)
         watcher = asyncio.create_task(self._watch())
         started = time.monotonic()
         await self._create_jobs(jobs)
