@@ -14,13 +14,15 @@ import time
 import uuid
 from typing import Any
 
+from k8s_adapter.api import KubeApi, KubeError
+
 log = logging.getLogger(__name__)
 
 
 class Leadership:
     """Whether this replica leads right now; always True when election is off."""
 
-    def __init__(self, enabled: bool, lease_duration: int = 15) -> None:
+    def __init__(self, enabled: bool, lease_duration: int = 10) -> None:
         self.enabled = enabled
         self.lease_duration = int(lease_duration)  # whole seconds: the Lease stores an integer
         self.leading = not enabled
@@ -37,9 +39,12 @@ class Leadership:
     def renewed(self) -> None:
         self._last_renew = time.monotonic()
 
-    async def campaign(self, api_client: Any, name: str, namespace: str, renew_deadline: float = 10.0,
+    async def campaign(self, api_client: Any, name: str, namespace: str, renew_deadline: float | None = None,
                        retry_period: float = 2.0) -> None:
-        """Take part in the election forever; ``leading`` follows the outcome."""
+        """Take part in the election forever; ``leading`` follows the outcome. The renew deadline
+        defaults to 70% of the lease, as kube-scheduler's 10 s of 15 s."""
+        if renew_deadline is None:
+            renew_deadline = 0.7 * self.lease_duration
         if not self.enabled:
             return
         from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
@@ -83,3 +88,26 @@ class Leadership:
                 log.exception("leader election failed; retrying")
             self.leading = False
             await asyncio.sleep(retry_period)
+
+    async def release(self, api: KubeApi, name: str, namespace: str) -> bool:
+        """On a clean shutdown, give the lease up so a standby takes over at its next retry instead
+        of waiting for the lease to run out (client-go's ReleaseOnCancel). Best effort: the lease
+        is only cleared if this replica still holds it, and a failure just leaves it to expire."""
+        if not self.enabled:
+            return False
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        try:
+            lease = (await api.request("GET", path)).body
+            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return False
+            # An update (not a patch: the role grants leases get/create/update) carrying the version
+            # read, so a lease someone else took meanwhile is left alone (409).
+            spec = {k: v for k, v in lease["spec"].items() if k != "holderIdentity"}
+            await api.request("PUT", path, body={**lease, "spec": spec}, timeout=5.0)
+        except KubeError as exc:
+            log.warning("could not release the lease %s/%s: %s", namespace, name, exc)
+            return False
+        finally:
+            self.leading = False
+        log.info("%s released the lease", self.identity)
+        return True

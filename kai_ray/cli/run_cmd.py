@@ -21,6 +21,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--leader-elect", action="store_true", help="run as one of several replicas")
     parser.add_argument("--lease-name", default="kai-ray", help="the coordination.k8s.io Lease to hold")
     parser.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "default"))
+    parser.add_argument("--lease-duration", type=int, default=10,
+                        help="seconds a standby waits for a leader that stopped renewing (a clean stop releases "
+                             "the lease at once)")
     parser.add_argument("--eviction-mode", choices=("eviction", "delete"), default="eviction",
                         help="evict through pods/eviction (respects PodDisruptionBudgets) or delete pods")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -56,7 +59,7 @@ async def _main(args: argparse.Namespace, config: object) -> int:
     assert isinstance(config, SchedulerConfig)
     api = await connect(args.kubeconfig, args.context)
     registry = CollectorRegistry()
-    leadership = Leadership(enabled=args.leader_elect)
+    leadership = Leadership(enabled=args.leader_elect, lease_duration=args.lease_duration)
     loop = SchedulerLoop(api, ClusterCache(config.schedulerName),
                          lambda nodes: make_coordinator(config, nodes, args.shards), registry, leadership,
                          period=args.period, eviction_mode=args.eviction_mode)
@@ -78,6 +81,8 @@ async def _main(args: argparse.Namespace, config: object) -> int:
         await loop.run()
     finally:
         election.cancel()
+        await asyncio.gather(election, return_exceptions=True)
+        await leadership.release(api, args.lease_name, args.lease_namespace)  # only if it still holds it
         await server.cleanup()
         await api.close()
     return 0
