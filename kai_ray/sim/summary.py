@@ -30,8 +30,8 @@ def render_text(m: SimMetrics, nodes: int, shards: int, setup_seconds: float, lo
         f"(+{setup_seconds:.1f} s setup), {len(m.cycle_walls):,} scheduling cycles",
         "",
         "scheduler",
-        f"  decisions          {m.bound:,} pods bound at {m.pods_per_second:,.0f} pods/s "
-        f"(wall time inside the scheduler: {m.scheduler_seconds:.1f} s)",
+        f"  decisions          {m.bound:,} pods bound, {m.pods_per_second:,.0f} per second of scheduler time "
+        f"({m.scheduler_seconds:.1f} s; arrivals set the pace here, `python -m loadtests` measures the ceiling)",
         f"  session latency    p50 {m.latency(50) * 1000:.1f} ms, p99 {m.latency(99) * 1000:.1f} ms",
         "  evictions          " + (", ".join(f"{n} by {a}" for a, n in sorted(m.evictions.items())) or "none")
         + f"; {m.restarts} gang restarts",
