@@ -101,9 +101,9 @@ def merge_rows(parts: Sequence[NodeRows], schema: ResourceSchema) -> NodeRows:
 
 def table_from_rows(rows: NodeRows) -> NodeTable:
     """A table holding exactly these rows, with their usage already in place."""
-    table = NodeTable(rows.schema)
-    load_rows(table, rows)
-    return table
+    groups = [{g: GroupUsage(a, r, p, slot) for g, (a, r, p, slot) in row_groups.items()} for row_groups in rows.groups]
+    return NodeTable.of_columns(rows.schema, rows.names, rows.labels, rows.taints, rows.ready, rows.unschedulable,
+                                rows.alloc, rows.held, rows.gpu_mem, groups)
 
 
 def load_rows(table: NodeTable, rows: NodeRows) -> list[int]:
