@@ -48,17 +48,22 @@ class ConstraintMasks:
     def _compute(self, constraints: Constraints) -> Mask:
         table = self.table
         tolerations = constraints.tolerations
-        out = np.zeros(len(table), dtype=bool)
-        for row in range(len(table)):
-            if not table.present[row]:
-                continue
-            if not table.ready[row] and not tolerates_all((NOT_READY_TAINT,), tolerations):
-                continue
-            if table.unschedulable[row] and not tolerates_all((UNSCHEDULABLE_TAINT,), tolerations):
-                continue
-            if not tolerates_all(table.taints[row], tolerations):
-                continue
-            out[row] = constraints.matches_labels(table.labels[row], table.names[row])
+        out = table.present.copy()
+        if not tolerates_all((NOT_READY_TAINT,), tolerations):
+            out &= table.ready
+        if not tolerates_all((UNSCHEDULABLE_TAINT,), tolerations):
+            out &= ~table.unschedulable
+        # Clusters have a handful of distinct taint sets: each is judged once, not once per node.
+        verdicts: dict[tuple[Taint, ...], bool] = {}
+        checks_labels = bool(constraints.node_selector or constraints.affinity)
+        for row in np.flatnonzero(out):
+            taints = table.taints[row]
+            tolerated = verdicts.get(taints)
+            if tolerated is None:
+                tolerated = verdicts[taints] = tolerates_all(taints, tolerations)
+            if not tolerated or (checks_labels and not constraints.matches_labels(table.labels[row],
+                                                                                  table.names[row])):
+                out[row] = False
         return out
 
     def reasons(self, constraints: Constraints, rows: Mask | None = None) -> dict[str, int]:
