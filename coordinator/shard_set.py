@@ -73,26 +73,23 @@ class ShardSet:
 
     def _run(self, calls: list[Call]) -> list[Any]:
         """One round: each call, with that shard's waiting deltas applied first."""
-        sent: list[Call] = []
-        for sid, method, args in calls:
-            waiting = self._waiting.pop(sid, None)
-            if waiting:
-                batch = [("apply", (d,)) for d in waiting] + [(method, args)]
-                sent.append((sid, "run_batch", (batch,)))
-            else:
-                sent.append((sid, method, args))
-        self.calls += len(sent)
-        replies = self.backend.call_many(sent) if sent else []
+        sent = [self._with_waiting(sid, [(method, args)]) if self._waiting.get(sid) else (sid, method, args)
+                for sid, method, args in calls]
+        replies = self._send(sent)
         return [reply[-1] if call[1] == "run_batch" else reply for call, reply in zip(sent, replies, strict=True)]
 
     def flush(self) -> None:
         """Send every waiting delta now (before shards are resized, or to inspect the shards)."""
-        sent: list[Call] = [(sid, "run_batch", ([("apply", (d,)) for d in batches],))
-                            for sid, batches in self._waiting.items() if batches]
-        self._waiting.clear()
-        self.calls += len(sent)
-        if sent:
-            self.backend.call_many(sent)
+        self._send([self._with_waiting(sid, []) for sid in list(self._waiting) if self._waiting[sid]])
+
+    def _with_waiting(self, sid: int, calls: list[tuple[str, tuple[Any, ...]]]) -> Call:
+        """``calls`` to shard ``sid`` as one batch, after the deltas waiting for it (which leave the queue)."""
+        applies: list[tuple[str, tuple[Any, ...]]] = [("apply", (d,)) for d in self._waiting.pop(sid, [])]
+        return (sid, "run_batch", (applies + calls,))
+
+    def _send(self, calls: list[Call]) -> list[Any]:
+        self.calls += len(calls)
+        return self.backend.call_many(calls) if calls else []
 
     # ------------------------------------------------------------------ deltas
     def apply(self, deltas: ClusterDeltas) -> None:

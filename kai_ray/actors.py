@@ -49,6 +49,10 @@ class RayShards:
     def shard_ids(self) -> list[int]:
         return sorted(self.handles)
 
+    def wait_ready(self) -> None:
+        """Block until every shard actor has started and answered once (actors start lazily)."""
+        self.call_many([(sid, "node_names", ()) for sid in self.shard_ids()])
+
     def call_many(self, calls: Sequence[Call]) -> list[Any]:
         import ray
 

@@ -149,7 +149,7 @@ def on_ray_actors(config: SchedulerConfig, shards: int) -> tuple[Coordinator, Ti
 
     ensure_ray(num_cpus=2)
     backend = RayShards(shards, placement_policy(config))
-    backend.call_many([(sid, "node_names", ()) for sid in backend.shard_ids()])  # actors up before the clock
+    backend.wait_ready()  # actors up before the clock
     shard_set = TimedShardSet(backend)
     return Coordinator(config, shard_set), shard_set
 

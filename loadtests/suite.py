@@ -63,7 +63,7 @@ def on_ray(shards: int) -> Coordinator:
 
     ensure_ray()
     backend = RayShards(shards, placement_policy(CONFIG))
-    backend.call_many([(sid, "node_names", ()) for sid in backend.shard_ids()])  # actors up before the clock
+    backend.wait_ready()  # actors up before the clock
     return Coordinator(CONFIG, ShardSet(backend))
 
 

@@ -67,6 +67,7 @@ class Simulation:
         self.scheduler = scheduler
         self.nodes = {n.name: n for n in nodes}
         self.workload = workload
+        self._specs = {job.name: job for job in workload.jobs}
         self.settings = settings or SimSettings()
         self.on_step = on_step
         self.jobs: dict[str, JobRun] = {}
@@ -186,7 +187,6 @@ class Simulation:
     # ------------------------------------------------------------------ loop
     def run(self) -> SimMetrics:
         settings = self.settings
-        self._specs = {job.name: job for job in self.workload.jobs}
         for job in self.workload.jobs:
             self._at(job.arrival, "arrive", job.name)
         self._deltas.nodes.extend(self.nodes.values())
