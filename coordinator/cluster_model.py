@@ -53,8 +53,10 @@ class ClusterModel:
 
     def snapshot(self) -> ClusterSnapshot:
         return ClusterSnapshot(
-            nodes=tuple(self.nodes.values()), pods=tuple(self.pods.values()),
-            pod_groups=tuple(self.pod_groups.values()), queues=tuple(self.queues.values()),
+            nodes=tuple(self.nodes.values()),
+            pods=tuple(self.pods.values()),
+            pod_groups=tuple(self.pod_groups.values()),
+            queues=tuple(self.queues.values()),
         )
 
     def assume_bound(self, key: str, node: str, gpu_groups: tuple[str, ...]) -> Pod | None:

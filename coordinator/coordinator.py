@@ -146,8 +146,11 @@ class Coordinator:
         return result
 
     def _candidate_table(self, stats: CycleStats) -> tuple[NodeTable, dict[TaskShape, Diagnosis]]:
-        pending = [p for p in self.model.pods.values()
-                   if p.scheduler_name == self.config.schedulerName and p.state.value == "Pending"]
+        pending = [
+            p
+            for p in self.model.pods.values()
+            if p.scheduler_name == self.config.schedulerName and p.state.value == "Pending"
+        ]
         shapes = tuple(dict.fromkeys(TaskShape.of_pod(p) for p in pending))
         if not shapes:
             return NodeTable(ResourceSchema()), {}
@@ -183,9 +186,17 @@ class Coordinator:
             for task in tasks:
                 assert task.node is not None
                 holding = task.holdings[-1]
-                per_shard[self.shards.owner[task.node]].append(Placement(
-                    task.key, task.node, task.pod.requests, False, task.pod.gpu_share, holding.shares,
-                    holding.created_groups))
+                per_shard[self.shards.owner[task.node]].append(
+                    Placement(
+                        task.key,
+                        task.node,
+                        task.pod.requests,
+                        False,
+                        task.pod.gpu_share,
+                        holding.shares,
+                        holding.created_groups,
+                    )
+                )
             for shard, placements in per_shard.items():
                 items[shard].append(PrepareItem(rid, tuple(placements)))
         replies = self.shards.prepare(items, now)

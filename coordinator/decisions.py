@@ -91,8 +91,11 @@ def job_reason(state: SessionState, job: Job) -> str:
     if not state.queues.is_leaf(job.queue):
         return f"queue {job.queue} is not a leaf queue; jobs must name a leaf queue"
     if not job.ready_for_scheduling():
-        short = [f"{ps.name}: {ps.alive} of {ps.min_available}" for ps in job.pod_sets.values()
-                 if ps.alive < ps.min_available]
+        short = [
+            f"{ps.name}: {ps.alive} of {ps.min_available}"
+            for ps in job.pod_sets.values()
+            if ps.alive < ps.min_available
+        ]
         return "waiting for the gang's pods to be created (" + ", ".join(short) + ")"
     if job.fit_errors:
         primary = job.fit_errors.get("allocate")
@@ -116,11 +119,18 @@ def _decide_job(state: SessionState, job: Job) -> PodDecision:
 
 
 def _other_pod(state: SessionState, pod: Pod) -> PodDecision:
-    status = {PodState.BINDING: "Binding", PodState.RUNNING: "Running", PodState.PIPELINED: "Pipelined",
-              PodState.RELEASING: "Releasing", PodState.SUCCEEDED: "Succeeded", PodState.FAILED: "Failed",
-              PodState.PENDING: "Pending"}[pod.state]
+    status = {
+        PodState.BINDING: "Binding",
+        PodState.RUNNING: "Running",
+        PodState.PIPELINED: "Pipelined",
+        PodState.RELEASING: "Releasing",
+        PodState.SUCCEEDED: "Succeeded",
+        PodState.FAILED: "Failed",
+        PodState.PENDING: "Pending",
+    }[pod.state]
     reason = ""
     if status == "Pending":
         reason = state.pod_notes.get(pod.key) or (
-            f"scheduled by {pod.scheduler_name}, not by {state.config.schedulerName}")
+            f"scheduled by {pod.scheduler_name}, not by {state.config.schedulerName}"
+        )
     return PodDecision(status, pod.node, pod.gpu_groups, reason)

@@ -65,8 +65,9 @@ class _Leaf:
 
 
 class JobOrder:
-    def __init__(self, queues: QueueState, request_of: RequestOf, victims: bool = False,
-                 allocated_of: RequestOf | None = None) -> None:
+    def __init__(
+        self, queues: QueueState, request_of: RequestOf, victims: bool = False, allocated_of: RequestOf | None = None
+    ) -> None:
         self.queues = queues
         self.request_of = request_of
         self.victims = victims

@@ -88,7 +88,8 @@ class Task:
     def should_allocate(self, real: bool) -> bool:
         """Pending tasks; in simulations also tasks evicted earlier in the same attempt."""
         return self.status is Status.PENDING or (
-            not real and self.status is Status.RELEASING and self.evicted_in_session)
+            not real and self.status is Status.RELEASING and self.evicted_in_session
+        )
 
 
 @dataclass(eq=False, slots=True)
@@ -235,8 +236,7 @@ class Job:
         # Only pod sets with something allocated can give pods back: an empty optional sub-group
         # (minimum 0) sorts first here, and choosing it would offer no victim while still
         # reporting more to come, so the victims queue would offer the same job forever.
-        sets = sorted((ps for ps in self.pod_sets.values() if ps.active_allocated),
-                      key=PodSet.order_key, reverse=True)
+        sets = sorted((ps for ps in self.pod_sets.values() if ps.active_allocated), key=PodSet.order_key, reverse=True)
         surplus = any(ps.active_allocated > ps.min_available for ps in self.pod_sets.values())
         max_sets = 1 if surplus else len(sets)
         chosen: list[Task] = []

@@ -41,8 +41,9 @@ class CapacityVerdict:
 
 
 class QueueState:
-    def __init__(self, tree: QueueTree, fair_share: Array, request: Array, allocated: Array,
-                 allocated_np: Array, total: Array) -> None:
+    def __init__(
+        self, tree: QueueTree, fair_share: Array, request: Array, allocated: Array, allocated_np: Array, total: Array
+    ) -> None:
         self.tree = tree
         self.fair_share = fair_share
         self.request = request
@@ -88,8 +89,9 @@ class QueueState:
                 self.allocated_np[i] += vector
 
     # ------------------------------------------------------------ capacity
-    def check_capacity(self, queue: str, request: Sequence[float] | Array, preemptible: bool,
-                       limits: bool = True) -> CapacityVerdict:
+    def check_capacity(
+        self, queue: str, request: Sequence[float] | Array, preemptible: bool, limits: bool = True
+    ) -> CapacityVerdict:
         """KAI's IsJobOverQueueCapacity: limits at every level, then non-preemptible quota."""
         tree = self.tree
         path = self.path(queue)
@@ -101,9 +103,14 @@ class QueueState:
                         continue
                     if limit < self.allocated[i, r] + amount - 1e-9:
                         name = RESOURCE_NAMES[r]
-                        return CapacityVerdict(False, "OverLimit", (
-                            f"queue {tree.names[i]} would exceed its {name} limit: limit {_fmt(name, limit)}, "
-                            f"allocated {_fmt(name, self.allocated[i, r])}, requested {_fmt(name, amount)}"))
+                        return CapacityVerdict(
+                            False,
+                            "OverLimit",
+                            (
+                                f"queue {tree.names[i]} would exceed its {name} limit: limit {_fmt(name, limit)}, "
+                                f"allocated {_fmt(name, self.allocated[i, r])}, requested {_fmt(name, amount)}"
+                            ),
+                        )
         if preemptible:
             return CapacityVerdict(True)
         for i in path:
@@ -113,10 +120,15 @@ class QueueState:
                     continue
                 if deserved < self.allocated_np[i, r] + amount - 1e-9:
                     name = RESOURCE_NAMES[r]
-                    return CapacityVerdict(False, "NonPreemptibleOverQuota", (
-                        f"non-preemptible job would take queue {tree.names[i]} over its {name} quota: quota "
-                        f"{_fmt(name, deserved)}, non-preemptible allocated {_fmt(name, self.allocated_np[i, r])}, "
-                        f"requested {_fmt(name, amount)}"))
+                    return CapacityVerdict(
+                        False,
+                        "NonPreemptibleOverQuota",
+                        (
+                            f"non-preemptible job would take queue {tree.names[i]} over its {name} quota: quota "
+                            f"{_fmt(name, deserved)}, non-preemptible allocated {_fmt(name, self.allocated_np[i, r])}, "
+                            f"requested {_fmt(name, amount)}"
+                        ),
+                    )
         return CapacityVerdict(True)
 
     # ------------------------------------------------------------ ordering
@@ -132,8 +144,15 @@ class QueueState:
             share = max(share, value)
         return share
 
-    def compare(self, left: int, right: int, left_request: Array, right_request: Array,
-                left_victims: Array | None = None, right_victims: Array | None = None) -> int:
+    def compare(
+        self,
+        left: int,
+        right: int,
+        left_request: Array,
+        right_request: Array,
+        left_victims: Array | None = None,
+        right_victims: Array | None = None,
+    ) -> int:
         """KAI's queue order between two sibling queues, given each one's next job request;
         -1 when ``left`` goes first. Plain floats: this runs several times per pod."""
         tree = self.tree

@@ -62,8 +62,7 @@ class QueueSnapshot:
     allocated_np: Array
 
 
-def victim_chunks(victims: dict[str, list[Task]], jobs: dict[str, Job],
-                  ignore_moved: bool) -> dict[str, list[Array]]:
+def victim_chunks(victims: dict[str, list[Task]], jobs: dict[str, Job], ignore_moved: bool) -> dict[str, list[Array]]:
     """Resources each victim queue gives back, chunked as KAI counts them: pods above a
     pod set's minimum one by one, the pods that make its gang together."""
     by_queue: dict[str, list[Array]] = {}
@@ -95,8 +94,15 @@ def _given_back(tasks: Iterable[Task], ignore_moved: bool) -> Array | None:
     return total
 
 
-def reclaimable(queues: QueueState, frozen: QueueSnapshot, reclaimer_queue: str, request: Array,
-                preemptible: bool, chunks_by_queue: dict[str, list[Array]], multiplier: float = 1.0) -> bool:
+def reclaimable(
+    queues: QueueState,
+    frozen: QueueSnapshot,
+    reclaimer_queue: str,
+    request: Array,
+    preemptible: bool,
+    chunks_by_queue: dict[str, list[Array]],
+    multiplier: float = 1.0,
+) -> bool:
     tree = queues.tree
     reclaimer = tree.index[reclaimer_queue]
     remaining: dict[int, Array] = {}
@@ -124,8 +130,9 @@ def reclaimable(queues: QueueState, frozen: QueueSnapshot, reclaimer_queue: str,
             if sibling == level or tree.parent[sibling] != tree.parent[level]:
                 continue
             resources = involved.get(sibling, set()) | mine_involved
-            if not _saturation_ok(resources, own, queues.fair_share[level], left, queues.fair_share[sibling],
-                                  multiplier):
+            if not _saturation_ok(
+                resources, own, queues.fair_share[level], left, queues.fair_share[sibling], multiplier
+            ):
                 return False
         if not preemptible and not less_equal(frozen.allocated_np[level] + request, tree.deserved[level]):
             return False
@@ -148,8 +155,9 @@ def _involved(amounts: Sequence[Array]) -> set[int]:
     return {r for amount in amounts for r in range(3) if amount[r] > 0}
 
 
-def _fits_strategy(queues: QueueState, frozen: QueueSnapshot, request: Array, mine: int, theirs: int,
-                   left: Array) -> bool:
+def _fits_strategy(
+    queues: QueueState, frozen: QueueSnapshot, request: Array, mine: int, theirs: int, left: Array
+) -> bool:
     if not less_equal(left, queues.allocatable[theirs]):
         return True  # maintain fair share: the victim's queue keeps more than its allocatable share
     deserved = queues.tree.deserved
@@ -158,8 +166,9 @@ def _fits_strategy(queues: QueueState, frozen: QueueSnapshot, request: Array, mi
     return not less_equal(left, deserved[theirs])  # guarantee deserved quota
 
 
-def _saturation_ok(resources: set[int], mine: Array, my_fair: Array, theirs: Array, their_fair: Array,
-                   multiplier: float) -> bool:
+def _saturation_ok(
+    resources: set[int], mine: Array, my_fair: Array, theirs: Array, their_fair: Array, multiplier: float
+) -> bool:
     for r in resources:
         if my_fair[r] == UNLIMITED and their_fair[r] == UNLIMITED:
             continue

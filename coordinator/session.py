@@ -37,8 +37,9 @@ def build_actions(names: Sequence[str]) -> list[Action]:
     return actions
 
 
-def run_session(snapshot: ClusterSnapshot, config: SchedulerConfig, now: float,
-                actions: Sequence[str] | None = None) -> Decisions:
+def run_session(
+    snapshot: ClusterSnapshot, config: SchedulerConfig, now: float, actions: Sequence[str] | None = None
+) -> Decisions:
     state = open_session(snapshot, config, now)
     names = config.effective_actions if actions is None else actions
     stmt = Statement(state.table, state.queues, state.jobs_by_task)

@@ -64,9 +64,9 @@ class SessionState:
         """What a pod placed on table row ``row`` holds of its queue."""
         return accepted_on(task, float(self.table.gpu_mem[row]))
 
-
     def job_request(self, job: Job, real: bool = False) -> np.ndarray:
         """What the job's next tasks to allocate ask of its queue (KAI's job init request)."""
+
         def compute() -> np.ndarray:
             total = np.zeros(3)
             for task in job.tasks_to_allocate(real):
@@ -86,8 +86,13 @@ class SessionState:
         return job.cached("allocated", compute)
 
 
-def open_session(snapshot: ClusterSnapshot, config: SchedulerConfig, now: float,
-                 table: NodeTable | None = None, placer_type: type[Placer] = Placer) -> SessionState:
+def open_session(
+    snapshot: ClusterSnapshot,
+    config: SchedulerConfig,
+    now: float,
+    table: NodeTable | None = None,
+    placer_type: type[Placer] = Placer,
+) -> SessionState:
     """A session over ``table`` (rows that already carry their usage, e.g. from shards), or
     over a table built here from every node and placed pod of the snapshot."""
     ours = [p for p in snapshot.pods if p.scheduler_name == config.schedulerName]
@@ -103,14 +108,23 @@ def open_session(snapshot: ClusterSnapshot, config: SchedulerConfig, now: float,
     tasks: dict[str, Task] = {}
     for pod in ours:
         status = task_status(pod)
-        task = Task(pod, TaskShape.of_pod(pod), status, pod.node, pod.gpu_groups,
-                    original_status=status, original_node=pod.node)
+        task = Task(
+            pod, TaskShape.of_pod(pod), status, pod.node, pod.gpu_groups, original_status=status, original_node=pod.node
+        )
         if pod.node is not None and status.active_used:
             task.accepted = accepted_on(task, device_mib.get(pod.node, 100.0))
         tasks[pod.key] = task
     state = SessionState(
-        config=config, now=now, table=table, placer=_placer(placer_type, table, config), queues=_empty_queues(),
-        jobs={}, tasks=tasks, jobs_by_task={}, all_pods=list(snapshot.pods), min_gpu_memory=min_gpu_memory,
+        config=config,
+        now=now,
+        table=table,
+        placer=_placer(placer_type, table, config),
+        queues=_empty_queues(),
+        jobs={},
+        tasks=tasks,
+        jobs_by_task={},
+        all_pods=list(snapshot.pods),
+        min_gpu_memory=min_gpu_memory,
         placer_type=placer_type,
     )
     _attach_placed_pods(state, snapshot.pods, apply=built_here)
@@ -134,8 +148,9 @@ def rebase_session(state: SessionState, table: NodeTable) -> None:
         for holding in previous:  # placed by this session: hold it again on the new table
             row = table.index[old.names[holding.node]]
             vector = table.schema.vector_from(holding.vector, old.schema)
-            task.holdings.append(table.hold(holding.pod, row, holding.kind, vector, holding.shares,
-                                            holding.created_groups))
+            task.holdings.append(
+                table.hold(holding.pod, row, holding.kind, vector, holding.shares, holding.created_groups)
+            )
     state.table = table
     state.placer = _placer(state.placer_type, table, state.config)
 
@@ -207,7 +222,10 @@ def _build_jobs(state: SessionState, groups: Iterable[PodGroup], ours: list[Pod]
 def _queue_state(state: SessionState, snapshot: ClusterSnapshot) -> QueueState:
     specs = [
         QueueSpec(
-            name=q.name, parent=q.parent, priority=q.priority, created=q.created,
+            name=q.name,
+            parent=q.parent,
+            priority=q.priority,
+            created=q.created,
             deserved=(q.gpu.quota, q.cpu.quota, q.memory.quota),
             over_quota_weight=(q.gpu.over_quota_weight, q.cpu.over_quota_weight, q.memory.over_quota_weight),
             limit=(q.gpu.limit, q.cpu.limit, q.memory.limit),

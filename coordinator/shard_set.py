@@ -73,8 +73,10 @@ class ShardSet:
 
     def _run(self, calls: list[Call]) -> list[Any]:
         """One round: each call, with that shard's waiting deltas applied first."""
-        sent = [self._with_waiting(sid, [(method, args)]) if self._waiting.get(sid) else (sid, method, args)
-                for sid, method, args in calls]
+        sent = [
+            self._with_waiting(sid, [(method, args)]) if self._waiting.get(sid) else (sid, method, args)
+            for sid, method, args in calls
+        ]
         replies = self._send(sent)
         return [reply[-1] if call[1] == "run_batch" else reply for call, reply in zip(sent, replies, strict=True)]
 

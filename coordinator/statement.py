@@ -117,8 +117,9 @@ class Statement:
             if replacement is not None and current is not None:
                 self._swap(task, replacement, current)
             elif current is not None:
-                restored = self.table.hold(current.pod, current.node, current.kind, current.vector,
-                                           current.shares, current.created_groups)
+                restored = self.table.hold(
+                    current.pod, current.node, current.kind, current.vector, current.shares, current.created_groups
+                )
                 task.holdings.append(restored)
 
         self.undo_log.append(undo)

@@ -42,9 +42,15 @@ class KubeApi:
     def __init__(self, client: Any) -> None:
         self.client = client  # kubernetes_asyncio.client.ApiClient
 
-    async def request(self, method: str, path: str, query: Mapping[str, Any] | None = None,
-                      body: Any = None, content_type: str = "application/json",
-                      timeout: float = 30.0) -> Response:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+    ) -> Response:
         """Send one request; non-2xx answers raise KubeError with the server's Status body."""
         raw = await self._call(method, path, query, body, content_type, timeout)
         try:
@@ -81,14 +87,20 @@ class KubeApi:
         finally:
             raw.release()
 
-    async def _call(self, method: str, path: str, query: Mapping[str, Any] | None, body: Any,
-                    content_type: str, timeout: float) -> Any:
+    async def _call(
+        self, method: str, path: str, query: Mapping[str, Any] | None, body: Any, content_type: str, timeout: float
+    ) -> Any:
         params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
         headers = {"Accept": "application/json", "Content-Type": content_type}
         try:
             return await self.client.call_api(
-                path, method, query_params=params, header_params=headers, body=body,
-                auth_settings=["BearerToken"], _preload_content=False,
+                path,
+                method,
+                query_params=params,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
                 _request_timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=timeout),
             )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:

@@ -52,7 +52,8 @@ class Binder:
     async def _bind(self, request: BindRequest) -> BindOutcome:
         namespace, name = request.pod.split("/", 1)
         body = {
-            "apiVersion": "v1", "kind": "Binding",
+            "apiVersion": "v1",
+            "kind": "Binding",
             "metadata": {"name": name, "namespace": namespace, **({"uid": request.uid} if request.uid else {})},
             "target": {"apiVersion": "v1", "kind": "Node", "name": request.node},
         }
@@ -80,8 +81,12 @@ class Binder:
         labels = {"runai-gpu-group": request.gpu_groups[0]}
         labels.update({f"runai-gpu-group/{g}": g for g in request.gpu_groups[1:]})
         try:
-            await self.api.request("PATCH", PODS.item(name, namespace), body={"metadata": {"labels": labels}},
-                                   content_type="application/merge-patch+json")
+            await self.api.request(
+                "PATCH",
+                PODS.item(name, namespace),
+                body={"metadata": {"labels": labels}},
+                content_type="application/merge-patch+json",
+            )
             return True
         except KubeError as exc:
             log.warning("labelling %s with its GPU group failed: %s", request.pod, exc)

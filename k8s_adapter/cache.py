@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from k8s_adapter.api import JSON
 from k8s_adapter.kinds import NODES, POD_GROUPS, PODS, PRIORITY_CLASSES, QUEUES, Kind
@@ -78,11 +79,16 @@ class ClusterCache:
         return f"{meta.get('namespace') or 'default'}/{name}" if kind.namespaced else name
 
     def _store(self, kind: Kind) -> dict[str, object]:
-        stores: dict[str, dict[str, object]] = {
-            NODES.name: self.nodes, PODS.name: self.pods, QUEUES.name: self.queues,  # type: ignore[dict-item]
-            POD_GROUPS.name: self.raw_groups, PRIORITY_CLASSES.name: self.classes,  # type: ignore[dict-item]
+        # The stores hold different record types; callers only add, look up and remove by key.
+        stores: dict[str, Any] = {
+            NODES.name: self.nodes,
+            PODS.name: self.pods,
+            QUEUES.name: self.queues,
+            POD_GROUPS.name: self.raw_groups,
+            PRIORITY_CLASSES.name: self.classes,
         }
-        return stores[kind.name]
+        store: dict[str, object] = stores[kind.name]
+        return store
 
     def _upsert(self, kind: Kind, obj: JSON, key: str) -> None:
         version = _version(obj)
@@ -95,8 +101,11 @@ class ClusterCache:
             elif kind is PODS:
                 pod = self.pods[key] = parse_pod(reader)
                 self.owners[key] = _owner_refs(obj)
-                if not pod.pod_group and pod.scheduler_name == self.scheduler_name and pod.state.value in (
-                        "Pending", "Running"):
+                if (
+                    not pod.pod_group
+                    and pod.scheduler_name == self.scheduler_name
+                    and pod.state.value in ("Pending", "Running")
+                ):
                     self.raw_ungrouped[key] = obj  # the pod grouper needs owners, labels, priority class
                 else:
                     self.raw_ungrouped.pop(key, None)
@@ -140,8 +149,10 @@ class ClusterCache:
             nodes_removed=tuple(self._removed["Node"]),
             pods_upserted=tuple(self._with_group(p) for p in pods),
             pods_removed=tuple(self._removed["Pod"]),
-            queues_upserted=queues_up, queues_removed=queues_down,
-            pod_groups_upserted=groups[0], pod_groups_removed=groups[1],
+            queues_upserted=queues_up,
+            queues_removed=queues_down,
+            pod_groups_upserted=groups[0],
+            pod_groups_removed=groups[1],
         )
         for bucket in (*self._changed.values(), *self._removed.values()):
             bucket.clear()
@@ -170,9 +181,16 @@ class ClusterCache:
             if group_key in self.raw_groups or group_key in out:
                 continue
             priority = self._priority(spec.priority_class_name)
-            out[group_key] = PodGroup(pod.namespace, spec.name, spec.queue, priority, priority < L.PREEMPTIBLE_BELOW,
-                                      min_member=spec.min_member, priority_class_name=spec.priority_class_name,
-                                      created=pod.created)
+            out[group_key] = PodGroup(
+                pod.namespace,
+                spec.name,
+                spec.queue,
+                priority,
+                priority < L.PREEMPTIBLE_BELOW,
+                min_member=spec.min_member,
+                priority_class_name=spec.priority_class_name,
+                created=pod.created,
+            )
         return out
 
     def _priority(self, name: str | None) -> int:
@@ -182,19 +200,34 @@ class ClusterCache:
         return default if default is not None else L.DEFAULT_JOB_PRIORITY
 
     def _resolved_groups(self) -> tuple[tuple[PodGroup, ...], tuple[str, ...]]:
-        if not (self._changed["PodGroup"] or self._removed["PodGroup"] or self._changed["Pod"]
-                or self._removed["Pod"] or self._classes_changed):
+        if not (
+            self._changed["PodGroup"]
+            or self._removed["PodGroup"]
+            or self._changed["Pod"]
+            or self._removed["Pod"]
+            or self._classes_changed
+        ):
             return (), ()
         wanted: dict[str, PodGroup] = {}
         for key, raw in self.raw_groups.items():
             priority = self._priority(raw.priority_class_name)
-            preemptible = priority < L.PREEMPTIBLE_BELOW if raw.preemptibility is None else (
-                raw.preemptibility == "preemptible")
+            preemptible = (
+                priority < L.PREEMPTIBLE_BELOW if raw.preemptibility is None else (raw.preemptibility == "preemptible")
+            )
             wanted[key] = PodGroup(
-                raw.namespace, raw.name, raw.queue or L.DEFAULT_QUEUE, priority, preemptible,
-                min_member=raw.min_member, sub_groups=raw.sub_groups, priority_class_name=raw.priority_class_name,
-                created=raw.created, staleness_grace_seconds=raw.staleness_grace_seconds,
-                stale_since=raw.stale_since, last_start=raw.last_start, uid=raw.uid,
+                raw.namespace,
+                raw.name,
+                raw.queue or L.DEFAULT_QUEUE,
+                priority,
+                preemptible,
+                min_member=raw.min_member,
+                sub_groups=raw.sub_groups,
+                priority_class_name=raw.priority_class_name,
+                created=raw.created,
+                staleness_grace_seconds=raw.staleness_grace_seconds,
+                stale_since=raw.stale_since,
+                last_start=raw.last_start,
+                uid=raw.uid,
             )
         wanted.update(self.implicit_groups())
         upserted = tuple(g for k, g in wanted.items() if self._sent_groups.get(k) != g)

@@ -36,8 +36,9 @@ class EvictionReport:
 
 
 class Evictor:
-    def __init__(self, api: KubeApi, mode: str = "eviction", grace_seconds: int | None = None,
-                 retry_after: float = 5.0) -> None:
+    def __init__(
+        self, api: KubeApi, mode: str = "eviction", grace_seconds: int | None = None, retry_after: float = 5.0
+    ) -> None:
         self.api = api
         self.mode = mode
         self.grace_seconds = grace_seconds
@@ -68,12 +69,18 @@ class Evictor:
         options = {"gracePeriodSeconds": self.grace_seconds} if self.grace_seconds is not None else None
         try:
             if self.mode == "delete":
-                await self.api.request("DELETE", PODS.item(name, namespace),
-                                       body={"apiVersion": "v1", "kind": "DeleteOptions", **(options or {})})
+                await self.api.request(
+                    "DELETE",
+                    PODS.item(name, namespace),
+                    body={"apiVersion": "v1", "kind": "DeleteOptions", **(options or {})},
+                )
             else:
-                body = {"apiVersion": "policy/v1", "kind": "Eviction",
-                        "metadata": {"name": name, "namespace": namespace},
-                        **({"deleteOptions": options} if options else {})}
+                body = {
+                    "apiVersion": "policy/v1",
+                    "kind": "Eviction",
+                    "metadata": {"name": name, "namespace": namespace},
+                    **({"deleteOptions": options} if options else {}),
+                }
                 await self.api.request("POST", PODS.item(name, namespace, "eviction"), body=body)
             return "evicted"
         except KubeError as exc:
@@ -87,12 +94,19 @@ class Evictor:
 
     async def _mark(self, request: EvictRequest, namespace: str, name: str) -> None:
         who = f" for {request.preemptor}" if request.preemptor else ""
-        condition = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-                     "message": f"kai-ray {request.action}{who}",
-                     "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        condition = {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": f"kai-ray {request.action}{who}",
+            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         try:
-            await self.api.request("PATCH", PODS.item(name, namespace, "status"),
-                                   body={"status": {"conditions": [condition]}},
-                                   content_type="application/strategic-merge-patch+json")
+            await self.api.request(
+                "PATCH",
+                PODS.item(name, namespace, "status"),
+                body={"status": {"conditions": [condition]}},
+                content_type="application/strategic-merge-patch+json",
+            )
         except KubeError as exc:
             log.debug("could not mark %s before eviction: %s", request.pod, exc)

@@ -77,24 +77,37 @@ class PodGrouper:
         name = _group_name(named_after.get("metadata") or {})
         top_meta = top.get("metadata") or {}
         labels = {**(meta.get("labels") or {}), **(top_meta.get("labels") or {})}
-        priority_class = (labels.get(L.PRIORITY_CLASS_LABEL) or (pod.get("spec") or {}).get("priorityClassName")
-                          or ("inference" if top_kind in SERVING_KINDS else "train"))
+        priority_class = (
+            labels.get(L.PRIORITY_CLASS_LABEL)
+            or (pod.get("spec") or {}).get("priorityClassName")
+            or ("inference" if top_kind in SERVING_KINDS else "train")
+        )
         group = {
-            "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": namespace, "labels": {"kai.scheduler/created-by": "kai-ray"},
-                         "ownerReferences": [_owner_reference(top, top_kind)]},
-            "spec": {"minMember": 1 if per_pod else gang_size(top_kind, top),
-                     "queue": labels.get(L.QUEUE_LABEL) or labels.get(L.LEGACY_QUEUE_LABEL) or L.DEFAULT_QUEUE,
-                     "priorityClassName": priority_class},
+            "apiVersion": "scheduling.run.ai/v2alpha2",
+            "kind": "PodGroup",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {"kai.scheduler/created-by": "kai-ray"},
+                "ownerReferences": [_owner_reference(top, top_kind)],
+            },
+            "spec": {
+                "minMember": 1 if per_pod else gang_size(top_kind, top),
+                "queue": labels.get(L.QUEUE_LABEL) or labels.get(L.LEGACY_QUEUE_LABEL) or L.DEFAULT_QUEUE,
+                "priorityClassName": priority_class,
+            },
         }
         try:
             await self.api.request("POST", POD_GROUPS.collection(namespace), body=group)
         except KubeError as exc:
             if exc.status != 409:  # already made by an earlier pod of the same workload
                 raise
-        await self.api.request("PATCH", PODS.item(str(meta.get("name")), namespace),
-                               body={"metadata": {"annotations": {L.POD_GROUP_ANNOTATION: name}}},
-                               content_type="application/merge-patch+json")
+        await self.api.request(
+            "PATCH",
+            PODS.item(str(meta.get("name")), namespace),
+            body={"metadata": {"annotations": {L.POD_GROUP_ANNOTATION: name}}},
+            content_type="application/merge-patch+json",
+        )
 
     async def _top_owner(self, obj: JSON, namespace: str) -> tuple[str, JSON]:
         kind, current = "Pod", obj
@@ -104,8 +117,11 @@ class PodGrouper:
                 break
             owner_kind = OWNER_KINDS.get((str(ref.get("apiVersion")), str(ref.get("kind"))))
             if owner_kind is None:
-                return str(ref.get("kind")), {"metadata": {"name": ref.get("name"), "uid": ref.get("uid")},
-                                              "apiVersion": ref.get("apiVersion"), "kind": ref.get("kind")}
+                return str(ref.get("kind")), {
+                    "metadata": {"name": ref.get("name"), "uid": ref.get("uid")},
+                    "apiVersion": ref.get("apiVersion"),
+                    "kind": ref.get("kind"),
+                }
             fetched = await self._get(owner_kind, str(ref.get("name")), namespace)
             if fetched is None:
                 break
@@ -137,6 +153,11 @@ def _controller(obj: JSON) -> dict[str, Any] | None:
 
 def _owner_reference(owner: JSON, kind: str) -> JSON:
     meta = owner.get("metadata") or {}
-    return {"apiVersion": owner.get("apiVersion") or "v1", "kind": owner.get("kind") or kind,
-            "name": meta.get("name"), "uid": meta.get("uid") or "", "controller": False,
-            "blockOwnerDeletion": False}
+    return {
+        "apiVersion": owner.get("apiVersion") or "v1",
+        "kind": owner.get("kind") or kind,
+        "name": meta.get("name"),
+        "uid": meta.get("uid") or "",
+        "controller": False,
+        "blockOwnerDeletion": False,
+    }

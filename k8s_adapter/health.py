@@ -9,8 +9,13 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 
-async def serve(registry: CollectorRegistry, port: int, healthy: Callable[[], bool],
-                ready: Callable[[], bool], host: str = "0.0.0.0") -> web.AppRunner:  # noqa: S104 - a pod serves all
+async def serve(
+    registry: CollectorRegistry,
+    port: int,
+    healthy: Callable[[], bool],
+    ready: Callable[[], bool],
+    host: str = "0.0.0.0",
+) -> web.AppRunner:  # noqa: S104 - a pod serves all
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 

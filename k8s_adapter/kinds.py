@@ -51,6 +51,7 @@ OWNER_KINDS = {
     ("kubeflow.org/v1", "MPIJob"): Kind("MPIJob", "kubeflow.org", "v1", "mpijobs", True),
     ("ray.io/v1", "RayJob"): Kind("RayJob", "ray.io", "v1", "rayjobs", True),
     ("ray.io/v1", "RayCluster"): Kind("RayCluster", "ray.io", "v1", "rayclusters", True),
-    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"):
-        Kind("LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", True),
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): Kind(
+        "LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", True
+    ),
 }

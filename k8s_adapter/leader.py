@@ -39,8 +39,9 @@ class Leadership:
     def renewed(self) -> None:
         self._last_renew = time.monotonic()
 
-    async def campaign(self, api_client: Any, name: str, namespace: str, renew_deadline: float | None = None,
-                       retry_period: float = 2.0) -> None:
+    async def campaign(
+        self, api_client: Any, name: str, namespace: str, renew_deadline: float | None = None, retry_period: float = 2.0
+    ) -> None:
         """Take part in the election forever; ``leading`` follows the outcome. The renew deadline
         defaults to 70% of the lease, as kube-scheduler's 10 s of 15 s."""
         if renew_deadline is None:
@@ -73,13 +74,24 @@ class Leadership:
             log.warning("%s lost the lease", self.identity)
 
         # Invalid timings fail here, loudly, instead of silently ending the election task.
-        electionconfig.Config(LeaseLock(name, namespace, self.identity, api_client), self.lease_duration,
-                              renew_deadline, retry_period, lead, stop)
+        electionconfig.Config(
+            LeaseLock(name, namespace, self.identity, api_client),
+            self.lease_duration,
+            renew_deadline,
+            retry_period,
+            lead,
+            stop,
+        )
         while True:
             lock = LeaseLock(name, namespace, self.identity, api_client)
-            config = electionconfig.Config(lock, lease_duration=self.lease_duration, renew_deadline=renew_deadline,
-                                           retry_period=retry_period, onstarted_leading=lead,
-                                           onstopped_leading=stop)
+            config = electionconfig.Config(
+                lock,
+                lease_duration=self.lease_duration,
+                renew_deadline=renew_deadline,
+                retry_period=retry_period,
+                onstarted_leading=lead,
+                onstopped_leading=stop,
+            )
             try:
                 await TrackedElection(config).run()
             except asyncio.CancelledError:

@@ -40,8 +40,16 @@ class ReflectorStats:
 
 
 class Reflector:
-    def __init__(self, api: KubeApi, kind: Kind, on_list: ListSink, on_event: EventSink,
-                 watch_seconds: int = 300, page_size: int = 500, max_backoff: float = 30.0) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        kind: Kind,
+        on_list: ListSink,
+        on_event: EventSink,
+        watch_seconds: int = 300,
+        page_size: int = 500,
+        max_backoff: float = 30.0,
+    ) -> None:
         self.api = api
         self.kind = kind
         self.on_list = on_list
@@ -93,8 +101,7 @@ class Reflector:
         token: str | None = None
         version = ""
         while True:
-            reply = await self.api.request("GET", self.kind.collection(), {"limit": self.page_size,
-                                                                           "continue": token})
+            reply = await self.api.request("GET", self.kind.collection(), {"limit": self.page_size, "continue": token})
             items.extend(reply.body.get("items") or [])
             meta = reply.body.get("metadata") or {}
             version = str(meta.get("resourceVersion") or version)
@@ -109,8 +116,7 @@ class Reflector:
     async def _watch(self, version: str) -> str:
         self.stats.watches += 1
         timeout = self.watch_seconds + random.randint(0, max(1, self.watch_seconds // 10))
-        query = {"watch": True, "resourceVersion": version, "allowWatchBookmarks": True,
-                 "timeoutSeconds": timeout}
+        query = {"watch": True, "resourceVersion": version, "allowWatchBookmarks": True, "timeoutSeconds": timeout}
         try:
             async with asyncio.timeout(timeout + 30):
                 async for event in self.api.stream(self.kind.collection(), query, timeout + 15):

@@ -51,18 +51,32 @@ class LoopState:
 
 
 class SchedulerLoop:
-    def __init__(self, api: KubeApi, cache: ClusterCache, coordinator_factory: Callable[[int], CoordinatorLike],
-                 registry: CollectorRegistry, leadership: Leadership, period: float = 1.0,
-                 eviction_mode: str = "eviction", sync_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        cache: ClusterCache,
+        coordinator_factory: Callable[[int], CoordinatorLike],
+        registry: CollectorRegistry,
+        leadership: Leadership,
+        period: float = 1.0,
+        eviction_mode: str = "eviction",
+        sync_timeout: float = 30.0,
+    ) -> None:
         self.api = api
         self.cache = cache
         self.coordinator_factory = coordinator_factory
         self.coordinator: CoordinatorLike | None = None
         self.metrics = SchedulerMetrics(registry)
-        self.errors = Counter("kai_ray_loop_errors", "Scheduler loop steps that failed, by step.", ["step"],
-                              registry=registry)
-        self.step_seconds = Histogram("kai_ray_loop_step_duration_seconds", "Time per scheduler loop step.",
-                                      ["step"], buckets=SECONDS_BUCKETS, registry=registry)
+        self.errors = Counter(
+            "kai_ray_loop_errors", "Scheduler loop steps that failed, by step.", ["step"], registry=registry
+        )
+        self.step_seconds = Histogram(
+            "kai_ray_loop_step_duration_seconds",
+            "Time per scheduler loop step.",
+            ["step"],
+            buckets=SECONDS_BUCKETS,
+            registry=registry,
+        )
         self.leadership = leadership
         self.period = period
         self.sync_timeout = sync_timeout
@@ -105,12 +119,14 @@ class SchedulerLoop:
 
     async def _wait_for_sync(self) -> None:
         try:
-            await asyncio.wait_for(asyncio.gather(*(r.stats.synced.wait() for r in self.reflectors)),
-                                   self.sync_timeout)
+            await asyncio.wait_for(asyncio.gather(*(r.stats.synced.wait() for r in self.reflectors)), self.sync_timeout)
         except TimeoutError:
             missing = [r.kind.plural for r in self.reflectors if not r.stats.synced.is_set()]
-            log.error("not all watches synced within %ss (missing: %s); scheduling with what is known",
-                      self.sync_timeout, ", ".join(missing))
+            log.error(
+                "not all watches synced within %ss (missing: %s); scheduling with what is known",
+                self.sync_timeout,
+                ", ".join(missing),
+            )
         self.state.synced = True
 
     async def iterate(self) -> None:
@@ -169,8 +185,10 @@ class SchedulerLoop:
         if not self.leadership.is_leader():  # fencing: the lease may have moved during the cycle
             await self._locked(coordinator.bind_failed, [b.pod for b in outcome.binds])
             return
-        requests = [BindRequest(b.pod, self.cache.pods[b.pod].uid if b.pod in self.cache.pods else "", b.node,
-                                b.gpu_groups) for b in outcome.binds]
+        requests = [
+            BindRequest(b.pod, self.cache.pods[b.pod].uid if b.pod in self.cache.pods else "", b.node, b.gpu_groups)
+            for b in outcome.binds
+        ]
         results = await self.binder.bind_all(requests)
         failed = [r.pod for r in results if not r.ok]
         if failed:

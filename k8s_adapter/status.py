@@ -36,8 +36,14 @@ def _reason_code(reason: str) -> str:
 
 
 class StatusWriter:
-    def __init__(self, api: KubeApi, reporter: str = "kai-ray", node_pool: str = "default",
-                 concurrency: int = 16, report_after: float = 2.0) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        reporter: str = "kai-ray",
+        node_pool: str = "default",
+        concurrency: int = 16,
+        report_after: float = 2.0,
+    ) -> None:
         self.api = api
         self.reporter = reporter
         self.node_pool = node_pool
@@ -82,25 +88,45 @@ class StatusWriter:
             self.last.pop(key, None)
 
     async def _patch_condition(self, namespace: str, name: str, reason: str) -> None:
-        conditions = [] if not reason else [{
-            "type": CONDITION, "nodePool": self.node_pool, "status": "True", "lastTransitionTime": _now(),
-            "transitionID": str(uuid.uuid4())[:8],
-            "reasons": [{"reason": _reason_code(reason), "message": reason[:MAX_MESSAGE]}],
-        }]
-        await self.api.request("PATCH", POD_GROUPS.item(name, namespace, "status"),
-                               body={"status": {"schedulingConditions": conditions}},
-                               content_type="application/merge-patch+json")
+        conditions = (
+            []
+            if not reason
+            else [
+                {
+                    "type": CONDITION,
+                    "nodePool": self.node_pool,
+                    "status": "True",
+                    "lastTransitionTime": _now(),
+                    "transitionID": str(uuid.uuid4())[:8],
+                    "reasons": [{"reason": _reason_code(reason), "message": reason[:MAX_MESSAGE]}],
+                }
+            ]
+        )
+        await self.api.request(
+            "PATCH",
+            POD_GROUPS.item(name, namespace, "status"),
+            body={"status": {"schedulingConditions": conditions}},
+            content_type="application/merge-patch+json",
+        )
 
     async def _event(self, namespace: str, name: str, reason: str) -> None:
         event = {
-            "apiVersion": "v1", "kind": "Event",
+            "apiVersion": "v1",
+            "kind": "Event",
             "metadata": {"generateName": f"{name}.", "namespace": namespace},
-            "involvedObject": {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "name": name,
-                               "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": "scheduling.run.ai/v2alpha2",
+                "kind": "PodGroup",
+                "name": name,
+                "namespace": namespace,
+            },
             "reason": "Unschedulable" if reason else "Scheduled",
             "message": (reason or "the pod group is scheduled")[:MAX_MESSAGE],
             "type": "Warning" if reason else "Normal",
-            "source": {"component": self.reporter}, "reportingComponent": self.reporter,
-            "firstTimestamp": _now(), "lastTimestamp": _now(), "count": 1,
+            "source": {"component": self.reporter},
+            "reportingComponent": self.reporter,
+            "firstTimestamp": _now(),
+            "lastTimestamp": _now(),
+            "count": 1,
         }
         await self.api.request("POST", EVENTS.collection(namespace), body=event)

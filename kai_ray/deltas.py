@@ -19,13 +19,25 @@ class ClusterDeltas:
     pod_groups_removed: tuple[str, ...] = ()  # "namespace/name"
 
     def __bool__(self) -> bool:
-        return any((self.nodes_upserted, self.nodes_removed, self.pods_upserted, self.pods_removed,
-                    self.queues_upserted, self.queues_removed, self.pod_groups_upserted, self.pod_groups_removed))
+        return any(
+            (
+                self.nodes_upserted,
+                self.nodes_removed,
+                self.pods_upserted,
+                self.pods_removed,
+                self.queues_upserted,
+                self.queues_removed,
+                self.pod_groups_upserted,
+                self.pod_groups_removed,
+            )
+        )
 
     @staticmethod
     def of_snapshot(snapshot: ClusterSnapshot) -> ClusterDeltas:
         """Everything in a snapshot, as additions."""
         return ClusterDeltas(
-            nodes_upserted=snapshot.nodes, pods_upserted=snapshot.pods, queues_upserted=snapshot.queues,
+            nodes_upserted=snapshot.nodes,
+            pods_upserted=snapshot.pods,
+            queues_upserted=snapshot.queues,
             pod_groups_upserted=snapshot.pod_groups,
         )

@@ -15,8 +15,17 @@ from kai_ray.model import Pod
 _PER_POD_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "Service"}
 # Distributed workloads: their gang size comes from the owner's spec, which only the pod
 # grouper (with API access) can read, so they are not grouped implicitly.
-GANG_KINDS = {"PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "JAXJob", "JobSet", "RayCluster", "RayJob",
-              "LeaderWorkerSet"}
+GANG_KINDS = {
+    "PyTorchJob",
+    "MPIJob",
+    "TFJob",
+    "XGBoostJob",
+    "JAXJob",
+    "JobSet",
+    "RayCluster",
+    "RayJob",
+    "LeaderWorkerSet",
+}
 
 
 def needs_pod_grouper(owners: tuple[OwnerRef, ...]) -> bool:
@@ -48,8 +57,7 @@ def implicit_group(pod: Pod, owners: tuple[OwnerRef, ...]) -> ImplicitGroup:
     preemptibility = pod.labels.get(L.PREEMPTIBILITY_LABEL) or None
     if top is None or top.kind in _PER_POD_KINDS:
         return ImplicitGroup(_name(pod.name, pod.uid), 1, queue, pod.priority_class_name, preemptibility)
-    return ImplicitGroup(_name(top.name, top.uid), top.min_member or 1, queue, pod.priority_class_name,
-                         preemptibility)
+    return ImplicitGroup(_name(top.name, top.uid), top.min_member or 1, queue, pod.priority_class_name, preemptibility)
 
 
 def _project_queue(pod: Pod) -> str | None:

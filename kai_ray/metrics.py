@@ -30,47 +30,71 @@ class SchedulerMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
         self.attempts = Counter(
-            "scheduler_schedule_attempts", "Pods the scheduler tried to place, by result "
-            "(scheduled, unschedulable, error).", ["result", "profile"], registry=registry)
+            "scheduler_schedule_attempts",
+            "Pods the scheduler tried to place, by result (scheduled, unschedulable, error).",
+            ["result", "profile"],
+            registry=registry,
+        )
         self.attempt_duration = Histogram(
-            "scheduler_scheduling_attempt_duration_seconds", "Scheduling cycle time per attempt result.",
-            ["result", "profile"], buckets=SECONDS_BUCKETS, registry=registry)
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling cycle time per attempt result.",
+            ["result", "profile"],
+            buckets=SECONDS_BUCKETS,
+            registry=registry,
+        )
         self.pending = Gauge("scheduler_pending_pods", "Pending pods by leaf queue.", ["queue"], registry=registry)
-        self.fair_share_gpu = Gauge("kai_queue_fair_share_gpu", "KAI: queue fair share of GPUs.",
-                                    ["queue_name"], registry=registry)
-        self.fair_share_cpu = Gauge("kai_queue_fair_share_cpu_cores", "KAI: queue fair share of CPU cores.",
-                                    ["queue_name"], registry=registry)
-        self.fair_share_memory = Gauge("kai_queue_fair_share_memory_gb", "KAI: queue fair share of memory (GB).",
-                                       ["queue_name"], registry=registry)
-        self.allocated_gpu = Gauge("kai_queue_allocated_gpus", "KAI: GPUs allocated to the queue.",
-                                   ["queue_name"], registry=registry)
-        self.allocated_cpu = Gauge("kai_queue_allocated_cpu_cores", "KAI: CPU cores allocated to the queue.",
-                                   ["queue_name"], registry=registry)
-        self.allocated_memory = Gauge("kai_queue_allocated_memory_bytes", "KAI: memory allocated to the queue.",
-                                      ["queue_name"], registry=registry)
-        self.queue_share = Gauge("kai_ray_queue_fair_share", "Queue fair share in base units "
-                                 "(gpu devices, cpu cores, memory bytes).", ["queue", "resource"], registry=registry)
-        self.queue_allocated = Gauge("kai_ray_queue_allocated", "Queue allocation in base units.",
-                                     ["queue", "resource"], registry=registry)
-        self.cycle_duration = Histogram("kai_ray_cycle_duration_seconds", "Wall time of one scheduling cycle.",
-                                        buckets=SECONDS_BUCKETS, registry=registry)
-        self.session_duration = Histogram("kai_ray_session_duration_seconds", "Wall time of the actions.",
-                                          buckets=SECONDS_BUCKETS, registry=registry)
-        self.commit_duration = Histogram("kai_ray_gang_commit_duration_seconds",
-                                         "Prepare plus commit/abort of one cycle's gangs across shards.",
-                                         buckets=SECONDS_BUCKETS, registry=registry)
-        self.prepares = Counter("kai_ray_reservation_prepares", "Gang reservations prepared on the shards.",
-                                registry=registry)
-        self.aborts = Counter("kai_ray_reservation_aborts", "Gang reservations aborted (a shard refused).",
-                              registry=registry)
-        self.shard_calls = Counter("kai_ray_shard_calls", "Calls from the coordinator to shards.",
-                                   registry=registry)
-        self.candidates = Gauge("kai_ray_candidate_nodes", "Nodes the last session considered.",
-                                registry=registry)
-        self.evictions = Counter("kai_ray_evicted_pods", "Pods evicted, by action.", ["action"],
-                                 registry=registry)
-        self.binds = Counter("kai_ray_binds", "Bind requests by result (ok, failed).", ["result"],
-                             registry=registry)
+        self.fair_share_gpu = Gauge(
+            "kai_queue_fair_share_gpu", "KAI: queue fair share of GPUs.", ["queue_name"], registry=registry
+        )
+        self.fair_share_cpu = Gauge(
+            "kai_queue_fair_share_cpu_cores", "KAI: queue fair share of CPU cores.", ["queue_name"], registry=registry
+        )
+        self.fair_share_memory = Gauge(
+            "kai_queue_fair_share_memory_gb", "KAI: queue fair share of memory (GB).", ["queue_name"], registry=registry
+        )
+        self.allocated_gpu = Gauge(
+            "kai_queue_allocated_gpus", "KAI: GPUs allocated to the queue.", ["queue_name"], registry=registry
+        )
+        self.allocated_cpu = Gauge(
+            "kai_queue_allocated_cpu_cores", "KAI: CPU cores allocated to the queue.", ["queue_name"], registry=registry
+        )
+        self.allocated_memory = Gauge(
+            "kai_queue_allocated_memory_bytes", "KAI: memory allocated to the queue.", ["queue_name"], registry=registry
+        )
+        self.queue_share = Gauge(
+            "kai_ray_queue_fair_share",
+            "Queue fair share in base units (gpu devices, cpu cores, memory bytes).",
+            ["queue", "resource"],
+            registry=registry,
+        )
+        self.queue_allocated = Gauge(
+            "kai_ray_queue_allocated", "Queue allocation in base units.", ["queue", "resource"], registry=registry
+        )
+        self.cycle_duration = Histogram(
+            "kai_ray_cycle_duration_seconds",
+            "Wall time of one scheduling cycle.",
+            buckets=SECONDS_BUCKETS,
+            registry=registry,
+        )
+        self.session_duration = Histogram(
+            "kai_ray_session_duration_seconds", "Wall time of the actions.", buckets=SECONDS_BUCKETS, registry=registry
+        )
+        self.commit_duration = Histogram(
+            "kai_ray_gang_commit_duration_seconds",
+            "Prepare plus commit/abort of one cycle's gangs across shards.",
+            buckets=SECONDS_BUCKETS,
+            registry=registry,
+        )
+        self.prepares = Counter(
+            "kai_ray_reservation_prepares", "Gang reservations prepared on the shards.", registry=registry
+        )
+        self.aborts = Counter(
+            "kai_ray_reservation_aborts", "Gang reservations aborted (a shard refused).", registry=registry
+        )
+        self.shard_calls = Counter("kai_ray_shard_calls", "Calls from the coordinator to shards.", registry=registry)
+        self.candidates = Gauge("kai_ray_candidate_nodes", "Nodes the last session considered.", registry=registry)
+        self.evictions = Counter("kai_ray_evicted_pods", "Pods evicted, by action.", ["action"], registry=registry)
+        self.binds = Counter("kai_ray_binds", "Bind requests by result (ok, failed).", ["result"], registry=registry)
 
     def observe_cycle(self, result: CycleResult, profile: str = "kai-scheduler") -> None:
         stats = result.stats

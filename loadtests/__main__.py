@@ -33,13 +33,23 @@ def targets(rows: Sequence[BenchRow], quick: bool) -> list[tuple[str, str, bool]
     out = []
     basic = best(f"SchedulingBasic {sizes.basic[0]:,} nodes")
     if basic is not None:
-        out.append((f">= 10,000 pods/s at {sizes.basic[0]:,} nodes", f"{basic.pods_per_second:,.0f} ({basic.system})",
-                    basic.pods_per_second >= 10_000))
+        out.append(
+            (
+                f">= 10,000 pods/s at {sizes.basic[0]:,} nodes",
+                f"{basic.pods_per_second:,.0f} ({basic.system})",
+                basic.pods_per_second >= 10_000,
+            )
+        )
         out.append((">= 5x the baseline", f"{basic.ratio or 0:.1f}x", (basic.ratio or 0) >= 5))
     large = best(f"SchedulingBasic {sizes.large[0]:,} nodes")
     if large is not None:
-        out.append((f">= 5,000 pods/s at {sizes.large[0]:,} nodes", f"{large.pods_per_second:,.0f} ({large.system})",
-                    large.pods_per_second >= 5_000))
+        out.append(
+            (
+                f">= 5,000 pods/s at {sizes.large[0]:,} nodes",
+                f"{large.pods_per_second:,.0f} ({large.system})",
+                large.pods_per_second >= 5_000,
+            )
+        )
         heaviest = max(r.rss_bytes for r in rows if r.workload == large.workload and r.system.startswith("kai-ray"))
         out.append((f"RSS < 2 GB at {sizes.large[0]:,} nodes", f"{heaviest / 2**30:.2f} GB", heaviest < 2 * 2**30))
     fill = best("KAI fill")
@@ -49,8 +59,9 @@ def targets(rows: Sequence[BenchRow], quick: bool) -> list[tuple[str, str, bool]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtests", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtests", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of every workload")
     parser.add_argument("--json", metavar="FILE", help="also write every row and the targets as JSON")
     args = parser.parse_args(argv)
@@ -64,8 +75,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{'met    ' if met else 'not met'}  {target}: {measured}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
-            json.dump({"rows": [r.to_json() for r in rows],
-                       "targets": [{"target": t, "measured": m, "met": ok} for t, m, ok in checked]}, out, indent=1)
+            json.dump(
+                {
+                    "rows": [r.to_json() for r in rows],
+                    "targets": [{"target": t, "measured": m, "met": ok} for t, m, ok in checked],
+                },
+                out,
+                indent=1,
+            )
     disagreeing = flagged(rows)
     if disagreeing:
         print(f"{len(disagreeing)} rows disagree with their baseline or left pods unplaced", file=sys.stderr)

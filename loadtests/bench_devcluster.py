@@ -39,16 +39,35 @@ async def run(nodes: int, pods: int, rate: float, period: float) -> LoadReport:
     with tempfile.TemporaryDirectory() as tmp:
         kubeconfig = str(Path(tmp) / "kubeconfig")
         server = subprocess.Popen(
-            [sys.executable, "-m", "kai_ray", "dev-cluster", "--port", str(_free_port()), "--nodes", str(nodes),
-             "--kubeconfig-out", kubeconfig], stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "kai_ray",
+                "dev-cluster",
+                "--port",
+                str(_free_port()),
+                "--nodes",
+                str(nodes),
+                "--kubeconfig-out",
+                kubeconfig,
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             assert server.stderr is not None
             server.stderr.readline()  # "dev cluster at ..." once it serves
             scheduler_api, driver_api = await connect(kubeconfig), await connect(kubeconfig)
             registry = CollectorRegistry()
             config = SchedulerConfig()
-            loop = SchedulerLoop(scheduler_api, ClusterCache(), lambda _: in_process_coordinator(config),
-                                 registry, Leadership(enabled=False), period=period)
+            loop = SchedulerLoop(
+                scheduler_api,
+                ClusterCache(),
+                lambda _: in_process_coordinator(config),
+                registry,
+                Leadership(enabled=False),
+                period=period,
+            )
             scheduler = asyncio.create_task(loop.run())
             try:
                 # One GPU per pod: the default 1,000 synthetic nodes hold 5,200 GPUs, so every pod fits

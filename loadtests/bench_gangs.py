@@ -120,15 +120,24 @@ def measure(system: str, coordinator: Coordinator, shards: TimedShardSet, worklo
     unplaced = workload.gangs - len(run.gang_latency)
     commit_ms = np.percentile(run.commit_seconds, [50, 99]) * 1000
     gang_p50 = np.percentile(list(run.gang_latency.values()) or [0.0], 50) * 1000
-    notes = (f"prepares/gang {run.prepared / workload.gangs:.2f}, aborts/gang {run.aborted / workload.gangs:.2f}; "
-             f"commit/cycle p50 {commit_ms[0]:.1f} ms p99 {commit_ms[1]:.1f} ms (one batch per cycle); "
-             f"gang bound after p50 {gang_p50:.1f} ms; "
-             f"shard calls/cycle {np.mean(run.shard_calls):.1f}; {len(run.cycle_seconds)} cycles; "
-             f"apply {run.apply_seconds:.2f} s")
+    notes = (
+        f"prepares/gang {run.prepared / workload.gangs:.2f}, aborts/gang {run.aborted / workload.gangs:.2f}; "
+        f"commit/cycle p50 {commit_ms[0]:.1f} ms p99 {commit_ms[1]:.1f} ms (one batch per cycle); "
+        f"gang bound after p50 {gang_p50:.1f} ms; "
+        f"shard calls/cycle {np.mean(run.shard_calls):.1f}; {len(run.cycle_seconds)} cycles; "
+        f"apply {run.apply_seconds:.2f} s"
+    )
     if partial or unplaced:
         notes += f"; PARTIAL GANGS {partial}, UNPLACED GANGS {unplaced}"
-    row = BenchRow(workload.label, system, pods=sum(run.binds_per_gang.values()), seconds=sum(run.cycle_seconds),
-                   latencies=list(run.gang_latency.values()), rss_bytes=rss_bytes(), notes=notes)
+    row = BenchRow(
+        workload.label,
+        system,
+        pods=sum(run.binds_per_gang.values()),
+        seconds=sum(run.cycle_seconds),
+        latencies=list(run.gang_latency.values()),
+        rss_bytes=rss_bytes(),
+        notes=notes,
+    )
     return GangRow(row, run)
 
 
@@ -138,8 +147,11 @@ class GangRow:
     run: GangRun
 
 
-def in_process(config: SchedulerConfig, shards: int, kind: type[Coordinator] = Coordinator,
-               ) -> tuple[Coordinator, TimedShardSet]:
+def in_process(
+    config: SchedulerConfig,
+    shards: int,
+    kind: type[Coordinator] = Coordinator,
+) -> tuple[Coordinator, TimedShardSet]:
     shard_set = TimedShardSet(InProcessShards([Shard(i, placement_policy(config)) for i in range(shards)]))
     return kind(config, shard_set), shard_set
 
@@ -159,8 +171,7 @@ def run(quick: bool) -> list[BenchRow]:
     workload = gang_workload(sizes["nodes"], sizes["gangs"], sizes["waves"])
     config = SchedulerConfig()
     systems: list[tuple[str, Callable[[], tuple[Coordinator, TimedShardSet]]]] = [
-        ("baseline: per-pod full scan of every node, in-process",
-         lambda: in_process(config, 1, FullScanCoordinator)),
+        ("baseline: per-pod full scan of every node, in-process", lambda: in_process(config, 1, FullScanCoordinator)),
         ("kai-ray: in-process, 1 shard", lambda: in_process(config, 1)),
         (f"kai-ray: coordinator in driver, {RAY_SHARDS} Ray shard actors", lambda: on_ray_actors(config, RAY_SHARDS)),
     ]
@@ -178,8 +189,12 @@ def run(quick: bool) -> list[BenchRow]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return bench_main(argv, __doc__, run, footer="p99 ms = per gang: from the start of the cycle that first saw "
-                                                 "the gang until its commit returned")
+    return bench_main(
+        argv,
+        __doc__,
+        run,
+        footer="p99 ms = per gang: from the start of the cycle that first saw the gang until its commit returned",
+    )
 
 
 if __name__ == "__main__":

@@ -54,8 +54,14 @@ def bench_propose(nodes: int, pods: int) -> list[BenchRow]:
 
     started = time.perf_counter()
     reply = shard.propose(ProposeRequest(shapes, pods))
-    batched = BenchRow(workload, "kai-ray (one batched propose)", pods, time.perf_counter() - started,
-                       [time.perf_counter() - started], rss_bytes())
+    batched = BenchRow(
+        workload,
+        "kai-ray (one batched propose)",
+        pods,
+        time.perf_counter() - started,
+        [time.perf_counter() - started],
+        rss_bytes(),
+    )
 
     latencies = []
     for pod in batch:
@@ -86,22 +92,25 @@ def bench_placement(nodes: int, pods: int) -> list[BenchRow]:
     return rows
 
 
-def _compare_batch(indexed: Placer, scanned: FullScanPlacer, batch: Sequence[PendingPod],
-                   workload: str) -> list[BenchRow]:
+def _compare_batch(
+    indexed: Placer, scanned: FullScanPlacer, batch: Sequence[PendingPod], workload: str
+) -> list[BenchRow]:
     ours, our_choices = _place_one_by_one(indexed, batch, workload, "kai-ray (ShapeIndex per shape)")
     theirs, their_choices = _place_one_by_one(scanned, batch, workload, "baseline (per-pod full scan)")
     for pod, mine, other in zip(batch, our_choices, their_choices, strict=True):
         if mine != other:
             raise AssertionError(f"{pod.key}: the index chose {mine}, the full scan {other}")
     compare([ours, theirs], theirs)
-    ours.notes = (f"{_per_pod_us(ours, len(batch)):.0f} µs/pod; {ours.pods} of {len(batch)} placed, "
-                  "same choices as baseline")
+    ours.notes = (
+        f"{_per_pod_us(ours, len(batch)):.0f} µs/pod; {ours.pods} of {len(batch)} placed, same choices as baseline"
+    )
     theirs.notes = f"{_per_pod_us(theirs, len(batch)):.0f} µs/pod"
     return [ours, theirs]
 
 
-def _place_one_by_one(placer: Placer, batch: Sequence[PendingPod], workload: str,
-                      system: str) -> tuple[BenchRow, list[Choice | None]]:
+def _place_one_by_one(
+    placer: Placer, batch: Sequence[PendingPod], workload: str, system: str
+) -> tuple[BenchRow, list[Choice | None]]:
     """Best node for each pod in turn, held on the table before the next pod is placed."""
     table = placer.table
     choices: list[Choice | None] = []

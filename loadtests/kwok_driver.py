@@ -42,9 +42,11 @@ class LoadReport:
     errors: list[str] = field(default_factory=list)
 
     def text(self) -> str:
-        return (f"nodes {self.nodes}, pods {self.pods}, bound {self.bound} in {self.seconds:.1f}s: "
-                f"{self.pods_per_second:.0f} pods/s, created->bound p50 {self.latency_p50 * 1000:.0f} ms, "
-                f"p99 {self.latency_p99 * 1000:.0f} ms, partial gangs {self.partial_gangs} of {self.groups}")
+        return (
+            f"nodes {self.nodes}, pods {self.pods}, bound {self.bound} in {self.seconds:.1f}s: "
+            f"{self.pods_per_second:.0f} pods/s, created->bound p50 {self.latency_p50 * 1000:.0f} ms, "
+            f"p99 {self.latency_p99 * 1000:.0f} ms, partial gangs {self.partial_gangs} of {self.groups}"
+        )
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -54,8 +56,9 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def job_mix(pods: int, seed: int, queues: Sequence[str],
-            gpu_choices: Sequence[int] = GPU_CHOICES) -> list[tuple[str, str, int, int]]:
+def job_mix(
+    pods: int, seed: int, queues: Sequence[str], gpu_choices: Sequence[int] = GPU_CHOICES
+) -> list[tuple[str, str, int, int]]:
     """(name, queue, pods, gpus per pod) until ``pods`` pods are planned."""
     rng = random.Random(seed)
     jobs: list[tuple[str, str, int, int]] = []
@@ -69,39 +72,67 @@ def job_mix(pods: int, seed: int, queues: Sequence[str],
 
 def _queue(name: str, parent: str | None) -> dict[str, Any]:
     open_quota = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
-    spec: dict[str, Any] = {"resources": {"gpu": {"quota": 0, "limit": -1, "overQuotaWeight": 1},
-                                          "cpu": open_quota, "memory": open_quota}}
+    spec: dict[str, Any] = {
+        "resources": {"gpu": {"quota": 0, "limit": -1, "overQuotaWeight": 1}, "cpu": open_quota, "memory": open_quota}
+    }
     if parent:
         spec["parentQueue"] = parent
     return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
 
 
-def _job_objects(name: str, queue: str, size: int, gpus: int, run_seconds: int | None,
-                 tolerate_kwok: bool) -> list[tuple[str, dict[str, Any]]]:
-    group = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": name},
-             "spec": {"minMember": size, "queue": queue}}
+def _job_objects(
+    name: str, queue: str, size: int, gpus: int, run_seconds: int | None, tolerate_kwok: bool
+) -> list[tuple[str, dict[str, Any]]]:
+    group = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": size, "queue": queue},
+    }
     objects = [(f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NAMESPACE}/podgroups", group)]
     for i in range(size):
         annotations = {"pod-group-name": name}
         if run_seconds:
             annotations["kai-ray.dev/run-seconds"] = str(run_seconds)
-        spec: dict[str, Any] = {"schedulerName": "kai-scheduler", "containers": [{
-            "name": "main", "image": "registry.k8s.io/pause:3.9",
-            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": str(gpus)}}}]}
+        spec: dict[str, Any] = {
+            "schedulerName": "kai-scheduler",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.9",
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": str(gpus)}},
+                }
+            ],
+        }
         if tolerate_kwok:
             spec["tolerations"] = [FAKE_TOLERATION]
-        pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": f"{name}-{i}", "annotations": annotations, "labels": {"kai.scheduler/queue": queue,
-                                                                                           "app": "kai-ray-load"}},
-               "spec": spec}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{name}-{i}",
+                "annotations": annotations,
+                "labels": {"kai.scheduler/queue": queue, "app": "kai-ray-load"},
+            },
+            "spec": spec,
+        }
         objects.append((f"/api/v1/namespaces/{NAMESPACE}/pods", pod))
     return objects
 
 
 class Driver:
-    def __init__(self, api: KubeApi, pods: int, rate: float, seed: int = 1, create_nodes: int = 0,
-                 run_seconds: int | None = None, tolerate_kwok: bool = False, timeout: float = 300.0,
-                 gpu_choices: Sequence[int] = GPU_CHOICES) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        pods: int,
+        rate: float,
+        seed: int = 1,
+        create_nodes: int = 0,
+        run_seconds: int | None = None,
+        tolerate_kwok: bool = False,
+        timeout: float = 300.0,
+        gpu_choices: Sequence[int] = GPU_CHOICES,
+    ) -> None:
         self.api = api
         self.pods = pods
         self.rate = rate
@@ -137,9 +168,19 @@ class Driver:
                 bound_per_group[group] = bound_per_group.get(group, 0) + 1
         partial = sum(1 for g, n in bound_per_group.items() if 0 < n < self.group_size[g])
         nodes = await self._count_nodes()
-        return LoadReport(nodes, self.pods, len(self.bound_at), span, len(self.bound_at) / span if span else 0.0,
-                          _percentile(latencies, 0.5), _percentile(latencies, 0.99), partial, len(self.group_size),
-                          self.pods / created_seconds if created_seconds else 0.0, self.errors[:10])
+        return LoadReport(
+            nodes,
+            self.pods,
+            len(self.bound_at),
+            span,
+            len(self.bound_at) / span if span else 0.0,
+            _percentile(latencies, 0.5),
+            _percentile(latencies, 0.99),
+            partial,
+            len(self.group_size),
+            self.pods / created_seconds if created_seconds else 0.0,
+            self.errors[:10],
+        )
 
     async def _setup(self) -> None:
         for node in synthetic_nodes(self.create_nodes, taint=self.tolerate_kwok, prefix="kai-ray-load"):
@@ -199,8 +240,9 @@ class Driver:
 async def main_async(args: argparse.Namespace) -> LoadReport:
     api = await connect(args.kubeconfig)
     try:
-        return await Driver(api, args.pods, args.rate, args.seed, args.create_nodes, args.run_seconds,
-                            args.tolerate_kwok, args.timeout).run()
+        return await Driver(
+            api, args.pods, args.rate, args.seed, args.create_nodes, args.run_seconds, args.tolerate_kwok, args.timeout
+        ).run()
     finally:
         await api.close()
 

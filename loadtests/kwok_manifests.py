@@ -20,7 +20,8 @@ from kai_ray.sim.cluster import synthetic_nodes
 def completion_stage(seconds: float = 60.0, jitter: float = 30.0) -> dict[str, Any]:
     """A Stage completing the load driver's running pods after ``seconds`` (+ up to ``jitter``)."""
     return {
-        "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage",
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
         "metadata": {"name": "kai-ray-load-complete"},
         "spec": {
             "resourceRef": {"apiGroup": "v1", "kind": "Pod"},

@@ -22,8 +22,10 @@ from kai_ray.sim.cluster import SHAPES, kwok_node, model_nodes
 GIB = 2**30
 NAMESPACE = "bench"
 UNLIMITED = QueueResource(quota=-1, over_quota_weight=1, limit=-1)
-QUEUES = (Queue("bench", None, gpu=UNLIMITED, cpu=UNLIMITED, memory=UNLIMITED),
-          Queue("bench-team", "bench", gpu=UNLIMITED, cpu=UNLIMITED, memory=UNLIMITED, created=1.0))
+QUEUES = (
+    Queue("bench", None, gpu=UNLIMITED, cpu=UNLIMITED, memory=UNLIMITED),
+    Queue("bench-team", "bench", gpu=UNLIMITED, cpu=UNLIMITED, memory=UNLIMITED, created=1.0),
+)
 KWOK = Toleration("kwok.x-k8s.io/node", "Exists", "", "NoSchedule")
 
 
@@ -37,11 +39,20 @@ class PodWorkload:
 
 def _job(index: int, gpus: float, cpu_millis: float, memory: float) -> tuple[PodGroup, Pod]:
     name = f"job-{index:06d}"
-    group = PodGroup(NAMESPACE, name, "bench-team", 50, True, 1, priority_class_name="train", created=float(index),
-                     uid=f"pg-{name}")
-    pod = Pod(NAMESPACE, f"{name}-0", uid=f"pod-{name}", requests=ResourceVector.of(
-        cpu=cpu_millis, memory=memory, gpu=gpus, pods=1), tolerations=(KWOK,), created=float(index),
-        pod_group=name, queue_label="bench-team", priority_class_name="train")
+    group = PodGroup(
+        NAMESPACE, name, "bench-team", 50, True, 1, priority_class_name="train", created=float(index), uid=f"pg-{name}"
+    )
+    pod = Pod(
+        NAMESPACE,
+        f"{name}-0",
+        uid=f"pod-{name}",
+        requests=ResourceVector.of(cpu=cpu_millis, memory=memory, gpu=gpus, pods=1),
+        tolerations=(KWOK,),
+        created=float(index),
+        pod_group=name,
+        queue_label="bench-team",
+        priority_class_name="train",
+    )
     return group, pod
 
 
@@ -57,8 +68,9 @@ def scheduler_perf(nodes: int, pods: int) -> PodWorkload:
 
 def kai_fill(nodes: int = 500, jobs: int = 4_000) -> PodWorkload:
     eight_gpu = SHAPES[0]
-    node_list: list[Node] = [parse_node(ObjectReader(kwok_node(f"gpu-node-{i:04d}", eight_gpu, i, taint=True), i))
-                             for i in range(nodes)]
+    node_list: list[Node] = [
+        parse_node(ObjectReader(kwok_node(f"gpu-node-{i:04d}", eight_gpu, i, taint=True), i)) for i in range(nodes)
+    ]
     pods = [_job(i, 1, 1_000, 4 * GIB) for i in range(jobs)]
     cluster = ClusterDeltas(nodes_upserted=tuple(node_list), queues_upserted=QUEUES)
     return PodWorkload(f"KAI fill: {nodes:,} x 8-GPU nodes / {jobs:,} one-GPU jobs", cluster, _pending(pods), jobs)

@@ -44,8 +44,7 @@ class BenchRow:
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         del out["latencies"]
-        out.update(podsPerSecond=self.pods_per_second, p50Seconds=self.percentile(50),
-                   p99Seconds=self.percentile(99))
+        out.update(podsPerSecond=self.pods_per_second, p50Seconds=self.percentile(50), p99Seconds=self.percentile(99))
         return out
 
 
@@ -60,14 +59,22 @@ def table(rows: Sequence[BenchRow]) -> str:
     body = []
     for row in rows:
         p99 = row.percentile(99)
-        body.append([
-            row.workload, row.system, row.pods, f"{row.seconds:.3f}", f"{row.pods_per_second:,.0f}",
-            "-" if row.ratio is None else f"{row.ratio:.2f}x",
-            "-" if p99 is None else f"{p99 * 1000:.1f}",
-            f"{row.rss_bytes / 2**20:,.0f}" if row.rss_bytes else "-", row.notes or None,
-        ])
-    return format_table(["workload", "system", "pods", "seconds", "pods/s", "vs baseline", "p99 ms", "RSS MiB",
-                         "notes"], body)
+        body.append(
+            [
+                row.workload,
+                row.system,
+                row.pods,
+                f"{row.seconds:.3f}",
+                f"{row.pods_per_second:,.0f}",
+                "-" if row.ratio is None else f"{row.ratio:.2f}x",
+                "-" if p99 is None else f"{p99 * 1000:.1f}",
+                f"{row.rss_bytes / 2**20:,.0f}" if row.rss_bytes else "-",
+                row.notes or None,
+            ]
+        )
+    return format_table(
+        ["workload", "system", "pods", "seconds", "pods/s", "vs baseline", "p99 ms", "RSS MiB", "notes"], body
+    )
 
 
 def flagged(rows: Sequence[BenchRow]) -> list[BenchRow]:
@@ -75,8 +82,9 @@ def flagged(rows: Sequence[BenchRow]) -> list[BenchRow]:
     return [r for r in rows if any(flag in r.notes for flag in FLAGS)]
 
 
-def bench_main(argv: Sequence[str] | None, doc: str | None, run: Callable[[bool], list[BenchRow]],
-               footer: str = "") -> int:
+def bench_main(
+    argv: Sequence[str] | None, doc: str | None, run: Callable[[bool], list[BenchRow]], footer: str = ""
+) -> int:
     """The command line every single benchmark shares: --quick, --json FILE, a table, exit 1 if flagged."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")

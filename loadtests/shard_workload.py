@@ -72,11 +72,28 @@ def busy_shard(nodes: int, seed: int = 11) -> Shard:
 def _running_pods(cluster: list[Node], rng: random.Random) -> list[Pod]:
     pods: list[Pod] = []
 
-    def pod(node: Node, gpus: float, cpu: float, memory_gib: float, state: PodState = PodState.RUNNING,
-            share: GpuShare | None = None, group: str | None = None) -> None:
+    def pod(
+        node: Node,
+        gpus: float,
+        cpu: float,
+        memory_gib: float,
+        state: PodState = PodState.RUNNING,
+        share: GpuShare | None = None,
+        group: str | None = None,
+    ) -> None:
         name = f"running-{len(pods)}"
-        pods.append(Pod("bench", name, uid=name, state=state, node=node.name, requests=_requests(gpus, cpu, memory_gib),
-                        gpu_share=share, gpu_groups=(group,) if group else ()))
+        pods.append(
+            Pod(
+                "bench",
+                name,
+                uid=name,
+                state=state,
+                node=node.name,
+                requests=_requests(gpus, cpu, memory_gib),
+                gpu_share=share,
+                gpu_groups=(group,) if group else (),
+            )
+        )
 
     for node in cluster:
         devices = node.gpu_count

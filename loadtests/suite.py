@@ -44,10 +44,17 @@ class Sizes:
     ray_shards_large: int
 
 
-FULL = Sizes(basic=(5_000, 10_000), large=(50_000, 10_000), fill=(500, 4_000), scaling=(1, 2, 4, 8),
-             ray_shards_basic=2, ray_shards_large=4)
-QUICK = Sizes(basic=(1_000, 2_000), large=(5_000, 2_000), fill=(100, 800), scaling=(1, 2),
-              ray_shards_basic=2, ray_shards_large=2)
+FULL = Sizes(
+    basic=(5_000, 10_000),
+    large=(50_000, 10_000),
+    fill=(500, 4_000),
+    scaling=(1, 2, 4, 8),
+    ray_shards_basic=2,
+    ray_shards_large=4,
+)
+QUICK = Sizes(
+    basic=(1_000, 2_000), large=(5_000, 2_000), fill=(100, 800), scaling=(1, 2), ray_shards_basic=2, ray_shards_large=2
+)
 
 
 def baseline() -> Coordinator:
@@ -113,21 +120,38 @@ def run(quick: bool) -> Iterator[list[BenchRow]]:
     sizes = QUICK if quick else FULL
     drive("warm-up", in_process(), scheduler_perf(20, 20))  # lazy imports stay out of the first row
     basic = scheduler_perf(*sizes.basic)
-    yield compare_systems(basic, [
-        ("baseline: per-pod full scan", baseline), ("kai-ray: in-process, 1 shard", in_process),
-        (f"kai-ray: {sizes.ray_shards_basic} Ray shard actors", lambda: on_ray(sizes.ray_shards_basic))])
+    yield compare_systems(
+        basic,
+        [
+            ("baseline: per-pod full scan", baseline),
+            ("kai-ray: in-process, 1 shard", in_process),
+            (f"kai-ray: {sizes.ray_shards_basic} Ray shard actors", lambda: on_ray(sizes.ray_shards_basic)),
+        ],
+    )
     large = scheduler_perf(*sizes.large)
-    yield compare_systems(large, [
-        ("baseline: per-pod full scan", baseline), ("kai-ray: in-process, 1 shard", in_process),
-        (f"kai-ray: {sizes.ray_shards_large} Ray shard actors", lambda: on_ray(sizes.ray_shards_large))])
+    yield compare_systems(
+        large,
+        [
+            ("baseline: per-pod full scan", baseline),
+            ("kai-ray: in-process, 1 shard", in_process),
+            (f"kai-ray: {sizes.ray_shards_large} Ray shard actors", lambda: on_ray(sizes.ray_shards_large)),
+        ],
+    )
     del large
     fill = kai_fill(*sizes.fill)
-    yield compare_systems(fill, [
-        ("baseline: per-pod full scan", baseline), ("kai-ray: in-process, 1 shard", in_process),
-        ("kai-ray: 2 Ray shard actors", lambda: on_ray(2))])
+    yield compare_systems(
+        fill,
+        [
+            ("baseline: per-pod full scan", baseline),
+            ("kai-ray: in-process, 1 shard", in_process),
+            ("kai-ray: 2 Ray shard actors", lambda: on_ray(2)),
+        ],
+    )
     scaling: list[System] = [("baseline: per-pod full scan", baseline)]
-    scaling += [(f"kai-ray: {n} Ray shard actor{'s' if n > 1 else ''}", lambda n=n: on_ray(n))  # type: ignore[misc]
-                for n in sizes.scaling]
+    scaling += [
+        (f"kai-ray: {n} Ray shard actor{'s' if n > 1 else ''}", lambda n=n: on_ray(n))  # type: ignore[misc]
+        for n in sizes.scaling
+    ]
     rows = compare_systems(basic, scaling)
     for row in rows:
         row.workload = "shard scaling: " + row.workload

@@ -21,9 +21,7 @@ NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
 
 def tolerates_all(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> bool:
     """PreferNoSchedule taints never block; NoSchedule and NoExecute must be tolerated."""
-    return all(
-        taint.effect == "PreferNoSchedule" or any(t.tolerates(taint) for t in tolerations) for taint in taints
-    )
+    return all(taint.effect == "PreferNoSchedule" or any(t.tolerates(taint) for t in tolerations) for taint in taints)
 
 
 class ConstraintMasks:
@@ -61,8 +59,7 @@ class ConstraintMasks:
             tolerated = verdicts.get(taints)
             if tolerated is None:
                 tolerated = verdicts[taints] = tolerates_all(taints, tolerations)
-            if not tolerated or (checks_labels and not constraints.matches_labels(table.labels[row],
-                                                                                  table.names[row])):
+            if not tolerated or (checks_labels and not constraints.matches_labels(table.labels[row], table.names[row])):
                 out[row] = False
         return out
 

@@ -80,7 +80,7 @@ def give_nodes(table: NodeTable, pods: dict[str, Holding], book: ReservationBook
         if reservation.state is ReservationState.PREPARED:
             reservation.holdings.append(holding)
         elif reservation.state is ReservationState.COMMITTED:  # resolved here already: the part that
-            previous = pods.pop(item.pod, None)                 # moved in follows, as commit would do
+            previous = pods.pop(item.pod, None)  # moved in follows, as commit would do
             if previous is not None:
                 table.release(previous)
             pods[item.pod] = holding
@@ -89,5 +89,14 @@ def give_nodes(table: NodeTable, pods: dict[str, Holding], book: ReservationBook
 
 
 def _moved(owner: str, holding: Holding, table: NodeTable, state: str = "", deadline: float = 0.0) -> MovedHolding:
-    return MovedHolding(owner, holding.pod, table.names[holding.node], int(holding.kind), holding.vector,
-                        holding.shares, holding.created_groups, state, deadline)
+    return MovedHolding(
+        owner,
+        holding.pod,
+        table.names[holding.node],
+        int(holding.kind),
+        holding.vector,
+        holding.shares,
+        holding.created_groups,
+        state,
+        deadline,
+    )

@@ -76,10 +76,19 @@ class NodeTable:
         return len(self.names)
 
     @classmethod
-    def of_columns(cls, schema: ResourceSchema, names: Sequence[str], labels: Sequence[dict[str, str]],
-                   taints: Sequence[tuple[Taint, ...]], ready: npt.NDArray[np.bool_],
-                   unschedulable: npt.NDArray[np.bool_], alloc: Vector, held: npt.NDArray[np.float64],
-                   gpu_mem: npt.NDArray[np.int64], groups: Sequence[dict[str, GroupUsage]]) -> NodeTable:
+    def of_columns(
+        cls,
+        schema: ResourceSchema,
+        names: Sequence[str],
+        labels: Sequence[dict[str, str]],
+        taints: Sequence[tuple[Taint, ...]],
+        ready: npt.NDArray[np.bool_],
+        unschedulable: npt.NDArray[np.bool_],
+        alloc: Vector,
+        held: npt.NDArray[np.float64],
+        gpu_mem: npt.NDArray[np.int64],
+        groups: Sequence[dict[str, GroupUsage]],
+    ) -> NodeTable:
         """A table of these nodes with their holds already in place, built column-wise: a session
         table is made of thousands of candidate rows every cycle, and this costs numpy operations
         instead of a Python pass per row (only rows with shared GPUs are refreshed one by one)."""
@@ -157,8 +166,15 @@ class NodeTable:
         self.version[row] += 1
 
     # ---------------------------------------------------------------- holdings
-    def hold(self, pod: str, node: int, kind: Kind, vector: Vector,
-             shares: Sequence[tuple[str, int]] = (), create: Sequence[str] = ()) -> Holding:
+    def hold(
+        self,
+        pod: str,
+        node: int,
+        kind: Kind,
+        vector: Vector,
+        shares: Sequence[tuple[str, int]] = (),
+        create: Sequence[str] = (),
+    ) -> Holding:
         """Record that ``pod`` takes ``vector`` (and ``shares`` of shared GPUs) on ``node``."""
         self.held[kind, node] += vector
         groups = self.groups[node]

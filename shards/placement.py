@@ -138,7 +138,8 @@ class Placer:
                 return slot_now, future_cap[PODS] >= 1 - TOLERANCE, None
             now = slot_now and all(r <= i + TOLERANCE for r, i in zip(request, idle, strict=True))
             future = future_cap[PODS] >= 1 - TOLERANCE and all(
-                r <= f + TOLERANCE for r, f in zip(request, future_cap, strict=True))
+                r <= f + TOLERANCE for r, f in zip(request, future_cap, strict=True)
+            )
             return now, future, None
         device = int(table.gpu_mem[row])
         share = shape.share
@@ -149,9 +150,11 @@ class Placer:
         idle_whole = math.floor(idle[GPU] + 1e-9)
         future_whole = idle_whole + math.floor(future_cap[GPU] - idle[GPU] + 1e-9)
         now = idle_whole + joinable >= share.devices and all(
-            r <= i + TOLERANCE for r, i in zip(request, idle, strict=True))
+            r <= i + TOLERANCE for r, i in zip(request, idle, strict=True)
+        )
         future = future_whole + joinable >= share.devices and all(
-            r <= f + TOLERANCE for r, f in zip(request, future_cap, strict=True))
+            r <= f + TOLERANCE for r, f in zip(request, future_cap, strict=True)
+        )
         opens_group = joinable < share.devices if self.policy.gpu_device == "pack" else future_whole >= 1
         slots = 2.0 if opens_group else 1.0
         now = now and idle[PODS] >= slots - TOLERANCE
@@ -196,7 +199,8 @@ class Placer:
             row = int(index[i])
             device = int(table.gpu_mem[row])
             counts[i] = sum(
-                1 for usage in table.groups[row].values()
+                1
+                for usage in table.groups[row].values()
                 if (free := usage.room_future(device)) is not None and free >= mib[i]
             )
         return counts
@@ -293,8 +297,10 @@ class Placer:
             counts[why] = n
         remaining = present & admitted
         request = table.schema.vector(shape.request)
-        largest = {name: float(table.alloc[remaining, column].max(initial=0.0))
-                   for column, name in ((CPU, "cpu"), (MEMORY, "memory"), (GPU, "gpu"))}
+        largest = {
+            name: float(table.alloc[remaining, column].max(initial=0.0))
+            for column, name in ((CPU, "cpu"), (MEMORY, "memory"), (GPU, "gpu"))
+        }
         checks = [(CPU, "too little free CPU"), (MEMORY, "too little free memory"), (GPU, "too few free GPUs")]
         for column, label in checks:
             if column == GPU and shape.share is not None:
@@ -340,8 +346,11 @@ class Diagnosis:
         detail = ", ".join(f"{n} {why}" for why, n in ranked) or "no node fits"
         text = f"0/{self.nodes} nodes fit: {detail}"
         asks = shape.request
-        for name, wanted, unit in (("gpu", asks.gpu, "GPUs"), ("cpu", asks.cpu / 1000, "CPU cores"),
-                                   ("memory", asks.memory / 2**30, "GiB of memory")):
+        for name, wanted, unit in (
+            ("gpu", asks.gpu, "GPUs"),
+            ("cpu", asks.cpu / 1000, "CPU cores"),
+            ("memory", asks.memory / 2**30, "GiB of memory"),
+        ):
             biggest = self.largest.get(name, 0.0) / (1000 if name == "cpu" else 2**30 if name == "memory" else 1)
             if wanted > biggest + 1e-9:
                 text += f"; the pod asks for {wanted:g} {unit} but the largest node it may use has {biggest:g}"

@@ -10,8 +10,10 @@ from shards.placement import share_mib
 from shards.shapes import GPU
 
 KIND_OF_STATE = {
-    PodState.RUNNING: Kind.ACTIVE, PodState.BINDING: Kind.ACTIVE,
-    PodState.RELEASING: Kind.RELEASING, PodState.PIPELINED: Kind.PIPELINED,
+    PodState.RUNNING: Kind.ACTIVE,
+    PodState.BINDING: Kind.ACTIVE,
+    PodState.RELEASING: Kind.RELEASING,
+    PodState.PIPELINED: Kind.PIPELINED,
 }
 
 
@@ -35,7 +37,7 @@ def pod_hold(table: NodeTable, pod: Pod) -> PodHold | None:
     shares: tuple[tuple[str, int], ...] = ()
     if pod.gpu_share is not None:
         vector[GPU] = 0.0
-        mib = int(share_mib(pod.gpu_share, table.gpu_mem[row:row + 1])[0])
+        mib = int(share_mib(pod.gpu_share, table.gpu_mem[row : row + 1])[0])
         groups = pod.gpu_groups or tuple(f"{pod.name}-gpu{i}" for i in range(pod.gpu_share.devices))
         shares = tuple((g, mib) for g in groups)
     return PodHold(row, kind, vector, shares)

@@ -40,8 +40,18 @@ class NodeRows:
     @staticmethod
     def empty(schema: ResourceSchema) -> NodeRows:
         width = schema.width
-        return NodeRows(schema, [], [], [], np.zeros(0, dtype=bool), np.zeros(0, dtype=bool),
-                        np.zeros((0, width)), np.zeros((3, 0, width)), np.zeros(0, dtype=np.int64), [])
+        return NodeRows(
+            schema,
+            [],
+            [],
+            [],
+            np.zeros(0, dtype=bool),
+            np.zeros(0, dtype=bool),
+            np.zeros((0, width)),
+            np.zeros((3, 0, width)),
+            np.zeros(0, dtype=np.int64),
+            [],
+        )
 
 
 def export_rows(table: NodeTable, rows: Sequence[int] | npt.NDArray[np.int64]) -> NodeRows:
@@ -57,8 +67,9 @@ def export_rows(table: NodeTable, rows: Sequence[int] | npt.NDArray[np.int64]) -
         alloc=table.alloc[index].copy(),
         held=table.held[:, index].copy(),
         gpu_mem=table.gpu_mem[index].copy(),
-        groups=[{g: (u.active, u.releasing, u.pipelined, u.owns_slot) for g, u in table.groups[r].items()}
-                for r in index],
+        groups=[
+            {g: (u.active, u.releasing, u.pipelined, u.owns_slot) for g, u in table.groups[r].items()} for r in index
+        ],
     )
 
 
@@ -102,8 +113,18 @@ def merge_rows(parts: Sequence[NodeRows], schema: ResourceSchema) -> NodeRows:
 def table_from_rows(rows: NodeRows) -> NodeTable:
     """A table holding exactly these rows, with their usage already in place."""
     groups = [{g: GroupUsage(a, r, p, slot) for g, (a, r, p, slot) in row_groups.items()} for row_groups in rows.groups]
-    return NodeTable.of_columns(rows.schema, rows.names, rows.labels, rows.taints, rows.ready, rows.unschedulable,
-                                rows.alloc, rows.held, rows.gpu_mem, groups)
+    return NodeTable.of_columns(
+        rows.schema,
+        rows.names,
+        rows.labels,
+        rows.taints,
+        rows.ready,
+        rows.unschedulable,
+        rows.alloc,
+        rows.held,
+        rows.gpu_mem,
+        groups,
+    )
 
 
 def load_rows(table: NodeTable, rows: NodeRows) -> list[int]:
@@ -115,11 +136,17 @@ def load_rows(table: NodeTable, rows: NodeRows) -> list[int]:
     for i, name in enumerate(rows.names):
         alloc = rows.alloc[i]
         scalars = {n: float(alloc[4 + j]) for j, n in enumerate(rows.schema.scalars)}
-        nodes.append(Node(
-            name, ResourceVector.of(alloc[0], alloc[1], alloc[2], alloc[3], scalars), labels=rows.labels[i],
-            taints=rows.taints[i], ready=bool(rows.ready[i]), unschedulable=bool(rows.unschedulable[i]),
-            gpu_memory_mib=float(rows.gpu_mem[i]),
-        ))
+        nodes.append(
+            Node(
+                name,
+                ResourceVector.of(alloc[0], alloc[1], alloc[2], alloc[3], scalars),
+                labels=rows.labels[i],
+                taints=rows.taints[i],
+                ready=bool(rows.ready[i]),
+                unschedulable=bool(rows.unschedulable[i]),
+                gpu_memory_mib=float(rows.gpu_mem[i]),
+            )
+        )
     returning = [n for n in nodes if n.name in table.index]
     table.add_nodes(nodes)
     for node in returning:  # a node that was here before: its old row may be out of date

@@ -77,7 +77,7 @@ class ShapeIndex:
         log = table.track_changes()
         if self.cursor == len(log):
             return
-        fresh = log[self.cursor:]
+        fresh = log[self.cursor :]
         self.cursor = len(log)
         if len(fresh) <= 8:  # the common case, one pod placed: plain Python beats numpy here
             placer, version, name_rank = self.placer, table.version, table.name_rank
@@ -100,5 +100,13 @@ class ShapeIndex:
 
     def _entries(self, rows: np.ndarray, band: np.ndarray, placement: np.ndarray) -> list[Entry]:
         table = self.placer.table
-        return list(zip((-band).tolist(), (-placement).tolist(), table.name_rank[rows].tolist(), rows.tolist(),
-                        table.version[rows].tolist(), strict=True))
+        return list(
+            zip(
+                (-band).tolist(),
+                (-placement).tolist(),
+                table.name_rank[rows].tolist(),
+                rows.tolist(),
+                table.version[rows].tolist(),
+                strict=True,
+            )
+        )

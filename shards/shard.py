@@ -26,8 +26,13 @@ TOLERANCE = 1e-6
 
 
 class Shard:
-    def __init__(self, shard_id: int, policy: PlacementPolicy | None = None,
-                 reservation_ttl: float = 30.0, schema: ResourceSchema | None = None) -> None:
+    def __init__(
+        self,
+        shard_id: int,
+        policy: PlacementPolicy | None = None,
+        reservation_ttl: float = 30.0,
+        schema: ResourceSchema | None = None,
+    ) -> None:
         self.shard_id = shard_id
         self.table = NodeTable(schema or ResourceSchema())
         self.placer = Placer(self.table, policy or PlacementPolicy())
@@ -83,16 +88,22 @@ class Shard:
             elif current is not None and (pod.node is None or pod.node not in self.table.index):
                 self._drop_pod(pod.key)
             return
-        if current is not None and current.node == hold.row and current.kind is hold.kind \
-                and _same_shares(current.shares, hold.shares) and np.array_equal(current.vector, hold.vector):
+        if (
+            current is not None
+            and current.node == hold.row
+            and current.kind is hold.kind
+            and _same_shares(current.shares, hold.shares)
+            and np.array_equal(current.vector, hold.vector)
+        ):
             return  # e.g. the watch confirming a bind this shard already holds
         if current is not None:
             self._drop_pod(pod.key)
         # A shared GPU with a bound holder has its reservation pod, which takes a pod slot until
         # the last holder is gone, terminating ones included; a pipelined holder has none yet.
         create = tuple(g for g, _ in hold.shares if g not in self.table.groups[hold.row])
-        self.pods[pod.key] = self.table.hold(pod.key, hold.row, hold.kind, hold.vector, hold.shares,
-                                             create if hold.kind is not Kind.PIPELINED else ())
+        self.pods[pod.key] = self.table.hold(
+            pod.key, hold.row, hold.kind, hold.vector, hold.shares, create if hold.kind is not Kind.PIPELINED else ()
+        )
 
     def _drop_pod(self, key: str) -> None:
         holding = self.pods.pop(key, None)
@@ -266,4 +277,3 @@ class Shard:
 
 def _same_shares(a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...]) -> bool:
     return sorted(a) == sorted(b)
-

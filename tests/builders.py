@@ -21,17 +21,42 @@ from kai_ray.model import (
 GIB = 2**30
 
 
-def node(name: str, gpu: int = 8, cpu: float = 64_000, memory: float = 512 * GIB, pods: int = 110,
-         labels: dict[str, str] | None = None, gpu_memory: float = 81_920) -> Node:
-    return Node(name, ResourceVector.of(cpu=cpu, memory=memory, gpu=gpu, pods=pods),
-                labels={"kubernetes.io/hostname": name, **(labels or {})}, gpu_memory_mib=gpu_memory)
+def node(
+    name: str,
+    gpu: int = 8,
+    cpu: float = 64_000,
+    memory: float = 512 * GIB,
+    pods: int = 110,
+    labels: dict[str, str] | None = None,
+    gpu_memory: float = 81_920,
+) -> Node:
+    return Node(
+        name,
+        ResourceVector.of(cpu=cpu, memory=memory, gpu=gpu, pods=pods),
+        labels={"kubernetes.io/hostname": name, **(labels or {})},
+        gpu_memory_mib=gpu_memory,
+    )
 
 
-def queue(name: str, parent: str | None = None, gpu_quota: float = 0, gpu_limit: float = -1, weight: float = 1,
-          priority: int = 100, created: float = 0.0) -> Queue:
+def queue(
+    name: str,
+    parent: str | None = None,
+    gpu_quota: float = 0,
+    gpu_limit: float = -1,
+    weight: float = 1,
+    priority: int = 100,
+    created: float = 0.0,
+) -> Queue:
     unlimited = QueueResource(quota=-1, over_quota_weight=1, limit=-1)
-    return Queue(name, parent, priority, gpu=QueueResource(gpu_quota, weight, gpu_limit), cpu=unlimited,
-                 memory=unlimited, created=created)
+    return Queue(
+        name,
+        parent,
+        priority,
+        gpu=QueueResource(gpu_quota, weight, gpu_limit),
+        cpu=unlimited,
+        memory=unlimited,
+        created=created,
+    )
 
 
 @dataclass
@@ -59,10 +84,19 @@ def build(nodes: list[Node], queues: list[Queue], jobs: list[JobSpec]) -> Cluste
     groups: list[PodGroup] = []
     for job in jobs:
         preemptible = job.priority < 100 if job.preemptible is None else job.preemptible
-        groups.append(PodGroup("default", job.name, job.queue, job.priority, preemptible,
-                               min_member=job.min_member if job.min_member is not None else job.pods,
-                               sub_groups=tuple(SubGroup(name, m) for name, m in job.sub_groups),
-                               created=job.created, stale_since=job.stale_since))
+        groups.append(
+            PodGroup(
+                "default",
+                job.name,
+                job.queue,
+                job.priority,
+                preemptible,
+                min_member=job.min_member if job.min_member is not None else job.pods,
+                sub_groups=tuple(SubGroup(name, m) for name, m in job.sub_groups),
+                created=job.created,
+                stale_since=job.stale_since,
+            )
+        )
         for i in range(job.pods):
             state, where = PodState.PENDING, None
             if i < len(job.running_on):
@@ -71,13 +105,22 @@ def build(nodes: list[Node], queues: list[Queue], jobs: list[JobSpec]) -> Cluste
                 state, where = PodState.RELEASING, job.releasing_on[i - len(job.running_on)]
             share = GpuShare(fraction=job.fraction) if job.fraction else None
             groups_of_pod = (job.gpu_groups[i],) if share and where and i < len(job.gpu_groups) else ()
-            pods.append(Pod(
-                "default", f"{job.name}-{i}", uid=f"uid-{job.name}-{i}", state=state, node=where,
-                requests=ResourceVector.of(cpu=job.cpu, memory=job.memory, gpu=0 if share else job.gpu, pods=1),
-                gpu_share=share, gpu_groups=groups_of_pod, created=job.created, pod_group=job.name,
-                queue_label=job.queue,
-                subgroup=job.sub_groups[i % len(job.sub_groups)][0] if job.sub_groups else None,
-            ))
+            pods.append(
+                Pod(
+                    "default",
+                    f"{job.name}-{i}",
+                    uid=f"uid-{job.name}-{i}",
+                    state=state,
+                    node=where,
+                    requests=ResourceVector.of(cpu=job.cpu, memory=job.memory, gpu=0 if share else job.gpu, pods=1),
+                    gpu_share=share,
+                    gpu_groups=groups_of_pod,
+                    created=job.created,
+                    pod_group=job.name,
+                    queue_label=job.queue,
+                    subgroup=job.sub_groups[i % len(job.sub_groups)][0] if job.sub_groups else None,
+                )
+            )
     return ClusterSnapshot(nodes=tuple(nodes), pods=tuple(pods), pod_groups=tuple(groups), queues=tuple(queues))
 
 

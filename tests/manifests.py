@@ -16,21 +16,35 @@ Manifest = dict[str, Any]
 UNLIMITED_RESOURCES = {r: {"quota": -1, "overQuotaWeight": 1, "limit": -1} for r in ("gpu", "cpu", "memory")}
 
 
-def node(name: str, gpu: int = 8, cpu: str = "64", memory: str = "512Gi", ready: bool = True,
-         labels: dict[str, str] | None = None) -> Manifest:
+def node(
+    name: str,
+    gpu: int = 8,
+    cpu: str = "64",
+    memory: str = "512Gi",
+    ready: bool = True,
+    labels: dict[str, str] | None = None,
+) -> Manifest:
     allocatable: dict[str, str] = {"cpu": cpu, "memory": memory, "pods": "110"}
     if gpu:
         allocatable["nvidia.com/gpu"] = str(gpu)
     return {
-        "apiVersion": "v1", "kind": "Node",
+        "apiVersion": "v1",
+        "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-        "status": {"allocatable": allocatable,
-                   "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+        "status": {
+            "allocatable": allocatable,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
     }
 
 
-def queue(name: str, parent: str | None = None, resources: dict[str, Any] | None = None,
-          priority: int | None = None, created: str | None = None) -> Manifest:
+def queue(
+    name: str,
+    parent: str | None = None,
+    resources: dict[str, Any] | None = None,
+    priority: int | None = None,
+    created: str | None = None,
+) -> Manifest:
     spec: dict[str, Any] = {"resources": UNLIMITED_RESOURCES if resources is None else resources}
     if parent is not None:
         spec["parentQueue"] = parent
@@ -43,15 +57,25 @@ def queue(name: str, parent: str | None = None, resources: dict[str, Any] | None
 
 
 def priority_class(name: str, value: int, global_default: bool = False) -> Manifest:
-    manifest: Manifest = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                          "metadata": {"name": name}, "value": value}
+    manifest: Manifest = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+    }
     if global_default:
         manifest["globalDefault"] = True
     return manifest
 
 
-def pod_group(name: str, queue_name: str | None, namespace: str = "team", min_member: int = 1,
-              priority_class_name: str | None = None, preemptibility: str | None = None) -> Manifest:
+def pod_group(
+    name: str,
+    queue_name: str | None,
+    namespace: str = "team",
+    min_member: int = 1,
+    priority_class_name: str | None = None,
+    preemptibility: str | None = None,
+) -> Manifest:
     spec: dict[str, Any] = {"minMember": min_member}
     if queue_name is not None:
         spec["queue"] = queue_name
@@ -59,14 +83,29 @@ def pod_group(name: str, queue_name: str | None, namespace: str = "team", min_me
         spec["priorityClassName"] = priority_class_name
     if preemptibility is not None:
         spec["preemptibility"] = preemptibility
-    return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    return {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
 
 
-def pod(name: str, queue_name: str | None = None, namespace: str = "team", gpu: int = 0, cpu: str = "1",
-        memory: str = "1Gi", group: str | None = None, scheduler: str = "kai-scheduler",
-        node_name: str | None = None, phase: str | None = None, labels: dict[str, str] | None = None,
-        annotations: dict[str, str] | None = None, priority_class_name: str | None = None) -> Manifest:
+def pod(
+    name: str,
+    queue_name: str | None = None,
+    namespace: str = "team",
+    gpu: int = 0,
+    cpu: str = "1",
+    memory: str = "1Gi",
+    group: str | None = None,
+    scheduler: str = "kai-scheduler",
+    node_name: str | None = None,
+    phase: str | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    priority_class_name: str | None = None,
+) -> Manifest:
     requests: dict[str, str] = {"cpu": cpu, "memory": memory}
     if gpu:
         requests["nvidia.com/gpu"] = str(gpu)
@@ -76,14 +115,17 @@ def pod(name: str, queue_name: str | None = None, namespace: str = "team", gpu: 
     pod_annotations = dict(annotations or {})
     if group is not None:
         pod_annotations["pod-group-name"] = group
-    spec: dict[str, Any] = {"schedulerName": scheduler,
-                            "containers": [{"name": "main", "resources": {"requests": requests}}]}
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [{"name": "main", "resources": {"requests": requests}}],
+    }
     if node_name is not None:
         spec["nodeName"] = node_name
     if priority_class_name is not None:
         spec["priorityClassName"] = priority_class_name
     manifest: Manifest = {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": pod_labels, "annotations": pod_annotations},
         "spec": spec,
     }

@@ -14,7 +14,10 @@ from tests.conftest import CONFORMANCE, REPO
 def test_every_kai_scenario_passes() -> None:
     result = subprocess.run(
         [sys.executable, str(CONFORMANCE / "check.py"), "--cmd", f"{sys.executable} -m kai_ray", "-j", "2"],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1].endswith(" 0 failed")

@@ -11,8 +11,11 @@ from tests.builders import JobSpec, build, config, node, queue
 
 
 def test_a_cycle_is_reported_with_kube_scheduler_and_kai_names() -> None:
-    snapshot = build([node("a", gpu=4)], [queue("q", gpu_quota=4)],
-                     [JobSpec("fits", "q", pods=2, gpu=1), JobSpec("too-big", "q", gpu=8, created=1)])
+    snapshot = build(
+        [node("a", gpu=4)],
+        [queue("q", gpu_quota=4)],
+        [JobSpec("fits", "q", pods=2, gpu=1), JobSpec("too-big", "q", gpu=8, created=1)],
+    )
     coordinator = in_process_coordinator(config())
     coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
     result = coordinator.cycle(1_000.0)

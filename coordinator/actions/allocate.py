@@ -16,8 +16,9 @@ from coordinator.statement import Statement
 from shards.placement import Mask
 
 
-def allocate_job(state: SessionState, stmt: Statement, job: Job, pipeline_only: bool, real: bool,
-                 allowed: Mask | None = None) -> bool:
+def allocate_job(
+    state: SessionState, stmt: Statement, job: Job, pipeline_only: bool, real: bool, allowed: Mask | None = None
+) -> bool:
     """KAI's AllocateJob: queue capacity first, then every task to allocate, in order.
     All or nothing: a failure undoes the pods this call placed."""
     tasks = job.tasks_to_allocate(real)
@@ -51,8 +52,10 @@ def _task_failure(state: SessionState, job: Job, task_failed: Task, placed: int)
     gang = any(ps.min_available > 1 for ps in job.pod_sets.values())
     if gang and pod_set is not None and pod_set.active_used < minimum:
         scope = "" if len(job.pod_sets) == 1 else f" in sub-group {pod_set.name}"
-        return (f"gang needs {minimum} pods{scope}; resources were found for {placed}; "
-                f"pod {task_failed.pod.name} does not fit: {why}")
+        return (
+            f"gang needs {minimum} pods{scope}; resources were found for {placed}; "
+            f"pod {task_failed.pod.name} does not fit: {why}"
+        )
     return f"pod {task_failed.pod.name} does not fit: {why}"
 
 

@@ -86,8 +86,11 @@ def _moves_could_make_room(state: SessionState, job: Job, limit: int) -> bool:
     for other in state.jobs.values():
         if other is job or not other.preemptible:
             continue
-        gain = sum(1 if t.pod.gpu_share is not None else math.ceil(t.pod.requests.gpu / g - 1e-9)
-                   for t in other.tasks if t.status.active_allocated and t.node)
+        gain = sum(
+            1 if t.pod.gpu_share is not None else math.ceil(t.pod.requests.gpu / g - 1e-9)
+            for t in other.tasks
+            if t.status.active_allocated and t.node
+        )
         if gain:
             gains.append(gain)
     gains.sort(reverse=True)

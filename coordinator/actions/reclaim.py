@@ -39,9 +39,14 @@ class ReclaimAction:
             if not should_search(state, job, failed, self.name):
                 continue
             frozen = QueueSnapshot(state.queues.allocated.copy(), state.queues.allocated_np.copy())
-            solver = JobSolver(state, stmt, self.name, _validator(state, job, frozen),
-                               lambda job=job, request=request: _victims(state, pool, job, request),  # type: ignore[misc]
-                               budget)
+            solver = JobSolver(
+                state,
+                stmt,
+                self.name,
+                _validator(state, job, frozen),
+                lambda job=job, request=request: _victims(state, pool, job, request),  # type: ignore[misc]
+                budget,
+            )
             if solver.solve(job):
                 stmt.commit()
                 pool.invalidate()
@@ -65,7 +70,14 @@ def _validator(state: SessionState, job: Job, frozen: QueueSnapshot) -> Validato
         for task in scenario.pending:
             request += state.requested_quota(task)
         chunks = victim_chunks(scenario.victims, state.jobs, state.config.allowConsolidatingReclaim)
-        return reclaimable(state.queues, frozen, job.queue, request, job.preemptible, chunks,
-                           state.config.reclaimerSaturationMultiplier)
+        return reclaimable(
+            state.queues,
+            frozen,
+            job.queue,
+            request,
+            job.preemptible,
+            chunks,
+            state.config.reclaimerSaturationMultiplier,
+        )
 
     return valid

@@ -110,7 +110,7 @@ class IdleGpuFilter:
         else:
             return
         self.top.sort(key=lambda item: -item[0])
-        del self.top[max(len(self.required), 1):]
+        del self.top[max(len(self.required), 1) :]
 
     def passes(self, scenario: Scenario) -> bool:
         for task in (*scenario.recorded_tasks, *scenario.potential):
@@ -143,8 +143,9 @@ class NodeAffinityFilter:
     def __init__(self, state: SessionState, scenario: Scenario, feasible: set[str]) -> None:
         self.state = state
         self.nodes = set(feasible)
-        self.constrained = [t for t in scenario.pending if t.shape.constraints.node_selector
-                            or t.shape.constraints.affinity]
+        self.constrained = [
+            t for t in scenario.pending if t.shape.constraints.node_selector or t.shape.constraints.affinity
+        ]
 
     def active(self) -> bool:
         return bool(self.constrained)
@@ -157,9 +158,11 @@ class NodeAffinityFilter:
         for task in self.constrained:
             constraints = task.shape.constraints
             if not any(
-                table.present[row] and constraints.matches_labels(table.labels[row], name)
+                table.present[row]
+                and constraints.matches_labels(table.labels[row], name)
                 and tolerates_all((), constraints.tolerations)
-                for name in self.nodes if (row := table.index.get(name)) is not None
+                for name in self.nodes
+                if (row := table.index.get(name)) is not None
             ):
                 return False
         return True

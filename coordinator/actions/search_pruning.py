@@ -117,8 +117,9 @@ def should_search(state: SessionState, job: Job, failed: FailedSearches, action:
     like = failed.worth_trying(job)
     if like is None:
         return True
-    job.fit_errors.setdefault(action, f"not searched: {like} has the same constraints, is no bigger and found no "
-                                      "room in this session")
+    job.fit_errors.setdefault(
+        action, f"not searched: {like} has the same constraints, is no bigger and found no room in this session"
+    )
     return False
 
 

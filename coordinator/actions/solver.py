@@ -63,8 +63,15 @@ class SearchBudget:
 
 
 class JobSolver:
-    def __init__(self, state: SessionState, stmt: Statement, action: str, validator: Validator,
-                 victims_queue: VictimsQueueFactory, budget: SearchBudget | None = None) -> None:
+    def __init__(
+        self,
+        state: SessionState,
+        stmt: Statement,
+        action: str,
+        validator: Validator,
+        victims_queue: VictimsQueueFactory,
+        budget: SearchBudget | None = None,
+    ) -> None:
         self.state = state
         self.stmt = stmt
         self.action = action
@@ -100,8 +107,9 @@ class JobSolver:
         return False
 
     # ------------------------------------------------------------ one step
-    def _solve_partial(self, partial: Job, pending: list[Task], recorded: list[Job],
-                       feasible: set[str]) -> Solution | None:
+    def _solve_partial(
+        self, partial: Job, pending: list[Task], recorded: list[Job], feasible: set[str]
+    ) -> Solution | None:
         scenario = Scenario(partial, pending, list(recorded))
         nodes = set(feasible) | {t.node for t in scenario.recorded_tasks if t.node}
         idle_gpus = IdleGpuFilter(self.state, scenario)

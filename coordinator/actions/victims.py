@@ -34,8 +34,9 @@ class VictimPool:
 
     def _order(self) -> JobOrder:
         state = self.state
-        return JobOrder(state.queues, lambda j: state.job_request(j, real=False), victims=True,
-                        allocated_of=state.job_allocated)
+        return JobOrder(
+            state.queues, lambda j: state.job_request(j, real=False), victims=True, allocated_of=state.job_allocated
+        )
 
     def _build(self, order: JobOrder) -> dict[str, list[Entry]]:
         by_queue: dict[str, list[Entry]] = {}

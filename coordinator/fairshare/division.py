@@ -50,15 +50,22 @@ def divide(tree: QueueTree, total: Array, request: Array, usage: Array | None = 
     usage = np.zeros((n, 3)) if usage is None else usage
     for level in range(int(tree.depth.max()) + 1):
         queues = np.flatnonzero(tree.depth == level)
-        level_remaining = _divide_level(tree, queues, np.asarray(total, dtype=np.float64), request, usage,
-                                        k_value, fair)
+        level_remaining = _divide_level(
+            tree, queues, np.asarray(total, dtype=np.float64), request, usage, k_value, fair
+        )
         if level == 0:
             remaining_top = level_remaining
     return Division(fair, remaining_top)
 
 
 def _divide_level(
-    tree: QueueTree, queues: Ints, total: Array, request: Array, usage: Array, k_value: float, fair: Array,
+    tree: QueueTree,
+    queues: Ints,
+    total: Array,
+    request: Array,
+    usage: Array,
+    k_value: float,
+    fair: Array,
 ) -> Array:
     m = len(queues)
     # Items are (resource, queue) pairs laid out resource-major: item = r * m + j.
@@ -86,8 +93,21 @@ def _divide_level(
     has_leftover = np.zeros(len(q), dtype=bool)
     for bucket in range(int(rank.max()) + 1 if len(rank) else 0):
         in_bucket = (rank == bucket) & (remaining[seg] > 0)
-        _over_quota_rounds(in_bucket, seg, n_seg, req, requestable, limit, weight, usage[q, r], k_value,
-                           share, remaining, leftover, has_leftover)
+        _over_quota_rounds(
+            in_bucket,
+            seg,
+            n_seg,
+            req,
+            requestable,
+            limit,
+            weight,
+            usage[q, r],
+            k_value,
+            share,
+            remaining,
+            leftover,
+            has_leftover,
+        )
     _hand_out_leftovers(tree, q, seg, rank, requestable, share, remaining, leftover, has_leftover)
     fair[q, r] = share
     top = np.zeros(3)
@@ -112,8 +132,19 @@ def _bucket_rank(seg: Ints, priority: Ints) -> Ints:
 
 
 def _over_quota_rounds(
-    in_bucket: Bools, seg: Ints, n_seg: int, req: Array, requestable: Array, limit: Array, weight: Array,
-    usage: Array, k_value: float, share: Array, remaining: Array, leftover: Array, has_leftover: Bools,
+    in_bucket: Bools,
+    seg: Ints,
+    n_seg: int,
+    req: Array,
+    requestable: Array,
+    limit: Array,
+    weight: Array,
+    usage: Array,
+    k_value: float,
+    share: Array,
+    remaining: Array,
+    leftover: Array,
+    has_leftover: Bools,
 ) -> None:
     alive = np.bincount(seg, in_bucket, minlength=n_seg) > 0
     while alive.any():
@@ -126,8 +157,7 @@ def _over_quota_rounds(
         weight_sum = np.bincount(seg, share_weight, minlength=n_seg)
         alive &= (total_weight > 0) & (weight_sum > 0)
         takers = unsatisfied & (weight != 0) & alive[seg]
-        part = np.divide(remaining[seg] * share_weight, weight_sum[seg], out=np.zeros_like(share_weight),
-                         where=takers)
+        part = np.divide(remaining[seg] * share_weight, weight_sum[seg], out=np.zeros_like(share_weight), where=takers)
         satisfied_now = takers & (wanted <= part)
         rounded = np.floor(part)
         give = np.where(satisfied_now, wanted, np.where(takers & (rounded > 0), rounded, 0.0))
@@ -142,8 +172,15 @@ def _over_quota_rounds(
 
 
 def _hand_out_leftovers(
-    tree: QueueTree, q: Ints, seg: Ints, rank: Ints, requestable: Array, share: Array, remaining: Array,
-    leftover: Array, has_leftover: Bools,
+    tree: QueueTree,
+    q: Ints,
+    seg: Ints,
+    rank: Ints,
+    requestable: Array,
+    share: Array,
+    remaining: Array,
+    leftover: Array,
+    has_leftover: Bools,
 ) -> None:
     candidates = np.flatnonzero(has_leftover & (remaining[seg] > 0))
     ordered = sorted(

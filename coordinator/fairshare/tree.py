@@ -74,13 +74,16 @@ class QueueTree:
                 children[int(p)].append(i)
         n = len(ordered)
         return QueueTree(
-            names=[s.name for s in ordered], parent=parent, depth=np.array(depths, dtype=np.int64),
+            names=[s.name for s in ordered],
+            parent=parent,
+            depth=np.array(depths, dtype=np.int64),
             priority=np.array([s.priority for s in ordered], dtype=np.int64),
             created=np.array([s.created for s in ordered], dtype=np.float64),
             deserved=np.array([s.deserved for s in ordered], dtype=np.float64).reshape(n, 3),
             weight=np.array([s.over_quota_weight for s in ordered], dtype=np.float64).reshape(n, 3),
             limit=np.array([s.limit for s in ordered], dtype=np.float64).reshape(n, 3),
-            children=children, index=index,
+            children=children,
+            index=index,
         )
 
     def __len__(self) -> int:

@@ -18,12 +18,28 @@ ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "up
 STATUS_VERBS = ("get", "patch", "update")
 COMMON_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
 POD_FIELDS = COMMON_FIELDS | {
-    "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork",
-    "status.phase", "status.podIP", "status.nominatedNodeName"}
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
+}
 EVENT_FIELDS = COMMON_FIELDS | {
-    "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
-    "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
-    "reportingComponent", "source", "type"}
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,33 +87,62 @@ class ResourceType:
 
     def discovery_entries(self) -> list[Obj]:
         """This resource's entries in its group version's APIResourceList."""
-        entry: Obj = {"name": self.plural, "singularName": self.singular or self.kind.lower(),
-                      "namespaced": self.namespaced, "kind": self.kind, "verbs": list(self.verbs)}
+        entry: Obj = {
+            "name": self.plural,
+            "singularName": self.singular or self.kind.lower(),
+            "namespaced": self.namespaced,
+            "kind": self.kind,
+            "verbs": list(self.verbs),
+        }
         if self.short_names:
             entry["shortNames"] = list(self.short_names)
         if self.categories:
             entry["categories"] = list(self.categories)
         entries = [entry]
         for sub in self.subresources:
-            sub_entry: Obj = {"name": f"{self.plural}/{sub.name}", "singularName": "", "namespaced": self.namespaced,
-                              "kind": sub.kind or self.kind, "verbs": list(sub.verbs)}
+            sub_entry: Obj = {
+                "name": f"{self.plural}/{sub.name}",
+                "singularName": "",
+                "namespaced": self.namespaced,
+                "kind": sub.kind or self.kind,
+                "verbs": list(sub.verbs),
+            }
             if sub.group or sub.version:
                 sub_entry.update(group=sub.group, version=sub.version)
             entries.append(sub_entry)
         return entries
 
 
-def _core(plural: str, kind: str, namespaced: bool, *short: str, subs: tuple[Subresource, ...] = (),
-          fields: frozenset[str] = COMMON_FIELDS, verbs: tuple[str, ...] = ALL_VERBS) -> ResourceType:
+def _core(
+    plural: str,
+    kind: str,
+    namespaced: bool,
+    *short: str,
+    subs: tuple[Subresource, ...] = (),
+    fields: frozenset[str] = COMMON_FIELDS,
+    verbs: tuple[str, ...] = ALL_VERBS,
+) -> ResourceType:
     return ResourceType("", "v1", plural, kind, namespaced, short, subs, fields=fields, verbs=verbs)
 
 
 BUILT_IN = (
     _core("namespaces", "Namespace", False, "ns", subs=(STATUS,), fields=COMMON_FIELDS | {"status.phase"}),
     _core("nodes", "Node", False, "no", subs=(STATUS,), fields=COMMON_FIELDS | {"spec.unschedulable"}),
-    ResourceType("", "v1", "pods", "Pod", True, ("po",), (
-        STATUS, Subresource("binding", "Binding", ("create",)),
-        Subresource("eviction", "Eviction", ("create",), "policy", "v1")), categories=("all",), fields=POD_FIELDS),
+    ResourceType(
+        "",
+        "v1",
+        "pods",
+        "Pod",
+        True,
+        ("po",),
+        (
+            STATUS,
+            Subresource("binding", "Binding", ("create",)),
+            Subresource("eviction", "Eviction", ("create",), "policy", "v1"),
+        ),
+        categories=("all",),
+        fields=POD_FIELDS,
+    ),
     _core("bindings", "Binding", True, verbs=("create",)),
     _core("events", "Event", True, "ev", fields=EVENT_FIELDS),
     _core("configmaps", "ConfigMap", True, "cm"),
@@ -105,8 +150,16 @@ BUILT_IN = (
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
     ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, ("pc",)),
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",), (STATUS,)),
-    ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
-                 ("crd", "crds"), (STATUS,), categories=("api-extensions",)),
+    ResourceType(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        False,
+        ("crd", "crds"),
+        (STATUS,),
+        categories=("api-extensions",),
+    ),
     # Workload owners are stored but not reconciled (no controllers): the pod grouper reads them.
     ResourceType("apps", "v1", "deployments", "Deployment", True, ("deploy",), (STATUS,), categories=("all",)),
     ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, ("rs",), (STATUS,), categories=("all",)),
@@ -123,15 +176,25 @@ def types_from_crd(crd: Obj) -> list[ResourceType]:
     for version in spec.get("versions") or []:
         if not version.get("served", True):
             continue
-        subresources = tuple(STATUS if name == "status" else Subresource(name, "Scale", STATUS_VERBS, "autoscaling",
-                                                                         "v1")
-                             for name in (version.get("subresources") or {}))
-        out.append(ResourceType(
-            str(spec.get("group", "")), str(version.get("name", "")), str(names.get("plural", "")),
-            str(names.get("kind", "")), spec.get("scope", "Namespaced") == "Namespaced",
-            tuple(names.get("shortNames") or ()), subresources, str(names.get("singular") or ""),
-            tuple(names.get("categories") or ()), custom=True,
-            printer_columns=tuple(version.get("additionalPrinterColumns") or ())))
+        subresources = tuple(
+            STATUS if name == "status" else Subresource(name, "Scale", STATUS_VERBS, "autoscaling", "v1")
+            for name in (version.get("subresources") or {})
+        )
+        out.append(
+            ResourceType(
+                str(spec.get("group", "")),
+                str(version.get("name", "")),
+                str(names.get("plural", "")),
+                str(names.get("kind", "")),
+                spec.get("scope", "Namespaced") == "Namespaced",
+                tuple(names.get("shortNames") or ()),
+                subresources,
+                str(names.get("singular") or ""),
+                tuple(names.get("categories") or ()),
+                custom=True,
+                printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
+            )
+        )
     return out
 
 
@@ -177,7 +240,6 @@ class Catalog:
         if rt is None:
             raise KeyError(f"{plural}.{group}/{version} is not served")
         return rt
-
 
     def types(self) -> list[ResourceType]:
         return list(self._by_path.values())

@@ -38,7 +38,6 @@ class Clock:
         return self.wall(at).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-
 class ManualClock(Clock):
     """A clock that stands still until ``advance`` is called."""
 

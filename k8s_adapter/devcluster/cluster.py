@@ -52,9 +52,20 @@ class DevCluster:
         simulate: run the node simulator (pods never start without it).
     """
 
-    def __init__(self, nodes: int = 0, *, taint_nodes: bool = False, speed: float = 1.0, clock: Clock | None = None,
-                 start_delay: float = 0.5, max_grace: float = 2.0, bookmark_seconds: float = 60.0,
-                 history: int = 10_000, simulate: bool = True, node_prefix: str = "kwok-node") -> None:
+    def __init__(
+        self,
+        nodes: int = 0,
+        *,
+        taint_nodes: bool = False,
+        speed: float = 1.0,
+        clock: Clock | None = None,
+        start_delay: float = 0.5,
+        max_grace: float = 2.0,
+        bookmark_seconds: float = 60.0,
+        history: int = 10_000,
+        simulate: bool = True,
+        node_prefix: str = "kwok-node",
+    ) -> None:
         self.clock = clock or Clock(speed)
         self.catalog = Catalog.with_builtins()
         self.store = Store(history)
@@ -82,8 +93,7 @@ class DevCluster:
     # ------------------------------------------------------------------ lifecycle
     async def start(self, port: int = 0, host: str = "127.0.0.1") -> str:
         """Serve on ``host:port`` (0: a free port); returns the base URL."""
-        self._runner = web.AppRunner(self.server.app, access_log=None, handler_cancellation=True,
-                                     shutdown_timeout=0.5)
+        self._runner = web.AppRunner(self.server.app, access_log=None, handler_cancellation=True, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, reuse_address=True)
         await site.start()
@@ -116,11 +126,18 @@ class DevCluster:
         if not self.url:
             raise RuntimeError("start the dev cluster before writing its kubeconfig")
         config = {
-            "apiVersion": "v1", "kind": "Config", "preferences": {}, "current-context": CLUSTER_NAME,
+            "apiVersion": "v1",
+            "kind": "Config",
+            "preferences": {},
+            "current-context": CLUSTER_NAME,
             "clusters": [{"name": CLUSTER_NAME, "cluster": {"server": self.url}}],
             "users": [{"name": CLUSTER_NAME, "user": {}}],
-            "contexts": [{"name": CLUSTER_NAME, "context": {"cluster": CLUSTER_NAME, "user": CLUSTER_NAME,
-                                                            "namespace": namespace}}],
+            "contexts": [
+                {
+                    "name": CLUSTER_NAME,
+                    "context": {"cluster": CLUSTER_NAME, "user": CLUSTER_NAME, "namespace": namespace},
+                }
+            ],
         }
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -144,14 +161,17 @@ class DevCluster:
     def objects(self, group: str, version: str, plural: str, namespace: str | None = None) -> list[Obj]:
         return list(self.store.items(self.resource(group, version, plural), namespace))
 
-    def patch(self, group: str, version: str, plural: str, name: str, patch: Obj, namespace: str = "",
-              subresource: str = "") -> Obj:
+    def patch(
+        self, group: str, version: str, plural: str, name: str, patch: Obj, namespace: str = "", subresource: str = ""
+    ) -> Obj:
         """A JSON merge patch, e.g. ``subresource="status"`` to set a pod's phase."""
-        return self.registry.patch(self.resource(group, version, plural), namespace, name, patch,
-                                   "application/merge-patch+json", subresource)
+        return self.registry.patch(
+            self.resource(group, version, plural), namespace, name, patch, "application/merge-patch+json", subresource
+        )
 
-    def delete(self, group: str, version: str, plural: str, name: str, namespace: str = "",
-               grace_seconds: int | None = None) -> Obj:
+    def delete(
+        self, group: str, version: str, plural: str, name: str, namespace: str = "", grace_seconds: int | None = None
+    ) -> Obj:
         options = {} if grace_seconds is None else {"gracePeriodSeconds": grace_seconds}
         return self.registry.delete(self.resource(group, version, plural), namespace, name, options)
 

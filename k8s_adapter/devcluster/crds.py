@@ -19,27 +19,52 @@ CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 _OPEN_SCHEMA = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
 
 
-def crd(group: str, kind: str, plural: str, scope: str, version: str, short_names: tuple[str, ...] = (),
-        columns: tuple[tuple[str, str, str], ...] = ()) -> Obj:
+def crd(
+    group: str,
+    kind: str,
+    plural: str,
+    scope: str,
+    version: str,
+    short_names: tuple[str, ...] = (),
+    columns: tuple[tuple[str, str, str], ...] = (),
+) -> Obj:
     """A one-version CRD manifest with a status subresource and (name, jsonPath, type) printer columns."""
-    served: Obj = {"name": version, "served": True, "storage": True, "schema": _OPEN_SCHEMA,
-                   "subresources": {"status": {}}}
+    served: Obj = {
+        "name": version,
+        "served": True,
+        "storage": True,
+        "schema": _OPEN_SCHEMA,
+        "subresources": {"status": {}},
+    }
     if columns:
         served["additionalPrinterColumns"] = [{"name": n, "jsonPath": p, "type": t} for n, p, t in columns]
     names: Obj = {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()}
     if short_names:
         names["shortNames"] = list(short_names)
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": f"{plural}.{group}"},
-            "spec": {"group": group, "names": names, "scope": scope, "versions": [served]}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {"group": group, "names": names, "scope": scope, "versions": [served]},
+    }
 
 
 # The shapes of KAI Scheduler's own CRDs (deployments/kai-scheduler/crds): names, scope, version,
 # short names and printer columns as KAI declares them.
 KAI_CRDS = (
-    crd("scheduling.run.ai", "Queue", "queues", "Cluster", "v2",
-        columns=(("Priority", ".spec.priority", "string"), ("Parent", ".spec.parentQueue", "string"),
-                 ("Children", ".status.childQueues", "string"), ("DisplayName", ".spec.displayName", "string"))),
+    crd(
+        "scheduling.run.ai",
+        "Queue",
+        "queues",
+        "Cluster",
+        "v2",
+        columns=(
+            ("Priority", ".spec.priority", "string"),
+            ("Parent", ".spec.parentQueue", "string"),
+            ("Children", ".status.childQueues", "string"),
+            ("DisplayName", ".spec.displayName", "string"),
+        ),
+    ),
     crd("scheduling.run.ai", "PodGroup", "podgroups", "Namespaced", "v2alpha2", short_names=("pg",)),
 )
 
@@ -47,9 +72,13 @@ KAI_CRDS = (
 def accepted_status(obj: Obj, now: str) -> Obj:
     spec = obj.get("spec") or {}
     storage = [v.get("name") for v in spec.get("versions") or [] if v.get("storage")]
-    conditions = [{"type": t, "status": "True", "reason": r, "message": m, "lastTransitionTime": now} for t, r, m in (
-        ("NamesAccepted", "NoConflicts", "no conflicts found"),
-        ("Established", "InitialNamesAccepted", "the initial names have been accepted"))]
+    conditions = [
+        {"type": t, "status": "True", "reason": r, "message": m, "lastTransitionTime": now}
+        for t, r, m in (
+            ("NamesAccepted", "NoConflicts", "no conflicts found"),
+            ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+        )
+    ]
     return {"acceptedNames": spec.get("names") or {}, "conditions": conditions, "storedVersions": storage}
 
 
@@ -65,8 +94,11 @@ class CrdStrategy(Strategy):
         spec = obj.get("spec") or {}
         names = spec.get("names") or {}
         causes: Causes = []
-        for field, value in (("spec.group", spec.get("group")), ("spec.names.plural", names.get("plural")),
-                             ("spec.names.kind", names.get("kind"))):
+        for field, value in (
+            ("spec.group", spec.get("group")),
+            ("spec.names.plural", names.get("plural")),
+            ("spec.names.kind", names.get("kind")),
+        ):
             if not value:
                 causes.append((field, "Required value"))
         if spec.get("scope") not in ("Namespaced", "Cluster"):
@@ -78,8 +110,12 @@ class CrdStrategy(Strategy):
             causes.append(("spec.versions", "Invalid value: must have exactly one version marked as storage version"))
         expected = f"{names.get('plural')}.{spec.get('group')}"
         if not causes and obj["metadata"]["name"] != expected:
-            causes.append(("metadata.name", f'Invalid value: "{obj["metadata"]["name"]}": must be '
-                                            f'spec.names.plural+"."+spec.group'))
+            causes.append(
+                (
+                    "metadata.name",
+                    f'Invalid value: "{obj["metadata"]["name"]}": must be spec.names.plural+"."+spec.group',
+                )
+            )
         if old is not None and (old.get("spec") or {}).get("scope") != spec.get("scope"):
             causes.append(("spec.scope", "Invalid value: field is immutable"))
         return causes

@@ -15,8 +15,15 @@ from k8s_adapter.devcluster.catalog import Catalog
 
 Obj = dict[str, Any]
 VERSION: Obj = {
-    "major": "1", "minor": "32", "gitVersion": "v1.32.0", "gitCommit": "kai-ray-devcluster", "gitTreeState": "clean",
-    "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.23.0", "compiler": "gc", "platform": "linux/amd64",
+    "major": "1",
+    "minor": "32",
+    "gitVersion": "v1.32.0",
+    "gitCommit": "kai-ray-devcluster",
+    "gitTreeState": "clean",
+    "buildDate": "2025-01-01T00:00:00Z",
+    "goVersion": "go1.23.0",
+    "compiler": "gc",
+    "platform": "linux/amd64",
 }
 _KUBE_VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
 
@@ -31,8 +38,11 @@ def version_priority(version: str) -> tuple[int, int, int, str]:
 
 
 def api_versions(host: str) -> Obj:
-    return {"kind": "APIVersions", "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}]}
+    return {
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}],
+    }
 
 
 def _group(name: str, versions: list[str]) -> Obj:

@@ -13,17 +13,29 @@ Obj = dict[str, Any]
 
 # The reason Kubernetes puts next to each HTTP code it uses (metav1.StatusReason).
 REASONS = {
-    400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
-    406: "NotAcceptable", 409: "Conflict", 410: "Expired", 415: "UnsupportedMediaType", 422: "Invalid",
-    429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout",
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    409: "Conflict",
+    410: "Expired",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
 }
 
 
 class ApiError(Exception):
     """An answer other than success; ``status()`` is the body the server sends."""
 
-    def __init__(self, code: int, reason: str, message: str, details: Obj | None = None,
-                 retry_after: int | None = None) -> None:
+    def __init__(
+        self, code: int, reason: str, message: str, details: Obj | None = None, retry_after: int | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
@@ -32,8 +44,15 @@ class ApiError(Exception):
         self.retry_after = retry_after
 
     def status(self) -> Obj:
-        body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                     "message": self.message, "reason": self.reason, "code": self.code}
+        body: Obj = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
         if self.details:
             body["details"] = self.details
         return body
@@ -51,18 +70,24 @@ def _qualified(resource: str, group: str) -> str:
 
 
 def not_found(resource: str, name: str, group: str = "") -> ApiError:
-    return ApiError(404, "NotFound", f'{_qualified(resource, group)} "{name}" not found',
-                    _details(resource, name, group))
+    return ApiError(
+        404, "NotFound", f'{_qualified(resource, group)} "{name}" not found', _details(resource, name, group)
+    )
 
 
 def already_exists(resource: str, name: str, group: str = "") -> ApiError:
-    return ApiError(409, "AlreadyExists", f'{_qualified(resource, group)} "{name}" already exists',
-                    _details(resource, name, group))
+    return ApiError(
+        409, "AlreadyExists", f'{_qualified(resource, group)} "{name}" already exists', _details(resource, name, group)
+    )
 
 
 def conflict(resource: str, name: str, why: str, group: str = "") -> ApiError:
-    return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {_qualified(resource, group)} "{name}": {why}',
-                    _details(resource, name, group))
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {_qualified(resource, group)} "{name}": {why}',
+        _details(resource, name, group),
+    )
 
 
 STALE = "the object has been modified; please apply your changes to the latest version and try again"
@@ -72,8 +97,11 @@ def invalid(kind: str, name: str, causes: list[tuple[str, str]], group: str = ""
     """422 with one cause per (field, message), worded like the server's field errors."""
     text = "; ".join(f"{field}: {message}" for field, message in causes)
     prefix = f'{kind}.{group} "{name}"' if group else f'{kind} "{name}"'
-    details = {"name": name, "kind": kind, "causes": [
-        {"reason": "FieldValueInvalid", "message": message, "field": field} for field, message in causes]}
+    details = {
+        "name": name,
+        "kind": kind,
+        "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field} for field, message in causes],
+    }
     if group:
         details["group"] = group
     return ApiError(422, "Invalid", f"{prefix} is invalid: {text}", details)
@@ -105,5 +133,6 @@ def too_many_requests(message: str, causes: list[Obj] | None = None, retry_after
 def from_code(code: int, message: str = "", reason: str = "") -> ApiError:
     """An error for an arbitrary code, e.g. one injected by a test."""
     reason = reason or REASONS.get(code, "InternalError" if code >= 500 else "BadRequest")
-    return ApiError(code, reason, message or f"injected failure ({code} {reason})",
-                    retry_after=1 if code == 429 else None)
+    return ApiError(
+        code, reason, message or f"injected failure ({code} {reason})", retry_after=1 if code == 429 else None
+    )

@@ -36,8 +36,13 @@ class Budget:
         return max(0, self.healthy - self.desired)
 
     def status(self, generation: int) -> Obj:
-        return {"observedGeneration": generation, "expectedPods": self.expected, "currentHealthy": self.healthy,
-                "desiredHealthy": self.desired, "disruptionsAllowed": self.allowed}
+        return {
+            "observedGeneration": generation,
+            "expectedPods": self.expected,
+            "currentHealthy": self.healthy,
+            "desiredHealthy": self.desired,
+            "disruptionsAllowed": self.allowed,
+        }
 
 
 def is_healthy(pod: Obj) -> bool:
@@ -58,8 +63,9 @@ def budget_for(reg: Registry, pdb: Obj) -> Budget:
     selects = label_selector_object(spec.get("selector"))
     pods_rt = reg.catalog.require("", "v1", "pods")
     namespace = pdb["metadata"].get("namespace", "")
-    pods = [] if selects is None else [p for p in reg.store.items(pods_rt, namespace)
-                                       if not is_terminal(p) and selects(p)]
+    pods = (
+        [] if selects is None else [p for p in reg.store.items(pods_rt, namespace) if not is_terminal(p) and selects(p)]
+    )
     expected = len(pods)
     healthy = sum(1 for p in pods if is_healthy(p))
     if spec.get("minAvailable") is not None:
@@ -91,20 +97,30 @@ def evict(reg: Registry, pods: ResourceType, namespace: str, name: str, body: An
     pod = reg.get(pods, namespace, name)
     status = pod.get("status") or {}
     ignores_budgets = status.get("phase") in ("Pending", "Succeeded", "Failed") or pod["metadata"].get(
-        "deletionTimestamp")
+        "deletionTimestamp"
+    )
     if not ignores_budgets:
         covering = budgets_covering(reg, pod)
         if len(covering) > 1:
-            raise ApiError(500, "InternalError", "This pod has more than one PodDisruptionBudget, which the eviction "
-                                                 "subresource does not support.")
+            raise ApiError(
+                500,
+                "InternalError",
+                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+            )
         if covering:
             pdb = covering[0]
             budget = budget_for(reg, pdb)
             if budget.allowed <= 0:
                 raise errors.too_many_requests(
                     "Cannot evict pod as it would violate the pod's disruption budget.",
-                    [{"reason": "DisruptionBudget", "message": f"The disruption budget {pdb['metadata']['name']} "
-                      f"needs {budget.desired} healthy pods and has {budget.healthy} currently"}])
+                    [
+                        {
+                            "reason": "DisruptionBudget",
+                            "message": f"The disruption budget {pdb['metadata']['name']} "
+                            f"needs {budget.desired} healthy pods and has {budget.healthy} currently",
+                        }
+                    ],
+                )
     reg.delete(pods, namespace, name, options)
 
 
@@ -113,8 +129,7 @@ def refresh_status(reg: Registry, namespace: str) -> int:
     pdbs = reg.catalog.require("policy", "v1", "poddisruptionbudgets")
     writes = 0
     for pdb in list(reg.store.items(pdbs, namespace)):
-        status = {**(pdb.get("status") or {}),
-                  **budget_for(reg, pdb).status(int(pdb["metadata"].get("generation", 1)))}
+        status = {**(pdb.get("status") or {}), **budget_for(reg, pdb).status(int(pdb["metadata"].get("generation", 1)))}
         if status != pdb.get("status"):
             reg.store.replace(pdbs, {**pdb, "status": status})
             writes += 1

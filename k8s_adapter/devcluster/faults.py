@@ -39,8 +39,12 @@ class FaultRule:
             raise ValueError("code must be an HTTP error code (400-599), or 0 for a delay only")
 
     def matches(self, verb: str, resource: str, subresource: str, name: str) -> bool:
-        return (self.verb in ("*", verb) and self.resource in ("*", resource)
-                and self.subresource in ("*", subresource) and self.name in ("*", name))
+        return (
+            self.verb in ("*", verb)
+            and self.resource in ("*", resource)
+            and self.subresource in ("*", subresource)
+            and self.name in ("*", name)
+        )
 
     def error(self) -> ApiError:
         return from_code(self.code, self.message, self.reason)
@@ -58,8 +62,17 @@ class Faults:
         self.rules.append(rule)
         return rule
 
-    def fail(self, verb: str, resource: str, code: int = 500, *, subresource: str = "*", times: int | None = 1,
-             message: str = "", name: str = "*") -> FaultRule:
+    def fail(
+        self,
+        verb: str,
+        resource: str,
+        code: int = 500,
+        *,
+        subresource: str = "*",
+        times: int | None = 1,
+        message: str = "",
+        name: str = "*",
+    ) -> FaultRule:
         """The next ``times`` matching requests fail with ``code``."""
         return self.add(FaultRule(verb, resource, subresource, code, times, message=message, name=name))
 

@@ -72,8 +72,9 @@ class NodeSimulator:
                 pod = self.registry.store.get(self.pods, ns, name)
                 if pod is not None:
                     self.consider(pod)
-        elif key == self.pdbs.storage_key and (change.prev is None or change.obj.get("spec") !=
-                                               change.prev.get("spec")):
+        elif key == self.pdbs.storage_key and (
+            change.prev is None or change.obj.get("spec") != change.prev.get("spec")
+        ):
             self._dirty_budgets.add(change.obj["metadata"].get("namespace", ""))
             self.wake.set()
 
@@ -112,8 +113,9 @@ class NodeSimulator:
         if key in self._due and self._due[key] <= due:
             return
         self._due[key] = due
-        heapq.heappush(self._timers, (due, next(self._seq), action, meta.get("namespace", ""), meta["name"],
-                                      meta["uid"]))
+        heapq.heappush(
+            self._timers, (due, next(self._seq), action, meta.get("namespace", ""), meta["name"], meta["uid"])
+        )
         self.wake.set()
 
     # ------------------------------------------------------------------ acting
@@ -161,8 +163,14 @@ class NodeSimulator:
         now = self.clock.timestamp()
         self._started[pod["metadata"]["uid"]] = self.clock.now()
         node = self.registry.store.get(self.nodes, "", pod["spec"]["nodeName"]) or {}
-        host_ip = next((a.get("address") for a in (node.get("status") or {}).get("addresses") or []
-                        if a.get("type") == "InternalIP"), "10.0.0.1")
+        host_ip = next(
+            (
+                a.get("address")
+                for a in (node.get("status") or {}).get("addresses") or []
+                if a.get("type") == "InternalIP"
+            ),
+            "10.0.0.1",
+        )
         n = next(self._addresses)
         pod_ip = f"10.244.{(n >> 8) & 255}.{n & 255}"
         status = dict(pod.get("status") or {})
@@ -170,13 +178,30 @@ class NodeSimulator:
         for kind in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready"):
             conditions[kind] = {"type": kind, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
         containers = (pod.get("spec") or {}).get("containers") or []
-        status.update({
-            "phase": "Running", "conditions": list(conditions.values()), "hostIP": host_ip,
-            "hostIPs": [{"ip": host_ip}], "podIP": pod_ip, "podIPs": [{"ip": pod_ip}], "startTime": now,
-            "containerStatuses": [{
-                "name": c.get("name"), "image": c.get("image", ""), "imageID": "", "ready": True, "started": True,
-                "restartCount": 0, "containerID": f"kwok://{c.get('name')}", "state": {"running": {"startedAt": now}},
-            } for c in containers]})
+        status.update(
+            {
+                "phase": "Running",
+                "conditions": list(conditions.values()),
+                "hostIP": host_ip,
+                "hostIPs": [{"ip": host_ip}],
+                "podIP": pod_ip,
+                "podIPs": [{"ip": pod_ip}],
+                "startTime": now,
+                "containerStatuses": [
+                    {
+                        "name": c.get("name"),
+                        "image": c.get("image", ""),
+                        "imageID": "",
+                        "ready": True,
+                        "started": True,
+                        "restartCount": 0,
+                        "containerID": f"kwok://{c.get('name')}",
+                        "state": {"running": {"startedAt": now}},
+                    }
+                    for c in containers
+                ],
+            }
+        )
         return status
 
     def _finished(self, pod: Obj) -> Obj:
@@ -191,11 +216,25 @@ class NodeSimulator:
         statuses = []
         for container in status.get("containerStatuses") or []:
             started = ((container.get("state") or {}).get("running") or {}).get("startedAt", now)
-            statuses.append({**container, "ready": False, "started": False, "state": {"terminated": {
-                "exitCode": code, "reason": "Completed" if code == 0 else "Error", "startedAt": started,
-                "finishedAt": now, "containerID": container.get("containerID", "")}}})
-        status.update({"phase": "Succeeded" if code == 0 else "Failed", "conditions": conditions,
-                       "containerStatuses": statuses})
+            statuses.append(
+                {
+                    **container,
+                    "ready": False,
+                    "started": False,
+                    "state": {
+                        "terminated": {
+                            "exitCode": code,
+                            "reason": "Completed" if code == 0 else "Error",
+                            "startedAt": started,
+                            "finishedAt": now,
+                            "containerID": container.get("containerID", ""),
+                        }
+                    },
+                }
+            )
+        status.update(
+            {"phase": "Succeeded" if code == 0 else "Failed", "conditions": conditions, "containerStatuses": statuses}
+        )
         return status
 
     # ------------------------------------------------------------------ the loop

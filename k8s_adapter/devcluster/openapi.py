@@ -19,8 +19,12 @@ from k8s_adapter.devcluster.catalog import Catalog, ResourceType
 from k8s_adapter.devcluster.discovery import VERSION
 
 Obj = dict[str, Any]
-_FIELD_VALIDATION = {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True},
-                     "description": "how the server treats unknown or duplicate fields: Ignore, Warn or Strict"}
+_FIELD_VALIDATION = {
+    "name": "fieldValidation",
+    "in": "query",
+    "schema": {"type": "string", "uniqueItems": True},
+    "description": "how the server treats unknown or duplicate fields: Ignore, Warn or Strict",
+}
 
 
 def _prefix(rt: ResourceType) -> str:
@@ -41,8 +45,12 @@ def _hash(types: list[ResourceType]) -> str:
 
 def index(catalog: Catalog) -> Obj:
     """``/openapi/v3``: where each group version's document lives (the hash lets kubectl cache it)."""
-    return {"paths": {prefix: {"serverRelativeURL": f"/openapi/v3/{prefix}?hash={_hash(types)}"}
-                      for prefix, types in sorted(_by_group_version(catalog).items())}}
+    return {
+        "paths": {
+            prefix: {"serverRelativeURL": f"/openapi/v3/{prefix}?hash={_hash(types)}"}
+            for prefix, types in sorted(_by_group_version(catalog).items())
+        }
+    }
 
 
 def document(catalog: Catalog, prefix: str) -> Obj | None:
@@ -57,11 +65,19 @@ def document(catalog: Catalog, prefix: str) -> Obj | None:
         gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
 
         def operation(action: str, gvk: Obj = gvk) -> Obj:
-            return {"parameters": [_FIELD_VALIDATION], "responses": {"200": {"description": "OK"}},
-                    "x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk}
+            return {
+                "parameters": [_FIELD_VALIDATION],
+                "responses": {"200": {"description": "OK"}},
+                "x-kubernetes-action": action,
+                "x-kubernetes-group-version-kind": gvk,
+            }
 
         base = f"/{prefix}" + ("/namespaces/{namespace}" if rt.namespaced else "") + f"/{rt.plural}"
         paths[base] = {"post": operation("post")}
         paths[base + "/{name}"] = {"put": operation("put"), "patch": operation("patch")}
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": VERSION["gitVersion"]},
-            "paths": paths, "components": {"schemas": {}}}
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": VERSION["gitVersion"]},
+        "paths": paths,
+        "components": {"schemas": {}},
+    }

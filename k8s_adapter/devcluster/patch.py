@@ -17,10 +17,21 @@ from k8s_adapter.devcluster.errors import ApiError, bad_request, unsupported_med
 
 # Field name -> patch merge key, for the list fields of the kinds served here.
 MERGE_KEYS = {
-    "containers": "name", "initContainers": "name", "ephemeralContainers": "name", "env": "name",
-    "ports": "containerPort", "volumes": "name", "volumeMounts": "mountPath", "volumeDevices": "devicePath",
-    "conditions": "type", "imagePullSecrets": "name", "ownerReferences": "uid", "hostAliases": "ip",
-    "resourceClaims": "name", "addresses": "type", "topologySpreadConstraints": "topologyKey",
+    "containers": "name",
+    "initContainers": "name",
+    "ephemeralContainers": "name",
+    "env": "name",
+    "ports": "containerPort",
+    "volumes": "name",
+    "volumeMounts": "mountPath",
+    "volumeDevices": "devicePath",
+    "conditions": "type",
+    "imagePullSecrets": "name",
+    "ownerReferences": "uid",
+    "hostAliases": "ip",
+    "resourceClaims": "name",
+    "addresses": "type",
+    "topologySpreadConstraints": "topologyKey",
 }
 SET_LISTS = frozenset({"finalizers"})  # lists of scalars with patchStrategy=merge
 _DELETE = object()  # a map patch carrying ``$patch: delete``
@@ -214,8 +225,12 @@ def json_patch(target: Any, operations: Any) -> Any:
     return doc
 
 
-PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
-               "application/strategic-merge-patch+json", "application/apply-patch+yaml")
+PATCH_TYPES = (
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+)
 
 
 def apply_patch(target: Any, body: Any, content_type: str, custom: bool) -> Any:
@@ -224,9 +239,11 @@ def apply_patch(target: Any, body: Any, content_type: str, custom: bool) -> Any:
         return json_patch(target, body)
     if content_type == "application/strategic-merge-patch+json":
         if custom:
-            raise unsupported_media_type("the body of the request was in an unknown format - accepted media types "
-                                         "include: application/json-patch+json, application/merge-patch+json, "
-                                         "application/apply-patch+yaml")
+            raise unsupported_media_type(
+                "the body of the request was in an unknown format - accepted media types "
+                "include: application/json-patch+json, application/merge-patch+json, "
+                "application/apply-patch+yaml"
+            )
         return strategic_merge_patch(target, body)
     if content_type == "application/apply-patch+yaml":
         # Server-side apply without field ownership: the manifest is merged into the live object
@@ -238,5 +255,6 @@ def apply_patch(target: Any, body: Any, content_type: str, custom: bool) -> Any:
         if not isinstance(body, dict):
             raise bad_request("a merge patch must be a JSON object")
         return merge_patch(target, body)
-    raise unsupported_media_type(f"unsupported patch content type {content_type!r}; use one of "
-                                 + ", ".join(PATCH_TYPES))
+    raise unsupported_media_type(
+        f"unsupported patch content type {content_type!r}; use one of " + ", ".join(PATCH_TYPES)
+    )

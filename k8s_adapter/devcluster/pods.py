@@ -65,8 +65,9 @@ class PodStrategy(Strategy):
                 for name, value in limits.items():
                     requests.setdefault(name, value)  # requests default to limits
             image = str(container.get("image", ""))
-            container.setdefault("imagePullPolicy", "Always" if image.endswith(":latest") or ":" not in image
-                                 else "IfNotPresent")
+            container.setdefault(
+                "imagePullPolicy", "Always" if image.endswith(":latest") or ":" not in image else "IfNotPresent"
+            )
             container.setdefault("terminationMessagePath", "/dev/termination-log")
             container.setdefault("terminationMessagePolicy", "File")
         self._resolve_priority(reg, obj)
@@ -79,8 +80,11 @@ class PodStrategy(Strategy):
         if name:
             found = reg.store.get(classes, "", name)
             if found is None:
-                raise ApiError(403, "Forbidden", f'pods "{pod["metadata"]["name"]}" is forbidden: no PriorityClass '
-                                                 f"with name {name} was found")
+                raise ApiError(
+                    403,
+                    "Forbidden",
+                    f'pods "{pod["metadata"]["name"]}" is forbidden: no PriorityClass with name {name} was found',
+                )
         else:
             found = next((c for c in reg.store.items(classes) if c.get("globalDefault")), None)
             if found is not None:
@@ -103,8 +107,9 @@ class PodStrategy(Strategy):
             if not name:
                 causes.append((f"spec.containers[{i}].name", "Required value"))
             elif not DNS_LABEL.match(name) or name in seen:
-                causes.append((f"spec.containers[{i}].name", f'{"Duplicate" if name in seen else "Invalid"} value: '
-                                                             f'"{name}"'))
+                causes.append(
+                    (f"spec.containers[{i}].name", f'{"Duplicate" if name in seen else "Invalid"} value: "{name}"')
+                )
             seen.add(name)
             if not container.get("image") and old is None:
                 causes.append((f"spec.containers[{i}].image", "Required value"))
@@ -114,11 +119,19 @@ class PodStrategy(Strategy):
         if subresource:
             return
         if _fixed_spec(new.get("spec") or {}) != _fixed_spec(old.get("spec") or {}):
-            raise errors.invalid("Pod", old["metadata"]["name"], [(
-                "spec", "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+            raise errors.invalid(
+                "Pod",
+                old["metadata"]["name"],
+                [
+                    (
+                        "spec",
+                        "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
                         "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
                         "additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be "
-                        "set to 1 if it was previously negative)")])
+                        "set to 1 if it was previously negative)",
+                    )
+                ],
+            )
 
     def delete(self, reg: Registry, rt: ResourceType, obj: Obj, options: Obj) -> Obj | None:
         meta, spec = obj["metadata"], obj.get("spec") or {}
@@ -129,8 +142,14 @@ class PodStrategy(Strategy):
         current = meta.get("deletionGracePeriodSeconds")
         if meta.get("deletionTimestamp") and current is not None and current <= seconds:
             return obj  # already terminating at least as fast
-        terminating = {**obj, "metadata": {**meta, "deletionTimestamp": reg.clock.timestamp(reg.clock.now() + seconds),
-                                           "deletionGracePeriodSeconds": seconds}}
+        terminating = {
+            **obj,
+            "metadata": {
+                **meta,
+                "deletionTimestamp": reg.clock.timestamp(reg.clock.now() + seconds),
+                "deletionGracePeriodSeconds": seconds,
+            },
+        }
         return reg.store.replace(rt, terminating)
 
 
@@ -139,8 +158,9 @@ def _fixed_spec(spec: Obj) -> Obj:
     fixed = {k: v for k, v in spec.items() if k not in MUTABLE_SPEC}
     for key in ("containers", "initContainers"):
         if isinstance(fixed.get(key), list):
-            fixed[key] = [{k: v for k, v in c.items() if k != "image"} if isinstance(c, dict) else c
-                          for c in fixed[key]]
+            fixed[key] = [
+                {k: v for k, v in c.items() if k != "image"} if isinstance(c, dict) else c for c in fixed[key]
+            ]
     return fixed
 
 
@@ -173,10 +193,12 @@ def bind(reg: Registry, pods: ResourceType, namespace: str, name: str, binding: 
         raise refuse(f"pod {name} has non-empty .spec.schedulingGates")
     status = dict(pod.get("status") or {})
     conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-    conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                       "lastTransitionTime": reg.clock.timestamp()})
+    conditions.append(
+        {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": reg.clock.timestamp()}
+    )
     status["conditions"] = conditions
     annotations = {**(pod_meta.get("annotations") or {}), **(meta.get("annotations") or {})}
     bound_meta = {**pod_meta, "annotations": annotations} if annotations else dict(pod_meta)
-    reg.store.replace(pods, {**pod, "metadata": bound_meta, "spec": {**pod["spec"], "nodeName": node},
-                             "status": status})
+    reg.store.replace(
+        pods, {**pod, "metadata": bound_meta, "spec": {**pod["spec"], "nodeName": node}, "status": status}
+    )

@@ -35,8 +35,16 @@ Obj = dict[str, Any]
 Causes = list[tuple[str, str]]
 SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-SERVER_OWNED = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
-                "generation", "selfLink", "managedFields")
+SERVER_OWNED = (
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "selfLink",
+    "managedFields",
+)
 _NAME_SUFFIX = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet generateName draws from upstream
 
 
@@ -48,11 +56,15 @@ def clone(obj: Any) -> Any:
 def check_name(name: str, label: bool = False) -> str | None:
     """Why ``name`` is not a valid object name, or None."""
     if label and (len(name) > 63 or not DNS_LABEL.match(name)):
-        return ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-                "start and end with an alphanumeric character")
+        return (
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+            "start and end with an alphanumeric character"
+        )
     if len(name) > 253 or not SUBDOMAIN.match(name):
-        return ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-                "and must start and end with an alphanumeric character")
+        return (
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+            "and must start and end with an alphanumeric character"
+        )
     return None
 
 
@@ -101,15 +113,24 @@ class Registry:
             raise errors.not_found(rt.plural, name, rt.group)
         return obj
 
-    def list(self, rt: ResourceType, namespace: str | None, predicate: Predicate = everything, limit: int = 0,
-             token: str | None = None, filtered: bool = False) -> Obj:
+    def list(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        predicate: Predicate = everything,
+        limit: int = 0,
+        token: str | None = None,
+        filtered: bool = False,
+    ) -> Obj:
         """A ``<Kind>List`` body; with ``limit``, one page and a ``continue`` token for the rest."""
         if token:
             snapshot_id, offset, version = _read_token(token)
             items = self._snapshots.get(snapshot_id)
             if items is None:
-                raise errors.expired("The provided continue parameter is too old to display a consistent list "
-                                     "result. You can start a new list without the continue parameter.")
+                raise errors.expired(
+                    "The provided continue parameter is too old to display a consistent list "
+                    "result. You can start a new list without the continue parameter."
+                )
         else:
             version = self.store.version
             offset = 0
@@ -117,7 +138,7 @@ class Registry:
         meta: Obj = {"resourceVersion": str(version)}
         page = items
         if limit and len(items) - offset > limit:
-            page = items[offset:offset + limit]
+            page = items[offset : offset + limit]
             if not token:
                 snapshot_id = next(self._snapshot_ids)
                 self._snapshots[snapshot_id] = items
@@ -142,8 +163,9 @@ class Registry:
         if rt.namespaced:
             body_ns = meta.get("namespace")
             if namespace and body_ns and body_ns != namespace:
-                raise errors.bad_request("the namespace of the provided object does not match the namespace sent "
-                                         "on the request")
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
             meta["namespace"] = namespace or body_ns or "default"
         else:
             meta.pop("namespace", None)
@@ -151,15 +173,18 @@ class Registry:
             meta.pop(key, None)
         if not meta.get("name"):
             if not meta.get("generateName"):
-                raise errors.invalid(rt.kind, "", [("metadata.name", "Required value: name or generateName is "
-                                                                     "required")], rt.group)
+                raise errors.invalid(
+                    rt.kind, "", [("metadata.name", "Required value: name or generateName is required")], rt.group
+                )
             meta["name"] = meta["generateName"] + "".join(random.choices(_NAME_SUFFIX, k=5))
         strategy = self.strategy(rt)
         if rt.has_status and not strategy.keep_status_on_create:
             obj.pop("status", None)
         causes = self._name_causes(rt, strategy, meta["name"])
-        if rt.namespaced and self.store.get(self.catalog.require("", "v1", "namespaces"), "", meta["namespace"]) \
-                is None:
+        if (
+            rt.namespaced
+            and self.store.get(self.catalog.require("", "v1", "namespaces"), "", meta["namespace"]) is None
+        ):
             raise errors.not_found("namespaces", meta["namespace"])
         strategy.prepare_create(self, rt, obj)
         causes += strategy.validate(self, rt, obj, None)
@@ -179,8 +204,10 @@ class Registry:
         obj: Obj = clone(body)
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
         if api_version and api_version != rt.api_version:
-            raise errors.bad_request(f"the API version in the data ({api_version}) does not match the expected API "
-                                     f"version ({rt.api_version})")
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API "
+                f"version ({rt.api_version})"
+            )
         if kind and kind != rt.kind:
             raise errors.bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
@@ -191,29 +218,41 @@ class Registry:
         return [("metadata.name", f'Invalid value: "{name}": {why}')] if why else []
 
     # ------------------------------------------------------------------ update and patch
-    def update(self, rt: ResourceType, namespace: str, name: str, body: Any, subresource: str = "",
-               dry_run: bool = False) -> Obj:
+    def update(
+        self, rt: ResourceType, namespace: str, name: str, body: Any, subresource: str = "", dry_run: bool = False
+    ) -> Obj:
         old = self.get(rt, namespace, name)
         new = self._decode(rt, body)
         meta = new.setdefault("metadata", {})
         if meta.get("name", name) != name:
-            raise errors.bad_request(f"the name of the object ({meta.get('name')}) does not match the name on the URL "
-                                     f"({name})")
+            raise errors.bad_request(
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
+            )
         if rt.namespaced and meta.get("namespace", namespace) != namespace:
-            raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the "
-                                     "request")
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
         return self._write(rt, old, new, subresource, dry_run)
 
-    def patch(self, rt: ResourceType, namespace: str, name: str, body: Any, content_type: str,
-              subresource: str = "", dry_run: bool = False) -> Obj:
+    def patch(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        body: Any,
+        content_type: str,
+        subresource: str = "",
+        dry_run: bool = False,
+    ) -> Obj:
         old = self.get(rt, namespace, name)
         patched = apply_patch(clone(old), body, content_type, rt.custom)
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch did not produce an object")
         meta = patched.setdefault("metadata", {})
         if meta.get("name") != name or (rt.namespaced and meta.get("namespace") != namespace):
-            raise errors.invalid(rt.kind, name, [("metadata.name", "the patch may not change the name or namespace")],
-                                 rt.group)
+            raise errors.invalid(
+                rt.kind, name, [("metadata.name", "the patch may not change the name or namespace")], rt.group
+            )
         return self._write(rt, old, patched, subresource, dry_run)
 
     def _write(self, rt: ResourceType, old: Obj, new: Obj, subresource: str, dry_run: bool) -> Obj:
@@ -253,25 +292,38 @@ class Registry:
             return old  # nothing changed: no new version, no watch event
         if dry_run:
             return new
-        if meta.get("deletionTimestamp") and not meta.get("finalizers") and meta.get("deletionGracePeriodSeconds") \
-                in (0, None):
+        if (
+            meta.get("deletionTimestamp")
+            and not meta.get("finalizers")
+            and meta.get("deletionGracePeriodSeconds") in (0, None)
+        ):
             return self._remove(rt, new)  # the last finalizer went: the pending delete completes
         return self.store.replace(rt, new)
 
     # ------------------------------------------------------------------ delete
-    def delete(self, rt: ResourceType, namespace: str, name: str, options: Obj | None = None,
-               dry_run: bool = False) -> Obj:
+    def delete(
+        self, rt: ResourceType, namespace: str, name: str, options: Obj | None = None, dry_run: bool = False
+    ) -> Obj:
         options = options or {}
         obj = self.get(rt, namespace, name)
         meta = obj["metadata"]
         preconditions = options.get("preconditions") or {}
         if preconditions.get("uid") and preconditions["uid"] != meta["uid"]:
-            raise errors.conflict(rt.plural, name, f"Precondition failed: UID in precondition: {preconditions['uid']}"
-                                                   f", UID in object meta: {meta['uid']}", rt.group)
+            raise errors.conflict(
+                rt.plural,
+                name,
+                f"Precondition failed: UID in precondition: {preconditions['uid']}, UID in object meta: {meta['uid']}",
+                rt.group,
+            )
         if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != meta["resourceVersion"]:
-            raise errors.conflict(rt.plural, name, "Precondition failed: ResourceVersion in precondition: "
-                                  f"{preconditions['resourceVersion']}, ResourceVersion in object meta: "
-                                  f"{meta['resourceVersion']}", rt.group)
+            raise errors.conflict(
+                rt.plural,
+                name,
+                "Precondition failed: ResourceVersion in precondition: "
+                f"{preconditions['resourceVersion']}, ResourceVersion in object meta: "
+                f"{meta['resourceVersion']}",
+                rt.group,
+            )
         if dry_run:
             return obj
         handled = self.strategy(rt).delete(self, rt, obj, options)
@@ -285,8 +337,14 @@ class Registry:
         if meta.get("finalizers"):
             if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds") == 0:
                 return obj
-            marked = {**obj, "metadata": {**meta, "deletionTimestamp": meta.get("deletionTimestamp")
-                                          or self.clock.timestamp(), "deletionGracePeriodSeconds": 0}}
+            marked = {
+                **obj,
+                "metadata": {
+                    **meta,
+                    "deletionTimestamp": meta.get("deletionTimestamp") or self.clock.timestamp(),
+                    "deletionGracePeriodSeconds": 0,
+                },
+            }
             return self.store.replace(rt, marked)
         return self._remove(rt, obj)
 
@@ -296,13 +354,24 @@ class Registry:
         self.strategy(rt).deleted(self, rt, gone)
         return gone
 
-    def delete_collection(self, rt: ResourceType, namespace: str | None, predicate: Predicate,
-                          options: Obj | None = None, dry_run: bool = False) -> Obj:
+    def delete_collection(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        predicate: Predicate,
+        options: Obj | None = None,
+        dry_run: bool = False,
+    ) -> Obj:
         chosen = [o for o in self.store.items(rt, namespace) if predicate(o)]
-        done = [self.delete(rt, o["metadata"].get("namespace", ""), o["metadata"]["name"], options, dry_run)
-                for o in chosen]
-        return {"kind": f"{rt.kind}List", "apiVersion": rt.api_version,
-                "metadata": {"resourceVersion": str(self.store.version)}, "items": done}
+        done = [
+            self.delete(rt, o["metadata"].get("namespace", ""), o["metadata"]["name"], options, dry_run) for o in chosen
+        ]
+        return {
+            "kind": f"{rt.kind}List",
+            "apiVersion": rt.api_version,
+            "metadata": {"resourceVersion": str(self.store.version)},
+            "items": done,
+        }
 
 
 def _content(obj: Obj, has_status: bool) -> Obj:
@@ -322,4 +391,3 @@ def _read_token(token: str) -> tuple[int, int, int]:
         return int(data["snapshot"]), int(data["offset"]), int(data["rv"])
     except (ValueError, KeyError, TypeError, orjson.JSONDecodeError):
         raise errors.bad_request(f"continue key is not valid: {token!r}") from None
-

@@ -93,8 +93,9 @@ def _label_term(term: str, text: str) -> LabelTest:
     if match:
         values = [v.strip() for v in match["values"].split(",") if v.strip()]
         if not values:
-            raise bad_request(f"unable to parse requirement: for 'in', 'notin' operators, values set can't be empty "
-                              f"in {text!r}")
+            raise bad_request(
+                f"unable to parse requirement: for 'in', 'notin' operators, values set can't be empty in {text!r}"
+            )
         op = "In" if match["op"] == "in" else "NotIn"
         return requirement(_check_key(match["key"], text), op, _check_values(values, text))
     match = _OP_TERM.match(term)
@@ -102,8 +103,9 @@ def _label_term(term: str, text: str) -> LabelTest:
         key, op, value = _check_key(match["key"], text), match["op"], match["value"]
         if op in ("<", ">"):
             if not re.fullmatch(r"-?\d+", value):
-                raise bad_request(f"unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an "
-                                  f"integer in {text!r}")
+                raise bad_request(
+                    f"unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer in {text!r}"
+                )
             return requirement(key, op, [value])
         return requirement(key, op, _check_values([value], text))
     if re.fullmatch(r"\S+", term):
@@ -183,8 +185,10 @@ def parse_field_selector(text: str | None, allowed: frozenset[str], resource: st
             raise bad_request(f"invalid selector: '{text}'; can't understand '{term}'")
         path, equal, value = match["path"].strip(), match["op"] != "!=", _unescape(match["value"].strip())
         if path not in allowed:
-            raise bad_request(f'Unable to find "{resource}" that match label selector "", field selector "{text}": '
-                              f'field label not supported: {path}')
+            raise bad_request(
+                f'Unable to find "{resource}" that match label selector "", field selector "{text}": '
+                f"field label not supported: {path}"
+            )
         tests.append(_field_test(path, value, equal))
     if not tests:
         return everything

@@ -145,8 +145,9 @@ class ApiServer:
         sub = t.rt.subresource(t.subresource) if t.subresource else None
         misplaced = (t.name is None and verb in ("update", "patch")) or (verb == "create" and t.name and sub is None)
         if verb not in (sub.verbs if sub else t.rt.verbs) or misplaced:
-            raise errors.method_not_allowed(f"the server does not allow this method on the requested resource: "
-                                            f"{method}")
+            raise errors.method_not_allowed(
+                f"the server does not allow this method on the requested resource: {method}"
+            )
         delay, injected = self.faults.check(verb, t.rt.plural, t.subresource, t.name or "")
         if delay:
             await asyncio.sleep(delay)
@@ -177,13 +178,16 @@ class ApiServer:
             content_type = request.content_type
             if content_type == "application/apply-patch+yaml" and reg.store.get(rt, ns, t.name or "") is None:
                 return self._answer(request, rt, reg.create(rt, t.namespace, body, dry_run), 201)  # apply creates
-            return self._answer(request, rt, reg.patch(rt, ns, t.name or "", body, content_type, t.subresource,
-                                                       dry_run))
+            return self._answer(
+                request, rt, reg.patch(rt, ns, t.name or "", body, content_type, t.subresource, dry_run)
+            )
         options = _delete_options(body, query)
         if verb == "delete":
             return self._answer(request, rt, reg.delete(rt, ns, t.name or "", options, dry_run))
-        predicate = both(parse_label_selector(query.get("labelSelector")),
-                         parse_field_selector(query.get("fieldSelector"), rt.fields, _resource_name(rt)))
+        predicate = both(
+            parse_label_selector(query.get("labelSelector")),
+            parse_field_selector(query.get("fieldSelector"), rt.fields, _resource_name(rt)),
+        )
         return respond(reg.delete_collection(rt, t.namespace, predicate, options, dry_run))
 
     def _answer(self, request: web.Request, rt: ResourceType, obj: Obj, status: int = 200) -> web.Response:
@@ -195,23 +199,28 @@ class ApiServer:
 
     async def _list_or_watch(self, request: web.Request, t: Target, watching: bool) -> web.StreamResponse:
         query, rt, reg = request.query, t.rt, self.registry
-        predicate = both(parse_label_selector(query.get("labelSelector")),
-                         parse_field_selector(query.get("fieldSelector"), rt.fields, _resource_name(rt)))
+        predicate = both(
+            parse_label_selector(query.get("labelSelector")),
+            parse_field_selector(query.get("fieldSelector"), rt.fields, _resource_name(rt)),
+        )
         if t.name is not None:  # GET /watch/<plural>/<name>: a watch of one object
             predicate = both(predicate, parse_field_selector(f"metadata.name={t.name}", rt.fields, rt.plural))
         as_table = tables.wants_table(request.headers.get("Accept", ""))
         include = query.get("includeObject", "Metadata")
         if not watching:
             filtered = bool(query.get("labelSelector") or query.get("fieldSelector"))
-            body = reg.list(rt, t.namespace, predicate, _int(query.get("limit"), "limit"), query.get("continue"),
-                            filtered)
+            body = reg.list(
+                rt, t.namespace, predicate, _int(query.get("limit"), "limit"), query.get("continue"), filtered
+            )
             if as_table:
                 body = tables.table(rt, body["items"], reg.clock, include, body["metadata"])
             return respond(body)
         render = None
         if as_table:
+
             def render(kind: str, obj: Obj) -> bytes:
                 return encode(kind, tables.table(rt, [obj], reg.clock, include))
+
         watcher = Watcher(rt, t.namespace, predicate, render)
         version = query.get("resourceVersion", "")
         initial = _flag(query.get("sendInitialEvents"))
@@ -222,8 +231,12 @@ class ApiServer:
         if initial or version in ("", "0"):
             for obj in reg.store.items(rt, t.namespace):
                 if predicate(obj):
-                    watcher.send("ADDED", obj if not rt.custom or obj.get("apiVersion") == rt.api_version
-                                 else {**obj, "apiVersion": rt.api_version})
+                    watcher.send(
+                        "ADDED",
+                        obj
+                        if not rt.custom or obj.get("apiVersion") == rt.api_version
+                        else {**obj, "apiVersion": rt.api_version},
+                    )
             if initial:
                 watcher.bookmark(reg.store.version, initial_end=True)
             reg.store.watch(rt, watcher, None)
@@ -237,9 +250,13 @@ class ApiServer:
         low, high = self.settings.watch_timeout
         timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else random.uniform(low, high)
         try:
-            return await serve(request, watcher, timeout=timeout,
-                               bookmark_interval=self.settings.bookmark_interval if bookmarks else None,
-                               version=lambda: reg.store.version)
+            return await serve(
+                request,
+                watcher,
+                timeout=timeout,
+                bookmark_interval=self.settings.bookmark_interval if bookmarks else None,
+                version=lambda: reg.store.version,
+            )
         finally:
             reg.store.unwatch(rt, watcher)
 
@@ -256,8 +273,14 @@ class ApiServer:
                 return respond(self.apply_faults(spec))
             return respond({"rules": [r.describe() for r in self.faults.rules], "injected": self.faults.injected})
         if parts == ["stats"]:
-            return respond({"resourceVersion": str(store.version), "watches": store.watcher_count(),
-                            "requests": self.requests, "injected": self.faults.injected})
+            return respond(
+                {
+                    "resourceVersion": str(store.version),
+                    "watches": store.watcher_count(),
+                    "requests": self.requests,
+                    "injected": self.faults.injected,
+                }
+            )
         raise NOT_FOUND
 
     def apply_faults(self, spec: Obj) -> Obj:

@@ -50,10 +50,12 @@ class PriorityClassStrategy(Strategy):
 
 
 def install(reg: Registry) -> None:
-    reg.strategies.update({
-        ("", "pods"): PodStrategy(),
-        ("", "namespaces"): NamespaceStrategy(),
-        ("", "nodes"): NodeStrategy(),
-        ("scheduling.k8s.io", "priorityclasses"): PriorityClassStrategy(),
-        CRD_KEY: CrdStrategy(),
-    })
+    reg.strategies.update(
+        {
+            ("", "pods"): PodStrategy(),
+            ("", "namespaces"): NamespaceStrategy(),
+            ("", "nodes"): NodeStrategy(),
+            ("scheduling.k8s.io", "priorityclasses"): PriorityClassStrategy(),
+            CRD_KEY: CrdStrategy(),
+        }
+    )

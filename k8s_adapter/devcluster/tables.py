@@ -76,9 +76,17 @@ def _pod_cells(pod: Obj, clock: Clock) -> list[Any]:
     ready = sum(1 for c in statuses if c.get("ready"))
     restarts = sum(int(c.get("restartCount", 0)) for c in statuses)
     total = len(spec.get("containers") or [])
-    return [meta["name"], f"{ready}/{total}", reason, str(restarts), age(meta.get("creationTimestamp"), clock),
-            status.get("podIP") or "<none>", spec.get("nodeName") or "<none>",
-            status.get("nominatedNodeName") or "<none>", "<none>"]
+    return [
+        meta["name"],
+        f"{ready}/{total}",
+        reason,
+        str(restarts),
+        age(meta.get("creationTimestamp"), clock),
+        status.get("podIP") or "<none>",
+        spec.get("nodeName") or "<none>",
+        status.get("nominatedNodeName") or "<none>",
+        "<none>",
+    ]
 
 
 def _node_cells(node: Obj, clock: Clock) -> list[Any]:
@@ -90,51 +98,116 @@ def _node_cells(node: Obj, clock: Clock) -> list[Any]:
     roles = sorted(k.split("/", 1)[1] for k in meta.get("labels") or {} if k.startswith("node-role.kubernetes.io/"))
     info = status.get("nodeInfo") or {}
     addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or []}
-    return [meta["name"], state, ",".join(roles) or "<none>", age(meta.get("creationTimestamp"), clock),
-            info.get("kubeletVersion", ""), addresses.get("InternalIP", "<none>"),
-            addresses.get("ExternalIP", "<none>"), info.get("osImage", "<unknown>"),
-            info.get("kernelVersion", "<unknown>"), info.get("containerRuntimeVersion", "<unknown>")]
+    return [
+        meta["name"],
+        state,
+        ",".join(roles) or "<none>",
+        age(meta.get("creationTimestamp"), clock),
+        info.get("kubeletVersion", ""),
+        addresses.get("InternalIP", "<none>"),
+        addresses.get("ExternalIP", "<none>"),
+        info.get("osImage", "<unknown>"),
+        info.get("kernelVersion", "<unknown>"),
+        info.get("containerRuntimeVersion", "<unknown>"),
+    ]
 
 
 def _event_cells(event: Obj, clock: Clock) -> list[Any]:
     involved = event.get("involvedObject") or {}
     last = event.get("lastTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp")
-    return [age(last, clock), event.get("type", ""), event.get("reason", ""),
-            f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}", event.get("message", "")]
+    return [
+        age(last, clock),
+        event.get("type", ""),
+        event.get("reason", ""),
+        f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
+        event.get("message", ""),
+    ]
 
 
 def _pdb_cells(pdb: Obj, clock: Clock) -> list[Any]:
     spec, status = pdb.get("spec") or {}, pdb.get("status") or {}
-    return [pdb["metadata"]["name"], str(spec.get("minAvailable", "N/A")), str(spec.get("maxUnavailable", "N/A")),
-            int(status.get("disruptionsAllowed", 0)), age(pdb["metadata"].get("creationTimestamp"), clock)]
+    return [
+        pdb["metadata"]["name"],
+        str(spec.get("minAvailable", "N/A")),
+        str(spec.get("maxUnavailable", "N/A")),
+        int(status.get("disruptionsAllowed", 0)),
+        age(pdb["metadata"].get("creationTimestamp"), clock),
+    ]
 
 
 BUILT_IN: dict[tuple[str, str], tuple[list[Obj], Cells]] = {
-    ("", "pods"): ([NAME, _col("Ready"), _col("Status"), _col("Restarts"), AGE, _col("IP", priority=1),
-                    _col("Node", priority=1), _col("Nominated Node", priority=1),
-                    _col("Readiness Gates", priority=1)], _pod_cells),
-    ("", "nodes"): ([NAME, _col("Status"), _col("Roles"), AGE, _col("Version"), _col("Internal-IP", priority=1),
-                     _col("External-IP", priority=1), _col("OS-Image", priority=1),
-                     _col("Kernel-Version", priority=1), _col("Container-Runtime", priority=1)], _node_cells),
-    ("", "namespaces"): ([NAME, _col("Status"), AGE], lambda o, c: [
-        o["metadata"]["name"], (o.get("status") or {}).get("phase", ""), age(o["metadata"].get("creationTimestamp"),
-                                                                             c)]),
-    ("", "events"): ([_col("Last Seen"), _col("Type"), _col("Reason"), _col("Object"), _col("Message")],
-                     _event_cells),
-    ("", "configmaps"): ([NAME, _col("Data", "integer"), AGE], lambda o, c: [
-        o["metadata"]["name"], len(o.get("data") or {}) + len(o.get("binaryData") or {}),
-        age(o["metadata"].get("creationTimestamp"), c)]),
-    ("coordination.k8s.io", "leases"): ([NAME, _col("Holder"), AGE], lambda o, c: [
-        o["metadata"]["name"], (o.get("spec") or {}).get("holderIdentity", ""),
-        age(o["metadata"].get("creationTimestamp"), c)]),
-    ("scheduling.k8s.io", "priorityclasses"): ([NAME, _col("Value", "integer"), _col("Global-Default", "boolean"),
-                                                AGE, _col("PreemptionPolicy")], lambda o, c: [
-        o["metadata"]["name"], o.get("value", 0), bool(o.get("globalDefault", False)),
-        age(o["metadata"].get("creationTimestamp"), c), o.get("preemptionPolicy", "")]),
-    ("policy", "poddisruptionbudgets"): ([NAME, _col("Min Available"), _col("Max Unavailable"),
-                                          _col("Allowed Disruptions", "integer"), AGE], _pdb_cells),
-    ("apiextensions.k8s.io", "customresourcedefinitions"): ([NAME, _col("Created At", "date")], lambda o, c: [
-        o["metadata"]["name"], o["metadata"].get("creationTimestamp")]),
+    ("", "pods"): (
+        [
+            NAME,
+            _col("Ready"),
+            _col("Status"),
+            _col("Restarts"),
+            AGE,
+            _col("IP", priority=1),
+            _col("Node", priority=1),
+            _col("Nominated Node", priority=1),
+            _col("Readiness Gates", priority=1),
+        ],
+        _pod_cells,
+    ),
+    ("", "nodes"): (
+        [
+            NAME,
+            _col("Status"),
+            _col("Roles"),
+            AGE,
+            _col("Version"),
+            _col("Internal-IP", priority=1),
+            _col("External-IP", priority=1),
+            _col("OS-Image", priority=1),
+            _col("Kernel-Version", priority=1),
+            _col("Container-Runtime", priority=1),
+        ],
+        _node_cells,
+    ),
+    ("", "namespaces"): (
+        [NAME, _col("Status"), AGE],
+        lambda o, c: [
+            o["metadata"]["name"],
+            (o.get("status") or {}).get("phase", ""),
+            age(o["metadata"].get("creationTimestamp"), c),
+        ],
+    ),
+    ("", "events"): ([_col("Last Seen"), _col("Type"), _col("Reason"), _col("Object"), _col("Message")], _event_cells),
+    ("", "configmaps"): (
+        [NAME, _col("Data", "integer"), AGE],
+        lambda o, c: [
+            o["metadata"]["name"],
+            len(o.get("data") or {}) + len(o.get("binaryData") or {}),
+            age(o["metadata"].get("creationTimestamp"), c),
+        ],
+    ),
+    ("coordination.k8s.io", "leases"): (
+        [NAME, _col("Holder"), AGE],
+        lambda o, c: [
+            o["metadata"]["name"],
+            (o.get("spec") or {}).get("holderIdentity", ""),
+            age(o["metadata"].get("creationTimestamp"), c),
+        ],
+    ),
+    ("scheduling.k8s.io", "priorityclasses"): (
+        [NAME, _col("Value", "integer"), _col("Global-Default", "boolean"), AGE, _col("PreemptionPolicy")],
+        lambda o, c: [
+            o["metadata"]["name"],
+            o.get("value", 0),
+            bool(o.get("globalDefault", False)),
+            age(o["metadata"].get("creationTimestamp"), c),
+            o.get("preemptionPolicy", ""),
+        ],
+    ),
+    ("policy", "poddisruptionbudgets"): (
+        [NAME, _col("Min Available"), _col("Max Unavailable"), _col("Allowed Disruptions", "integer"), AGE],
+        _pdb_cells,
+    ),
+    ("apiextensions.k8s.io", "customresourcedefinitions"): (
+        [NAME, _col("Created At", "date")],
+        lambda o, c: [o["metadata"]["name"], o["metadata"].get("creationTimestamp")],
+    ),
 }
 
 
@@ -174,8 +247,10 @@ def _go_text(value: Any) -> str:
 
 def _custom(rt: ResourceType) -> tuple[list[Obj], Cells]:
     columns = rt.printer_columns or ({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},)
-    defs = [NAME] + [_col(str(c.get("name")), str(c.get("type", "string")), int(c.get("priority", 0)),
-                          str(c.get("format", ""))) for c in columns]
+    defs = [NAME] + [
+        _col(str(c.get("name")), str(c.get("type", "string")), int(c.get("priority", 0)), str(c.get("format", "")))
+        for c in columns
+    ]
 
     def cells(obj: Obj, clock: Clock) -> list[Any]:
         row: list[Any] = [obj["metadata"]["name"]]
@@ -198,8 +273,10 @@ def _custom(rt: ResourceType) -> tuple[list[Obj], Cells]:
 def columns_for(rt: ResourceType) -> tuple[list[Obj], Cells]:
     if rt.custom:
         return _custom(rt)
-    return BUILT_IN.get(rt.storage_key) or ([NAME, AGE], lambda o, c: [
-        o["metadata"]["name"], age(o["metadata"].get("creationTimestamp"), c)])
+    return BUILT_IN.get(rt.storage_key) or (
+        [NAME, AGE],
+        lambda o, c: [o["metadata"]["name"], age(o["metadata"].get("creationTimestamp"), c)],
+    )
 
 
 def _row_object(obj: Obj, include: str) -> Obj | None:
@@ -210,12 +287,18 @@ def _row_object(obj: Obj, include: str) -> Obj | None:
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
 
 
-def table(rt: ResourceType, objects: Iterable[Obj], clock: Clock, include: str = "Metadata",
-          list_meta: Obj | None = None, headers: bool = True) -> Obj:
+def table(
+    rt: ResourceType,
+    objects: Iterable[Obj],
+    clock: Clock,
+    include: str = "Metadata",
+    list_meta: Obj | None = None,
+    headers: bool = True,
+) -> Obj:
     defs, cells = columns_for(rt)
     rows = []
     for obj in objects:
-        row: Obj = {"cells": cells(obj, clock)[:len(defs)]}
+        row: Obj = {"cells": cells(obj, clock)[: len(defs)]}
         partial = _row_object(obj, include)
         if partial is not None:
             row["object"] = partial

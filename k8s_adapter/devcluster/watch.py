@@ -36,8 +36,14 @@ def encode(kind: str, obj: Obj) -> bytes:
 
 
 class Watcher:
-    def __init__(self, rt: ResourceType, namespace: str | None, predicate: Predicate = everything,
-                 render: Render | None = None, max_pending: int = 200_000) -> None:
+    def __init__(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        predicate: Predicate = everything,
+        render: Render | None = None,
+        max_pending: int = 200_000,
+    ) -> None:
         self.rt = rt
         self.namespace = namespace
         self.predicate = predicate
@@ -103,8 +109,14 @@ class Watcher:
         self.wake.set()
 
 
-async def serve(request: web.Request, watcher: Watcher, *, timeout: float, bookmark_interval: float | None,
-                version: Callable[[], int]) -> web.StreamResponse:
+async def serve(
+    request: web.Request,
+    watcher: Watcher,
+    *,
+    timeout: float,
+    bookmark_interval: float | None,
+    version: Callable[[], int],
+) -> web.StreamResponse:
     """Stream ``watcher``'s events until the timeout, a drop, or the client going away."""
     loop = asyncio.get_running_loop()
     response = web.StreamResponse(headers={"Content-Type": "application/json"})
@@ -115,8 +127,14 @@ async def serve(request: web.Request, watcher: Watcher, *, timeout: float, bookm
     return response
 
 
-async def _pump(request: web.Request, response: web.StreamResponse, watcher: Watcher, deadline: float,
-                bookmark_interval: float | None, version: Callable[[], int]) -> None:
+async def _pump(
+    request: web.Request,
+    response: web.StreamResponse,
+    watcher: Watcher,
+    deadline: float,
+    bookmark_interval: float | None,
+    version: Callable[[], int],
+) -> None:
     loop = asyncio.get_running_loop()
     next_bookmark = loop.time() + bookmark_interval if bookmark_interval else None
     while True:

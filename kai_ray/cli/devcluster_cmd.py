@@ -18,14 +18,20 @@ def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         parser = subparsers.add_parser(name, help=help_text)
         parser.add_argument("--port", type=int, default=6443, help="port of the API server (0: any free port)")
         parser.add_argument("--nodes", type=int, default=8, help="synthetic kwok-style nodes to create")
-        parser.add_argument("--kubeconfig-out", default="kai-ray-dev.kubeconfig",
-                            help="where to write a kubeconfig for kubectl and kai-ray run")
+        parser.add_argument(
+            "--kubeconfig-out",
+            default="kai-ray-dev.kubeconfig",
+            help="where to write a kubeconfig for kubectl and kai-ray run",
+        )
         parser.add_argument("--taint-nodes", action="store_true", help="give nodes kwok's NoSchedule taint")
         if name == "up":
             parser.add_argument("--config", help="scheduler config YAML (DESIGN.md section 5.4)")
             parser.add_argument("--metrics-port", type=int, default=8080)
-            parser.add_argument("--no-default-queues", action="store_true",
-                                help="do not create KAI's default-parent-queue / default-queue")
+            parser.add_argument(
+                "--no-default-queues",
+                action="store_true",
+                help="do not create KAI's default-parent-queue / default-queue",
+            )
         parser.set_defaults(handler=handler)
 
 
@@ -45,8 +51,10 @@ async def _serve(args: argparse.Namespace, with_scheduler: bool) -> int:
         _default_queues(cluster)
     url = await cluster.start(args.port, "127.0.0.1")
     kubeconfig = cluster.write_kubeconfig(args.kubeconfig_out)
-    print(f"dev cluster at {url} with {args.nodes} nodes; use it with:  export KUBECONFIG={Path(kubeconfig).resolve()}",
-          file=sys.stderr)
+    print(
+        f"dev cluster at {url} with {args.nodes} nodes; use it with:  export KUBECONFIG={Path(kubeconfig).resolve()}",
+        file=sys.stderr,
+    )
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
@@ -76,8 +84,13 @@ async def _scheduler(args: argparse.Namespace, kubeconfig: str, stop: asyncio.Ev
     config = load_config(args.config)
     api = await connect(kubeconfig)
     registry = CollectorRegistry()
-    loop = SchedulerLoop(api, ClusterCache(config.schedulerName), lambda _: in_process_coordinator(config),
-                         registry, Leadership(enabled=False))
+    loop = SchedulerLoop(
+        api,
+        ClusterCache(config.schedulerName),
+        lambda _: in_process_coordinator(config),
+        registry,
+        Leadership(enabled=False),
+    )
     server = await serve(registry, args.metrics_port, lambda: True, lambda: loop.state.synced, "127.0.0.1")
     try:
         await loop.run()
@@ -92,8 +105,18 @@ def _default_queues(cluster: object) -> None:
     assert isinstance(cluster, DevCluster)
     unlimited = {"quota": 0, "limit": -1, "overQuotaWeight": 1}
     resources = {"gpu": unlimited, "cpu": unlimited, "memory": unlimited}
-    cluster.create("scheduling.run.ai", "v2", "queues",
-                   {"metadata": {"name": "default-parent-queue"}, "spec": {"resources": resources}})
-    cluster.create("scheduling.run.ai", "v2", "queues",
-                   {"metadata": {"name": "default-queue"},
-                    "spec": {"parentQueue": "default-parent-queue", "resources": resources}})
+    cluster.create(
+        "scheduling.run.ai",
+        "v2",
+        "queues",
+        {"metadata": {"name": "default-parent-queue"}, "spec": {"resources": resources}},
+    )
+    cluster.create(
+        "scheduling.run.ai",
+        "v2",
+        "queues",
+        {
+            "metadata": {"name": "default-queue"},
+            "spec": {"parentQueue": "default-parent-queue", "resources": resources},
+        },
+    )

@@ -26,21 +26,31 @@ def run(args: argparse.Namespace) -> int:
     division = divide(tree, problem.total, request, usage, problem.k_value)
     order = {spec.name: i for i, spec in enumerate(problem.specs)}  # print in input order
     if args.output == "json":
-        print_json({
-            "queues": {
-                name: {"fairShare": {r: clean_number(division.fair_share[tree.index[name], j])
-                                     for j, r in enumerate(RESOURCES)}}
-                for name in sorted(tree.names, key=order.__getitem__)
-            },
-            "remaining": {r: clean_number(division.remaining[j]) for j, r in enumerate(RESOURCES)},
-        })
+        print_json(
+            {
+                "queues": {
+                    name: {
+                        "fairShare": {
+                            r: clean_number(division.fair_share[tree.index[name], j]) for j, r in enumerate(RESOURCES)
+                        }
+                    }
+                    for name in sorted(tree.names, key=order.__getitem__)
+                },
+                "remaining": {r: clean_number(division.remaining[j]) for j, r in enumerate(RESOURCES)},
+            }
+        )
         return 0
     rows = []
     for i in _depth_first(tree):
         name = tree.names[i]
         indent = "  " * int(tree.depth[i])
-        rows.append([indent + name, *(human_quantity(r, division.fair_share[i, j]) for j, r in enumerate(RESOURCES)),
-                     *(human_quantity(r, request[i, j]) for j, r in enumerate(RESOURCES))])
+        rows.append(
+            [
+                indent + name,
+                *(human_quantity(r, division.fair_share[i, j]) for j, r in enumerate(RESOURCES)),
+                *(human_quantity(r, request[i, j]) for j, r in enumerate(RESOURCES)),
+            ]
+        )
     print(format_table(["queue", "gpu", "cpu", "memory", "req gpu", "req cpu", "req memory"], rows))
     left = ", ".join(f"{r} {human_quantity(r, division.remaining[j])}" for j, r in enumerate(RESOURCES))
     print(f"\nundistributed at the top level: {left}")

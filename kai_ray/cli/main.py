@@ -14,7 +14,8 @@ EXIT_BAD_INPUT = 2
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="kai-ray", description="KAI Scheduler's semantics on Ray actors: schedule, simulate, run.",
+        prog="kai-ray",
+        description="KAI Scheduler's semantics on Ray actors: schedule, simulate, run.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     simulate_cmd.add_parser(subparsers)

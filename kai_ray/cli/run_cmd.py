@@ -11,8 +11,11 @@ import signal
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("run", help="schedule pods of a Kubernetes cluster")
-    parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"),
-                        help="kubeconfig file (default: $KUBECONFIG, else the in-cluster service account)")
+    parser.add_argument(
+        "--kubeconfig",
+        default=os.environ.get("KUBECONFIG"),
+        help="kubeconfig file (default: $KUBECONFIG, else the in-cluster service account)",
+    )
     parser.add_argument("--context", help="kubeconfig context to use")
     parser.add_argument("--config", help="scheduler config YAML (DESIGN.md section 5.4)")
     parser.add_argument("--metrics-port", type=int, default=8080, help="port for /metrics, /healthz, /readyz")
@@ -21,11 +24,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--leader-elect", action="store_true", help="run as one of several replicas")
     parser.add_argument("--lease-name", default="kai-ray", help="the coordination.k8s.io Lease to hold")
     parser.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "default"))
-    parser.add_argument("--lease-duration", type=int, default=10,
-                        help="seconds a standby waits for a leader that stopped renewing (a clean stop releases "
-                             "the lease at once)")
-    parser.add_argument("--eviction-mode", choices=("eviction", "delete"), default="eviction",
-                        help="evict through pods/eviction (respects PodDisruptionBudgets) or delete pods")
+    parser.add_argument(
+        "--lease-duration",
+        type=int,
+        default=10,
+        help="seconds a standby waits for a leader that stopped renewing (a clean stop releases the lease at once)",
+    )
+    parser.add_argument(
+        "--eviction-mode",
+        choices=("eviction", "delete"),
+        default="eviction",
+        help="evict through pods/eviction (respects PodDisruptionBudgets) or delete pods",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     parser.set_defaults(handler=run)
 
@@ -34,8 +44,9 @@ def run(args: argparse.Namespace) -> int:
     from kai_ray.io.config import load_config
 
     config = load_config(args.config)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         import uvloop
 
@@ -60,12 +71,21 @@ async def _main(args: argparse.Namespace, config: object) -> int:
     api = await connect(args.kubeconfig, args.context)
     registry = CollectorRegistry()
     leadership = Leadership(enabled=args.leader_elect, lease_duration=args.lease_duration)
-    loop = SchedulerLoop(api, ClusterCache(config.schedulerName),
-                         lambda nodes: make_coordinator(config, nodes, args.shards), registry, leadership,
-                         period=args.period, eviction_mode=args.eviction_mode)
-    server = await serve(registry, args.metrics_port, stalled_after(max(60.0, 30 * args.period),
-                                                                    lambda: loop.state.last_iteration),
-                         lambda: loop.state.synced)
+    loop = SchedulerLoop(
+        api,
+        ClusterCache(config.schedulerName),
+        lambda nodes: make_coordinator(config, nodes, args.shards),
+        registry,
+        leadership,
+        period=args.period,
+        eviction_mode=args.eviction_mode,
+    )
+    server = await serve(
+        registry,
+        args.metrics_port,
+        stalled_after(max(60.0, 30 * args.period), lambda: loop.state.last_iteration),
+        lambda: loop.state.synced,
+    )
     stop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         stop.add_signal_handler(sig, loop.stop)

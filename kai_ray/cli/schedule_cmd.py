@@ -59,17 +59,24 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         print_json(decisions.to_json())
         return 0
-    rows = [[key, d.status, d.node, ",".join(d.gpu_groups) or None, d.reason or None]
-            for key, d in sorted(decisions.pods.items())]
+    rows = [
+        [key, d.status, d.node, ",".join(d.gpu_groups) or None, d.reason or None]
+        for key, d in sorted(decisions.pods.items())
+    ]
     print(format_table(["pod", "status", "node", "gpu groups", "reason"], rows))
     counts = Counter(d.status for d in decisions.pods.values())
     print("\n" + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
-    queue_rows = [[name, q["fairShare"]["gpu"], q["allocated"]["gpu"], q["fairShare"]["cpu"], q["allocated"]["cpu"]]
-                  for name, q in decisions.queues.items()]
+    queue_rows = [
+        [name, q["fairShare"]["gpu"], q["allocated"]["gpu"], q["fairShare"]["cpu"], q["allocated"]["cpu"]]
+        for name, q in decisions.queues.items()
+    ]
     if queue_rows:
         print()
-        print(format_table(["queue", "gpu fair share", "gpu allocated", "cpu fair share (m)", "cpu allocated (m)"],
-                           queue_rows))
+        print(
+            format_table(
+                ["queue", "gpu fair share", "gpu allocated", "cpu fair share (m)", "cpu allocated (m)"], queue_rows
+            )
+        )
     if snapshot.report.skipped_kinds:
         skipped = ", ".join(f"{n} {k}" for k, n in snapshot.report.skipped_kinds.items())
         print(f"\nskipped kinds kai-ray does not use: {skipped}")

@@ -13,17 +13,28 @@ from kai_ray.io.config import load_config
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
-        "simulate", help="run the scheduler (coordinator + shard actors) on a synthetic cluster in simulated time")
+        "simulate", help="run the scheduler (coordinator + shard actors) on a synthetic cluster in simulated time"
+    )
     parser.add_argument("--nodes", type=int, default=500, help="synthetic nodes (8-GPU, 4-GPU and CPU pools)")
-    parser.add_argument("--jobs", type=int, help="jobs in the workload (default: as many as --load asks for "
-                        "over the first two thirds of --hours)")
-    parser.add_argument("--shards", type=int, help="node shards; 2 or more run as Ray actors "
-                        "(default: 2, and one more per 5,000 nodes above 10,000)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        help="jobs in the workload (default: as many as --load asks for over the first two thirds of --hours)",
+    )
+    parser.add_argument(
+        "--shards",
+        type=int,
+        help="node shards; 2 or more run as Ray actors (default: 2, and one more per 5,000 nodes above 10,000)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed of the cluster and the workload")
     parser.add_argument("--hours", type=float, default=4.0, help="simulated hours to run")
-    parser.add_argument("--load", type=float, default=1.2,
-                        help="offered load: the jobs' GPU-hours over what the GPUs can run while they arrive "
-                             "(1.0 keeps the cluster just busy; more builds queues, so reclaim has work)")
+    parser.add_argument(
+        "--load",
+        type=float,
+        default=1.2,
+        help="offered load: the jobs' GPU-hours over what the GPUs can run while they arrive "
+        "(1.0 keeps the cluster just busy; more builds queues, so reclaim has work)",
+    )
     parser.add_argument("--period", type=float, default=10.0, help="simulated seconds between scheduling cycles")
     parser.add_argument("--config", help="scheduler config YAML (DESIGN.md section 5.4)")
     parser.add_argument("--json", metavar="FILE", help="write the report as JSON (with the Prometheus metrics)")
@@ -47,9 +58,17 @@ def run(args: argparse.Namespace) -> int:
     from kai_ray.sim.run import SimulationRun
 
     shards = args.shards if args.shards is not None else default_shards(args.nodes)
-    outcome = SimulationRun(config, nodes=args.nodes, jobs=args.jobs, shards=shards, seed=args.seed,
-                            hours=args.hours, load=args.load, period=args.period,
-                            progress=not args.no_progress).execute()
+    outcome = SimulationRun(
+        config,
+        nodes=args.nodes,
+        jobs=args.jobs,
+        shards=shards,
+        seed=args.seed,
+        hours=args.hours,
+        load=args.load,
+        period=args.period,
+        progress=not args.no_progress,
+    ).execute()
     print(outcome.text())
     if args.json:
         Path(args.json).write_text(json.dumps(outcome.to_json(), indent=1) + "\n", encoding="utf-8")

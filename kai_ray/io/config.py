@@ -53,7 +53,10 @@ class SchedulerConfig(BaseModel):
     defaultReclaimMinRuntime: float = 0.0  # noqa: N815 - seconds
 
     @field_validator(
-        "defaultStalenessGracePeriod", "defaultPreemptMinRuntime", "defaultReclaimMinRuntime", "victimSearchBackoff",
+        "defaultStalenessGracePeriod",
+        "defaultPreemptMinRuntime",
+        "defaultReclaimMinRuntime",
+        "victimSearchBackoff",
         mode="before",
     )
     @classmethod

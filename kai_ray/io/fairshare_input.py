@@ -82,8 +82,9 @@ def fairshare_problem_from_mapping(data: Mapping[str, Any], source: str = "<fair
         resources = raw.get("resources") or {}
         if not isinstance(resources, Mapping):
             raise InputError(f"{where}: resources: must be a mapping")
-        fields: dict[str, list[float]] = {f: [] for f in (
-            "quota", "overQuotaWeight", "limit", "request", "allocated", "usage")}
+        fields: dict[str, list[float]] = {
+            f: [] for f in ("quota", "overQuotaWeight", "limit", "request", "allocated", "usage")
+        }
         for r in RESOURCES:
             block = resources.get(r) or {}
             if not isinstance(block, Mapping):
@@ -99,12 +100,17 @@ def fairshare_problem_from_mapping(data: Mapping[str, Any], source: str = "<fair
         parent = raw.get("parent")
         if parent is not None and not isinstance(parent, str):
             raise InputError(f"{where}: parent: must be a queue name or null")
-        specs.append(QueueSpec(
-            name=name, parent=parent, priority=_whole(raw.get("priority", 100), f"{where}: priority"),
-            created=_number(raw.get("creationOrder", 0), f"{where}: creationOrder"),
-            deserved=_triple(fields["quota"]), over_quota_weight=_triple(fields["overQuotaWeight"]),
-            limit=_triple(fields["limit"]),
-        ))
+        specs.append(
+            QueueSpec(
+                name=name,
+                parent=parent,
+                priority=_whole(raw.get("priority", 100), f"{where}: priority"),
+                created=_number(raw.get("creationOrder", 0), f"{where}: creationOrder"),
+                deserved=_triple(fields["quota"]),
+                over_quota_weight=_triple(fields["overQuotaWeight"]),
+                limit=_triple(fields["limit"]),
+            )
+        )
         request[name] = _triple(fields["request"])
         allocated[name] = _triple(fields["allocated"])
         usage[name] = _triple(fields["usage"])

@@ -33,8 +33,11 @@ def _resource_vector(reader: ObjectReader, path: str, values: Mapping[str, Any],
         amounts[name] = reader.quantity(f"{path}.{name}", raw, "cpu" if name == "cpu" else name, namespaced)
     scalars = {k: v for k, v in amounts.items() if k not in _CORE_NAMES}
     return ResourceVector.of(
-        cpu=amounts.get("cpu", 0.0), memory=amounts.get("memory", 0.0),
-        gpu=amounts.get(GPU_RESOURCE, 0.0), pods=amounts.get("pods", 0.0), scalars=scalars,
+        cpu=amounts.get("cpu", 0.0),
+        memory=amounts.get("memory", 0.0),
+        gpu=amounts.get(GPU_RESOURCE, 0.0),
+        pods=amounts.get("pods", 0.0),
+        scalars=scalars,
     )
 
 
@@ -64,8 +67,13 @@ def parse_node(reader: ObjectReader) -> Node:
         except QuantityError:
             raise reader.fail(f"metadata.labels.{L.GPU_MEMORY_NODE_LABEL}", "not a number", namespaced=False) from None
     return Node(
-        name=reader.name, allocatable=allocatable, labels=node_labels, taints=tuple(taints), ready=ready,
-        unschedulable=bool(reader.get("spec.unschedulable", False)), gpu_memory_mib=gpu_memory,
+        name=reader.name,
+        allocatable=allocatable,
+        labels=node_labels,
+        taints=tuple(taints),
+        ready=ready,
+        unschedulable=bool(reader.get("spec.unschedulable", False)),
+        gpu_memory_mib=gpu_memory,
     )
 
 
@@ -94,7 +102,10 @@ def _container_requests(reader: ObjectReader, path: str, containers: list[Any]) 
 def _max(a: ResourceVector, b: ResourceVector) -> ResourceVector:
     names = set(a.scalars) | set(b.scalars)
     return ResourceVector.of(
-        max(a.cpu, b.cpu), max(a.memory, b.memory), max(a.gpu, b.gpu), 0,
+        max(a.cpu, b.cpu),
+        max(a.memory, b.memory),
+        max(a.gpu, b.gpu),
+        0,
         {n: max(a.scalars.get(n, 0.0), b.scalars.get(n, 0.0)) for n in names},
     )
 
@@ -178,10 +189,14 @@ def _tolerations(reader: ObjectReader) -> tuple[Toleration, ...]:
     for i, tol in enumerate(reader.sequence("spec.tolerations")):
         if not isinstance(tol, Mapping):
             raise reader.fail(f"spec.tolerations[{i}]", "must be a mapping")
-        result.append(Toleration(
-            key=str(tol.get("key") or ""), operator=str(tol.get("operator") or "Equal"),
-            value=str(tol.get("value") or ""), effect=str(tol.get("effect") or ""),
-        ))
+        result.append(
+            Toleration(
+                key=str(tol.get("key") or ""),
+                operator=str(tol.get("operator") or "Equal"),
+                value=str(tol.get("value") or ""),
+                effect=str(tol.get("effect") or ""),
+            )
+        )
     return tuple(result)
 
 
@@ -230,15 +245,25 @@ def parse_pod(reader: ObjectReader) -> Pod:
         pod_labels.get(L.RAY_NODE_TYPE_LABEL) == "head"
     )
     return Pod(
-        namespace=reader.namespace, name=reader.name, uid=str(reader.meta.get("uid") or ""),
+        namespace=reader.namespace,
+        name=reader.name,
+        uid=str(reader.meta.get("uid") or ""),
         scheduler_name=str(reader.get("spec.schedulerName", "default-scheduler")),
-        state=state, node=node, requests=requests,
+        state=state,
+        node=node,
+        requests=requests,
         gpu_share=_gpu_share(reader, annotations, requests.gpu),
-        gpu_groups=_gpu_groups(pod_labels), labels=pod_labels, annotations=annotations,
-        node_selector=reader.string_map("spec.nodeSelector"), affinity=_affinity(reader),
+        gpu_groups=_gpu_groups(pod_labels),
+        labels=pod_labels,
+        annotations=annotations,
+        node_selector=reader.string_map("spec.nodeSelector"),
+        affinity=_affinity(reader),
         tolerations=_tolerations(reader),
         created=reader.timestamp("metadata.creationTimestamp", reader.meta.get("creationTimestamp")) or 0.0,
-        pod_group=annotations.get(L.POD_GROUP_ANNOTATION) or None, queue_label=queue,
-        subgroup=pod_labels.get(L.SUBGROUP_LABEL) or None, task_priority=task_priority, is_leader=leader,
+        pod_group=annotations.get(L.POD_GROUP_ANNOTATION) or None,
+        queue_label=queue,
+        subgroup=pod_labels.get(L.SUBGROUP_LABEL) or None,
+        task_priority=task_priority,
+        is_leader=leader,
         priority_class_name=reader.get("spec.priorityClassName") or pod_labels.get(L.PRIORITY_CLASS_LABEL) or None,
     )

@@ -69,7 +69,8 @@ def parse_priority_class(reader: ObjectReader) -> PriorityClass:
     if reader.get("value") is None:
         raise reader.fail("value", "missing", namespaced=False)
     return PriorityClass(
-        name=reader.name, value=reader.integer("value", 0, namespaced=False),
+        name=reader.name,
+        value=reader.integer("value", 0, namespaced=False),
         global_default=bool(reader.get("globalDefault", False)),
     )
 
@@ -116,15 +117,22 @@ def parse_pod_group(reader: ObjectReader) -> RawPodGroup:
     except ValueError:
         raise reader.fail("spec.stalenessGracePeriod", f"bad duration {grace_raw!r}") from None
     return RawPodGroup(
-        namespace=reader.namespace, name=reader.name, uid=str(reader.meta.get("uid") or ""),
+        namespace=reader.namespace,
+        name=reader.name,
+        uid=str(reader.meta.get("uid") or ""),
         queue=str(spec["queue"]) if spec.get("queue") else pg_labels.get(L.QUEUE_LABEL) or None,
-        priority_class_name=str(spec["priorityClassName"]) if spec.get("priorityClassName")
+        priority_class_name=str(spec["priorityClassName"])
+        if spec.get("priorityClassName")
         else pg_labels.get(L.PRIORITY_CLASS_LABEL) or None,
-        preemptibility=preemptibility, min_member=min_member, sub_groups=tuple(sub_groups),
+        preemptibility=preemptibility,
+        min_member=min_member,
+        sub_groups=tuple(sub_groups),
         created=reader.timestamp("metadata.creationTimestamp", reader.meta.get("creationTimestamp")) or 0.0,
         staleness_grace_seconds=grace,
         stale_since=reader.timestamp(
-            f"metadata.annotations.{L.STALE_TIMESTAMP_ANNOTATION}", annotations.get(L.STALE_TIMESTAMP_ANNOTATION)),
+            f"metadata.annotations.{L.STALE_TIMESTAMP_ANNOTATION}", annotations.get(L.STALE_TIMESTAMP_ANNOTATION)
+        ),
         last_start=reader.timestamp(
-            f"metadata.annotations.{L.LAST_START_ANNOTATION}", annotations.get(L.LAST_START_ANNOTATION)),
+            f"metadata.annotations.{L.LAST_START_ANNOTATION}", annotations.get(L.LAST_START_ANNOTATION)
+        ),
     )

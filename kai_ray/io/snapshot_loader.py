@@ -35,7 +35,9 @@ def load_snapshot(path: str | Path, scheduler_name: str = L.DEFAULT_SCHEDULER_NA
 
 
 def snapshot_from_documents(
-    documents: list[Any], source: str = "<input>", scheduler_name: str = L.DEFAULT_SCHEDULER_NAME,
+    documents: list[Any],
+    source: str = "<input>",
+    scheduler_name: str = L.DEFAULT_SCHEDULER_NAME,
 ) -> ClusterSnapshot:
     nodes: dict[str, Node] = {}
     pods: dict[str, Pod] = {}
@@ -69,8 +71,11 @@ def snapshot_from_documents(
     kept_queues = _valid_queue_tree(queues, warnings)
     groups = _resolve_groups(raw_groups, pods, owners, classes, warnings, scheduler_name)
     return ClusterSnapshot(
-        nodes=tuple(nodes.values()), pods=tuple(pods.values()), pod_groups=tuple(groups),
-        queues=tuple(kept_queues), priority_classes=tuple(classes.values()),
+        nodes=tuple(nodes.values()),
+        pods=tuple(pods.values()),
+        pod_groups=tuple(groups),
+        queues=tuple(kept_queues),
+        priority_classes=tuple(classes.values()),
         report=LoadReport(dict(sorted(skipped.items())), tuple(warnings)),
     )
 
@@ -96,7 +101,7 @@ def _valid_queue_tree(queues: dict[str, Queue], warnings: list[str]) -> list[Que
         parent = queues[name].parent
         while parent is not None and parent in queues:
             if parent in seen:
-                cycle = " -> ".join([*seen[seen.index(parent):], parent])
+                cycle = " -> ".join([*seen[seen.index(parent) :], parent])
                 raise InputError(f"Queue {name}: spec.parentQueue: cycle {cycle}")
             seen.append(parent)
             parent = queues[parent].parent
@@ -122,8 +127,12 @@ def _priority(name: str | None, classes: Mapping[str, PriorityClass], where: str
 
 
 def _resolve_groups(
-    raw_groups: Mapping[str, RawPodGroup], pods: dict[str, Pod], owners: Mapping[str, tuple[OwnerRef, ...]],
-    classes: Mapping[str, PriorityClass], warnings: list[str], scheduler_name: str,
+    raw_groups: Mapping[str, RawPodGroup],
+    pods: dict[str, Pod],
+    owners: Mapping[str, tuple[OwnerRef, ...]],
+    classes: Mapping[str, PriorityClass],
+    warnings: list[str],
+    scheduler_name: str,
 ) -> list[PodGroup]:
     members: dict[str, list[Pod]] = {}
     for pod in pods.values():
@@ -133,22 +142,36 @@ def _resolve_groups(
     for key, raw in raw_groups.items():
         queue = raw.queue or next((p.queue_label for p in members.get(key, []) if p.queue_label), None)
         priority = _priority(raw.priority_class_name, classes, f"PodGroup {key}", warnings)
-        preemptible = priority < L.PREEMPTIBLE_BELOW if raw.preemptibility is None else (
-            raw.preemptibility == "preemptible")
-        groups.append(PodGroup(
-            namespace=raw.namespace, name=raw.name, uid=raw.uid, queue=queue or L.DEFAULT_QUEUE,
-            priority=priority, preemptible=preemptible, min_member=raw.min_member, sub_groups=raw.sub_groups,
-            priority_class_name=raw.priority_class_name, created=raw.created,
-            staleness_grace_seconds=raw.staleness_grace_seconds, stale_since=raw.stale_since,
-            last_start=raw.last_start,
-        ))
+        preemptible = (
+            priority < L.PREEMPTIBLE_BELOW if raw.preemptibility is None else (raw.preemptibility == "preemptible")
+        )
+        groups.append(
+            PodGroup(
+                namespace=raw.namespace,
+                name=raw.name,
+                uid=raw.uid,
+                queue=queue or L.DEFAULT_QUEUE,
+                priority=priority,
+                preemptible=preemptible,
+                min_member=raw.min_member,
+                sub_groups=raw.sub_groups,
+                priority_class_name=raw.priority_class_name,
+                created=raw.created,
+                staleness_grace_seconds=raw.staleness_grace_seconds,
+                stale_since=raw.stale_since,
+                last_start=raw.last_start,
+            )
+        )
     groups.extend(_implicit_groups(pods, owners, classes, warnings, scheduler_name))
     return groups
 
 
 def _implicit_groups(
-    pods: dict[str, Pod], owners: Mapping[str, tuple[OwnerRef, ...]],
-    classes: Mapping[str, PriorityClass], warnings: list[str], scheduler_name: str,
+    pods: dict[str, Pod],
+    owners: Mapping[str, tuple[OwnerRef, ...]],
+    classes: Mapping[str, PriorityClass],
+    warnings: list[str],
+    scheduler_name: str,
 ) -> Iterable[PodGroup]:
     """PodGroups for our pods that name none, as KAI's pod grouper would create them."""
     created: dict[str, PodGroup] = {}
@@ -160,10 +183,14 @@ def _implicit_groups(
         if group_key not in created:
             priority = _priority(spec.priority_class_name, classes, f"Pod {key}", warnings)
             created[group_key] = PodGroup(
-                namespace=pod.namespace, name=spec.name, queue=spec.queue, priority=priority,
+                namespace=pod.namespace,
+                name=spec.name,
+                queue=spec.queue,
+                priority=priority,
                 preemptible=_implicit_preemptible(spec.preemptibility, priority, f"Pod {key}", warnings),
                 min_member=spec.min_member,
-                priority_class_name=spec.priority_class_name, created=pod.created,
+                priority_class_name=spec.priority_class_name,
+                created=pod.created,
             )
         pods[key] = replace(pod, pod_group=spec.name)
     return created.values()
@@ -175,6 +202,8 @@ def _implicit_preemptible(label: str | None, priority: int, where: str, warnings
     if label in ("preemptible", "non-preemptible"):
         return label == "preemptible"
     if label is not None:
-        warnings.append(f"{where}: metadata.labels.{L.PREEMPTIBILITY_LABEL}: ignored {label!r} "
-                        "(must be preemptible or non-preemptible)")
+        warnings.append(
+            f"{where}: metadata.labels.{L.PREEMPTIBILITY_LABEL}: ignored {label!r} "
+            "(must be preemptible or non-preemptible)"
+        )
     return priority < L.PREEMPTIBLE_BELOW

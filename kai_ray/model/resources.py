@@ -52,8 +52,9 @@ class ResourceVector:
 
     def __hash__(self) -> int:
         if self._hash is None:
-            object.__setattr__(self, "_hash", hash((self.cpu, self.memory, self.gpu, self.pods,
-                                                     tuple(self.scalars.items()))))
+            object.__setattr__(
+                self, "_hash", hash((self.cpu, self.memory, self.gpu, self.pods, tuple(self.scalars.items())))
+            )
         return self._hash  # type: ignore[return-value]
 
     def __reduce__(self) -> tuple[type[ResourceVector], tuple[float, float, float, float, Mapping[str, float]]]:
@@ -64,8 +65,11 @@ class ResourceVector:
         for name, value in other.scalars.items():
             merged[name] = merged.get(name, 0.0) + value
         return ResourceVector.of(
-            self.cpu + other.cpu, self.memory + other.memory, self.gpu + other.gpu,
-            self.pods + other.pods, merged,
+            self.cpu + other.cpu,
+            self.memory + other.memory,
+            self.gpu + other.gpu,
+            self.pods + other.pods,
+            merged,
         )
 
     def __sub__(self, other: ResourceVector) -> ResourceVector:
@@ -73,13 +77,19 @@ class ResourceVector:
         for name, value in other.scalars.items():
             merged[name] = merged.get(name, 0.0) - value
         return ResourceVector.of(
-            self.cpu - other.cpu, self.memory - other.memory, self.gpu - other.gpu,
-            self.pods - other.pods, merged,
+            self.cpu - other.cpu,
+            self.memory - other.memory,
+            self.gpu - other.gpu,
+            self.pods - other.pods,
+            merged,
         )
 
     def scaled(self, factor: float) -> ResourceVector:
         return ResourceVector.of(
-            self.cpu * factor, self.memory * factor, self.gpu * factor, self.pods * factor,
+            self.cpu * factor,
+            self.memory * factor,
+            self.gpu * factor,
+            self.pods * factor,
             {k: v * factor for k, v in self.scalars.items()},
         )
 

@@ -50,34 +50,64 @@ def kwok_node(name: str, shape: NodeShape, index: int, taint: bool = False) -> O
     """One Ready node of ``shape``; ``index`` places it in a rack and zone and gives it an address."""
     rack = index // RACK_SIZE
     labels = {
-        "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-        "node.kubernetes.io/instance-type": shape.pool, "type": "kwok", ZONE_LABEL: ZONES[rack % len(ZONES)],
-        RACK_LABEL: f"rack-{rack}", "node-role.kubernetes.io/agent": "",
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": shape.pool,
+        "type": "kwok",
+        ZONE_LABEL: ZONES[rack % len(ZONES)],
+        RACK_LABEL: f"rack-{rack}",
+        "node-role.kubernetes.io/agent": "",
     }
-    capacity = {"cpu": str(shape.cpu), "memory": f"{shape.memory_gib}Gi", "pods": "110",
-                "ephemeral-storage": "1Ti"}
+    capacity = {"cpu": str(shape.cpu), "memory": f"{shape.memory_gib}Gi", "pods": "110", "ephemeral-storage": "1Ti"}
     if shape.gpus:
-        labels.update({"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": str(shape.gpus),
-                       "nvidia.com/gpu.product": shape.gpu_product, "nvidia.com/gpu.memory": str(shape.gpu_memory_mib)})
+        labels.update(
+            {
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.count": str(shape.gpus),
+                "nvidia.com/gpu.product": shape.gpu_product,
+                "nvidia.com/gpu.memory": str(shape.gpu_memory_mib),
+            }
+        )
         capacity["nvidia.com/gpu"] = str(shape.gpus)
     address = f"10.{(index >> 16) & 255}.{(index >> 8) & 255}.{index & 255}"
-    conditions = [{"type": t, "status": "False", "reason": f"KubeletHas{r}", "message": m} for t, r, m in (
-        ("MemoryPressure", "SufficientMemory", "kubelet has sufficient memory available"),
-        ("DiskPressure", "NoDiskPressure", "kubelet has no disk pressure"),
-        ("PIDPressure", "SufficientPID", "kubelet has sufficient PID available"))]
-    conditions.append({"type": "Ready", "status": "True", "reason": "KubeletReady",
-                       "message": "kubelet is posting ready status"})
+    conditions = [
+        {"type": t, "status": "False", "reason": f"KubeletHas{r}", "message": m}
+        for t, r, m in (
+            ("MemoryPressure", "SufficientMemory", "kubelet has sufficient memory available"),
+            ("DiskPressure", "NoDiskPressure", "kubelet has no disk pressure"),
+            ("PIDPressure", "SufficientPID", "kubelet has sufficient PID available"),
+        )
+    ]
+    conditions.append(
+        {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}
+    )
     node: Obj = {
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": labels,
-                     "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}},
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+        },
         "spec": {"taints": [dict(KWOK_TAINT)]} if taint else {},
         "status": {
-            "capacity": capacity, "allocatable": dict(capacity), "conditions": conditions,
+            "capacity": capacity,
+            "allocatable": dict(capacity),
+            "conditions": conditions,
             "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": name}],
-            "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": "fake",
-                         "kubeProxyVersion": "fake", "osImage": "kwok", "kernelVersion": "kwok",
-                         "containerRuntimeVersion": "kwok", "machineID": "", "systemUUID": "", "bootID": ""},
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "kubeletVersion": "fake",
+                "kubeProxyVersion": "fake",
+                "osImage": "kwok",
+                "kernelVersion": "kwok",
+                "containerRuntimeVersion": "kwok",
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+            },
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
         },
     }

@@ -62,8 +62,14 @@ class JobRun:
 
 
 class Simulation:
-    def __init__(self, scheduler: Scheduler, nodes: Sequence[Node], workload: Workload,
-                 settings: SimSettings | None = None, on_step: Callable[[float], None] | None = None) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        nodes: Sequence[Node],
+        workload: Workload,
+        settings: SimSettings | None = None,
+        on_step: Callable[[float], None] | None = None,
+    ) -> None:
         self.scheduler = scheduler
         self.nodes = {n.name: n for n in nodes}
         self.workload = workload
@@ -156,8 +162,12 @@ class Simulation:
             run = self.jobs[pod.pod_group or ""]
             run.running.discard(_pod_index(eviction.pod))
             touched.add(run.spec.name)
-            self._at(now + self.settings.eviction_grace, "released", eviction.pod,
-                     run.incarnations.get(_pod_index(eviction.pod), 0) + 1)
+            self._at(
+                now + self.settings.eviction_grace,
+                "released",
+                eviction.pod,
+                run.incarnations.get(_pod_index(eviction.pod), 0) + 1,
+            )
         newly_bound = {b.pod for b in result.binds}
         decided = result.decisions.pods
         for name in touched:
@@ -203,8 +213,9 @@ class Simulation:
             if self.on_step is not None:
                 self.on_step(now)
             now = self._next_time(now, changed, pending, last_cycle)
-        self.metrics.finish(min(now, settings.horizon), self.pods.values(), self.last_result,
-                            time.perf_counter() - started)
+        self.metrics.finish(
+            min(now, settings.horizon), self.pods.values(), self.last_result, time.perf_counter() - started
+        )
         return self.metrics
 
     def _cycle(self, now: float) -> bool:
@@ -255,8 +266,10 @@ class _DeltaBuffer:
 
     def take(self) -> ClusterDeltas:
         deltas = ClusterDeltas(
-            nodes_upserted=tuple(self.nodes), queues_upserted=tuple(self.queues),
-            pod_groups_upserted=tuple(self.groups), pod_groups_removed=tuple(self.groups_removed),
+            nodes_upserted=tuple(self.nodes),
+            queues_upserted=tuple(self.queues),
+            pod_groups_upserted=tuple(self.groups),
+            pod_groups_removed=tuple(self.groups_removed),
             pods_upserted=tuple(p for p in self._pods.values() if p is not None),
             pods_removed=tuple(k for k, p in self._pods.items() if p is None),
         )

@@ -19,8 +19,12 @@ def write_plots(metrics: SimMetrics, directory: Path) -> list[Path]:
     figure, axis = plt.subplots(figsize=(9, 3.5))
     hours = [t / 3600 for t, _ in metrics.timeline]
     axis.step(hours, [u * 100 for _, u in metrics.timeline], where="post", color="tab:green")
-    axis.set(xlabel="simulated hours", ylabel="GPUs in use (%)", ylim=(0, 105),
-             title=f"GPU utilization ({metrics.gpu_capacity:,.0f} GPUs)")
+    axis.set(
+        xlabel="simulated hours",
+        ylabel="GPUs in use (%)",
+        ylim=(0, 105),
+        title=f"GPU utilization ({metrics.gpu_capacity:,.0f} GPUs)",
+    )
     axis.grid(alpha=0.3)
     path = directory / "gpu-utilization.png"
     figure.tight_layout()

@@ -133,8 +133,11 @@ class SimMetrics:
         full = [g for g, portion in use.shared.items() if portion > 1 + TOLERANCE]
         if full:
             return f"shared GPU {full[0]} holds {use.shared[full[0]]:g} of one device"
-        for label, used, have in (("cpu", use.cpu, alloc.cpu), ("memory", use.memory, alloc.memory),
-                                  ("pods", use.pods, alloc.pods)):
+        for label, used, have in (
+            ("cpu", use.cpu, alloc.cpu),
+            ("memory", use.memory, alloc.memory),
+            ("pods", use.pods, alloc.pods),
+        ):
             if used > have + TOLERANCE:
                 return f"{label} {used:g} of {have:g}"
         return ""
@@ -223,17 +226,30 @@ class SimMetrics:
                 "fairShareErrorGpus": self.queue_error(name),
             }
         return {
-            "nodes": nodes, "shards": shards, "pods": self.pods_total, "jobs": self.jobs,
-            "podsBound": self.bound, "podsPerSecond": self.pods_per_second,
-            "sessionLatencyP50Seconds": self.latency(50), "sessionLatencyP99Seconds": self.latency(99),
-            "cycles": len(self.cycle_walls), "partialGangs": self.partial_gangs,
-            "overcommittedNodes": len(self.overcommits), "gpuUtilization": self.gpu_utilization,
-            "gpuSecondsUsed": self.gpu_seconds_used, "gpuSecondsCapacity": self.gpu_seconds_capacity,
-            "fairShareError": self.fair_share_error, "rssBytes": self.rss_bytes,
-            "simulatedSeconds": self.simulated_seconds, "wallSeconds": self.wall_seconds,
-            "schedulerSeconds": self.scheduler_seconds, "jobsStarted": self.started_jobs,
-            "jobsCompleted": self.completed_jobs, "gangRestarts": self.restarts,
-            "evictions": dict(self.evictions), "podsByEndState": dict(self.end_states),
+            "nodes": nodes,
+            "shards": shards,
+            "pods": self.pods_total,
+            "jobs": self.jobs,
+            "podsBound": self.bound,
+            "podsPerSecond": self.pods_per_second,
+            "sessionLatencyP50Seconds": self.latency(50),
+            "sessionLatencyP99Seconds": self.latency(99),
+            "cycles": len(self.cycle_walls),
+            "partialGangs": self.partial_gangs,
+            "overcommittedNodes": len(self.overcommits),
+            "gpuUtilization": self.gpu_utilization,
+            "gpuSecondsUsed": self.gpu_seconds_used,
+            "gpuSecondsCapacity": self.gpu_seconds_capacity,
+            "fairShareError": self.fair_share_error,
+            "rssBytes": self.rss_bytes,
+            "simulatedSeconds": self.simulated_seconds,
+            "wallSeconds": self.wall_seconds,
+            "schedulerSeconds": self.scheduler_seconds,
+            "jobsStarted": self.started_jobs,
+            "jobsCompleted": self.completed_jobs,
+            "gangRestarts": self.restarts,
+            "evictions": dict(self.evictions),
+            "podsByEndState": dict(self.end_states),
             "pendingReasons": dict(self.pending_reasons.most_common(10)),
             "waitingJobs": [{"job": j, "pendingPods": n, "reason": r} for j, n, r in self.waiting_jobs[:10]],
             "queueWait": waits,

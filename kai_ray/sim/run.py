@@ -24,8 +24,13 @@ class SimOutcome:
     setup_seconds: float
 
     def text(self) -> str:
-        return render_text(self.metrics, self.nodes, self.shards, self.setup_seconds,
-                           offered_load(self.workload, self.metrics.gpu_capacity))
+        return render_text(
+            self.metrics,
+            self.nodes,
+            self.shards,
+            self.setup_seconds,
+            offered_load(self.workload, self.metrics.gpu_capacity),
+        )
 
     def to_json(self) -> dict[str, Any]:
         report = self.metrics.to_json(self.nodes, self.shards)
@@ -35,9 +40,18 @@ class SimOutcome:
 
 
 class SimulationRun:
-    def __init__(self, config: SchedulerConfig, nodes: int, jobs: int | None, shards: int, seed: int = 1,
-                 hours: float = 8.0, load: float = 1.0, period: float = 10.0,
-                 progress: bool = True) -> None:
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        nodes: int,
+        jobs: int | None,
+        shards: int,
+        seed: int = 1,
+        hours: float = 8.0,
+        load: float = 1.0,
+        period: float = 10.0,
+        progress: bool = True,
+    ) -> None:
         self.config = config
         self.node_count = nodes
         self.jobs = jobs
@@ -53,14 +67,20 @@ class SimulationRun:
         gpus = sum(n.allocatable.gpu for n in nodes)
         # Without a job count, jobs arrive over the first two thirds of the run, so most can finish.
         window = None if self.jobs is not None else self.settings.horizon * 2 / 3
-        workload = generate(gpus, self.seed, jobs=self.jobs, arrival_window=window, load=self.load,
-                            has_gpu_nodes=gpus > 0)
+        workload = generate(
+            gpus, self.seed, jobs=self.jobs, arrival_window=window, load=self.load, has_gpu_nodes=gpus > 0
+        )
         scheduler, close = self._scheduler()
         setup = time.perf_counter() - started
         bar = self._bar()
         try:
-            simulation = Simulation(scheduler, nodes, workload, self.settings,
-                                    on_step=None if bar is None else _advance(bar, self.settings.horizon))
+            simulation = Simulation(
+                scheduler,
+                nodes,
+                workload,
+                self.settings,
+                on_step=None if bar is None else _advance(bar, self.settings.horizon),
+            )
             metrics = simulation.run()
         finally:
             if bar is not None:
@@ -84,8 +104,13 @@ class SimulationRun:
             return None
         from tqdm import tqdm
 
-        return tqdm(total=round(self.settings.horizon / 3600, 2), unit="sim h", desc="simulating", mininterval=1.0,
-                    bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} sim h [{elapsed}<{remaining}]")
+        return tqdm(
+            total=round(self.settings.horizon / 3600, 2),
+            unit="sim h",
+            desc="simulating",
+            mininterval=1.0,
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} sim h [{elapsed}<{remaining}]",
+        )
 
 
 def _advance(bar: Any, horizon: float) -> Any:

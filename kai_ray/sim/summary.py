@@ -33,7 +33,8 @@ def render_text(m: SimMetrics, nodes: int, shards: int, setup_seconds: float, lo
         f"  decisions          {m.bound:,} pods bound, {m.pods_per_second:,.0f} per second of scheduler time "
         f"({m.scheduler_seconds:.1f} s; arrivals set the pace here, `python -m loadtests` measures the ceiling)",
         f"  session latency    p50 {m.latency(50) * 1000:.1f} ms, p99 {m.latency(99) * 1000:.1f} ms",
-        "  evictions          " + (", ".join(f"{n} by {a}" for a, n in sorted(m.evictions.items())) or "none")
+        "  evictions          "
+        + (", ".join(f"{n} by {a}" for a, n in sorted(m.evictions.items())) or "none")
         + f"; {m.restarts} gang restarts",
         f"  partial gangs      {m.partial_gangs} (must be 0)",
         f"  over-committed     {len(m.overcommits)} node checks failed (must be 0)",
@@ -50,10 +51,19 @@ def render_text(m: SimMetrics, nodes: int, shards: int, setup_seconds: float, lo
     ]
     rows = []
     for name, wait in report["queueWait"].items():
-        rows.append([name, wait["started"], _seconds(wait["p50Seconds"]), _seconds(wait["p90Seconds"]),
-                     _seconds(wait["maxSeconds"]), f"{wait['fairShareErrorGpus']:.1f}"])
-    lines.append(format_table(["queue", "jobs started", "wait p50", "wait p90", "wait max",
-                               "|alloc - fair share| (GPUs)"], rows))
+        rows.append(
+            [
+                name,
+                wait["started"],
+                _seconds(wait["p50Seconds"]),
+                _seconds(wait["p90Seconds"]),
+                _seconds(wait["maxSeconds"]),
+                f"{wait['fairShareErrorGpus']:.1f}",
+            ]
+        )
+    lines.append(
+        format_table(["queue", "jobs started", "wait p50", "wait p90", "wait max", "|alloc - fair share| (GPUs)"], rows)
+    )
     if m.waiting_jobs:
         lines += ["", f"why jobs still wait ({len(m.waiting_jobs):,} jobs; the largest first)"]
         lines += [f"  {job} ({n} pods): {_shorten(reason)}" for job, n, reason in m.waiting_jobs[:5]]

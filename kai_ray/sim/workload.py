@@ -53,18 +53,34 @@ class JobSpec:
         return self.fraction if self.fraction is not None else self.gpus
 
     def pod_group(self) -> PodGroup:
-        return PodGroup(NAMESPACE, self.name, self.queue, self.priority, self.priority < 100, self.min_member,
-                        priority_class_name=self.priority_class, created=self.arrival, uid=f"pg-{self.name}")
+        return PodGroup(
+            NAMESPACE,
+            self.name,
+            self.queue,
+            self.priority,
+            self.priority < 100,
+            self.min_member,
+            priority_class_name=self.priority_class,
+            created=self.arrival,
+            uid=f"pg-{self.name}",
+        )
 
     def pod(self, index: int, incarnation: int = 0) -> Pod:
         """Pod ``index`` of the job, pending; ``incarnation`` > 0 when a controller re-created it."""
         share = GpuShare(fraction=self.fraction) if self.fraction is not None else None
         return Pod(
-            NAMESPACE, f"{self.name}-{index}", uid=f"{self.name}-{index}-{incarnation}",
-            requests=ResourceVector.of(cpu=self.cpu_millis, memory=self.memory_bytes,
-                                       gpu=0 if share else self.gpus, pods=1),
-            gpu_share=share, tolerations=(KWOK_TOLERATION,), created=self.arrival, pod_group=self.name,
-            queue_label=self.queue, priority_class_name=self.priority_class,
+            NAMESPACE,
+            f"{self.name}-{index}",
+            uid=f"{self.name}-{index}-{incarnation}",
+            requests=ResourceVector.of(
+                cpu=self.cpu_millis, memory=self.memory_bytes, gpu=0 if share else self.gpus, pods=1
+            ),
+            gpu_share=share,
+            tolerations=(KWOK_TOLERATION,),
+            created=self.arrival,
+            pod_group=self.name,
+            queue_label=self.queue,
+            priority_class_name=self.priority_class,
         )
 
 
@@ -91,21 +107,36 @@ def queue_tree(total_gpus: float, departments: int = 3, teams_per_department: in
     for d, dept_weight in enumerate(dept_weights):
         dept = f"dept-{d + 1}"
         dept_quota = math.floor(0.9 * total_gpus * dept_weight / sum(dept_weights))
-        queues.append(Queue(dept, None, gpu=QueueResource(dept_quota, 1, -1), cpu=UNLIMITED, memory=UNLIMITED,
-                            created=created))
+        queues.append(
+            Queue(dept, None, gpu=QueueResource(dept_quota, 1, -1), cpu=UNLIMITED, memory=UNLIMITED, created=created)
+        )
         created += 1
         for t in range(teams_per_department):
             team_quota = math.floor(dept_quota / teams_per_department)
             weight = 2.0 if t == 0 else 1.0
             limit = -1.0 if (d, t) != (0, teams_per_department - 1) else float(math.ceil(team_quota * 1.5))
-            queues.append(Queue(f"{dept}-team-{t + 1}", dept, gpu=QueueResource(team_quota, weight, limit),
-                                cpu=UNLIMITED, memory=UNLIMITED, created=created))
+            queues.append(
+                Queue(
+                    f"{dept}-team-{t + 1}",
+                    dept,
+                    gpu=QueueResource(team_quota, weight, limit),
+                    cpu=UNLIMITED,
+                    memory=UNLIMITED,
+                    created=created,
+                )
+            )
             created += 1
     return tuple(queues)
 
 
-def generate(total_gpus: float, seed: int, jobs: int | None = None, arrival_window: float | None = None,
-             load: float = 1.0, has_gpu_nodes: bool = True) -> Workload:
+def generate(
+    total_gpus: float,
+    seed: int,
+    jobs: int | None = None,
+    arrival_window: float | None = None,
+    load: float = 1.0,
+    has_gpu_nodes: bool = True,
+) -> Workload:
     """A seeded job stream whose GPU-hours offer ``load`` times what the cluster's GPUs can run
     while the jobs arrive. Give ``jobs`` (the window follows), ``arrival_window`` in simulated
     seconds (as many jobs as the load asks for), or both (then ``load`` is ignored)."""
@@ -142,8 +173,9 @@ def _lognormal(rng: random.Random, median_seconds: float, sigma: float = 0.6) ->
     return float(median_seconds * math.exp(rng.gauss(0.0, sigma)))
 
 
-def _job(rng: random.Random, name: str, queue: str, arrival: float, has_gpu_nodes: bool,
-         max_gang_gpus: float) -> JobSpec:
+def _job(
+    rng: random.Random, name: str, queue: str, arrival: float, has_gpu_nodes: bool, max_gang_gpus: float
+) -> JobSpec:
     roll = rng.random() if has_gpu_nodes else 0.99
     if roll < 0.08:  # distributed training: a gang, sometimes elastic, at most a tenth of the GPUs
         pods = rng.choice((2, 2, 4, 4, 4, 8, 8, 16, 32, 64))
@@ -152,21 +184,58 @@ def _job(rng: random.Random, name: str, queue: str, arrival: float, has_gpu_node
             pods //= 2
         elastic = rng.random() < 0.25
         min_member = max(1, pods // 2) if elastic else pods
-        return JobSpec(name, "training", queue, pods, min_member, gpus, None, 8000 * gpus, 64 * GIB * gpus, "train",
-                       arrival, _lognormal(rng, 1.5 * 3600))
+        return JobSpec(
+            name,
+            "training",
+            queue,
+            pods,
+            min_member,
+            gpus,
+            None,
+            8000 * gpus,
+            64 * GIB * gpus,
+            "train",
+            arrival,
+            _lognormal(rng, 1.5 * 3600),
+        )
     if roll < 0.52:  # one GPU: experiments and batch jobs
         cls = rng.choice(("train", "train", "train", "build-preemptible"))
         return JobSpec(name, "gpu", queue, 1, 1, 1.0, None, 8000, 32 * GIB, cls, arrival, _lognormal(rng, 1800))
     if roll < 0.64:  # a multi-GPU pod
         gpus = float(rng.choice((2, 4, 8)))
-        return JobSpec(name, "multi-gpu", queue, 1, 1, gpus, None, 8000 * gpus, 48 * GIB * gpus, "train", arrival,
-                       _lognormal(rng, 2 * 3600))
+        return JobSpec(
+            name,
+            "multi-gpu",
+            queue,
+            1,
+            1,
+            gpus,
+            None,
+            8000 * gpus,
+            48 * GIB * gpus,
+            "train",
+            arrival,
+            _lognormal(rng, 2 * 3600),
+        )
     if roll < 0.85:  # shared GPUs: inference servers and notebooks
         fraction = rng.choice((0.25, 0.5))
         cls = rng.choice(("inference", "build", "build-preemptible"))
         pods = rng.choice((1, 1, 2)) if cls == "inference" else 1
-        return JobSpec(name, "fraction", queue, pods, pods, 0.0, fraction, 2000, 16 * GIB, cls, arrival,
-                       _lognormal(rng, 3600))
+        return JobSpec(
+            name, "fraction", queue, pods, pods, 0.0, fraction, 2000, 16 * GIB, cls, arrival, _lognormal(rng, 3600)
+        )
     pods = rng.choice((1, 1, 2, 4))  # CPU-only data preparation
-    return JobSpec(name, "cpu", queue, pods, pods, 0.0, None, rng.choice((2000, 4000, 8000)), 8 * GIB, "train",
-                   arrival, _lognormal(rng, 900))
+    return JobSpec(
+        name,
+        "cpu",
+        queue,
+        pods,
+        pods,
+        0.0,
+        None,
+        rng.choice((2000, 4000, 8000)),
+        8 * GIB,
+        "train",
+        arrival,
+        _lognormal(rng, 900),
+    )

@@ -32,8 +32,15 @@ class Env:
     def loop(self, **kwargs: Any) -> SchedulerLoop:
         config = SchedulerConfig.model_validate({"kValue": 0})
         registry = self.registry if not kwargs.pop("own_registry", False) else CollectorRegistry()
-        return SchedulerLoop(self.api, ClusterCache(), lambda _: in_process_coordinator(config), registry,
-                             kwargs.pop("leadership", Leadership(enabled=False)), period=0.05, **kwargs)
+        return SchedulerLoop(
+            self.api,
+            ClusterCache(),
+            lambda _: in_process_coordinator(config),
+            registry,
+            kwargs.pop("leadership", Leadership(enabled=False)),
+            period=0.05,
+            **kwargs,
+        )
 
     async def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
         return (await self.api.request("POST", path, body=obj)).body
@@ -54,29 +61,42 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
 
 
 def queue(name: str, gpu_quota: float = -1, gpu_limit: float = -1, parent: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"resources": {"gpu": {"quota": gpu_quota, "limit": gpu_limit, "overQuotaWeight": 1},
-                                          "cpu": UNLIMITED, "memory": UNLIMITED}}
+    spec: dict[str, Any] = {
+        "resources": {
+            "gpu": {"quota": gpu_quota, "limit": gpu_limit, "overQuotaWeight": 1},
+            "cpu": UNLIMITED,
+            "memory": UNLIMITED,
+        }
+    }
     if parent:
         spec["parentQueue"] = parent
     return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
 
 
 def pod_group(name: str, queue_name: str, min_member: int) -> dict[str, Any]:
-    return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": name},
-            "spec": {"minMember": min_member, "queue": queue_name}}
+    return {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": min_member, "queue": queue_name},
+    }
 
 
-def pod(name: str, gpus: int = 1, group: str | None = None, queue_name: str | None = None,
-        **annotations: str) -> dict[str, Any]:
+def pod(
+    name: str, gpus: int = 1, group: str | None = None, queue_name: str | None = None, **annotations: str
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "annotations": dict(annotations), "labels": {}}
     if group:
         meta["annotations"]["pod-group-name"] = group
     if queue_name:
         meta["labels"]["kai.scheduler/queue"] = queue_name
     resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {"requests": {"cpu": "1"}}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x",
-                                                                       "resources": resources}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x", "resources": resources}]},
+    }
 
 
 async def until(check: Any, timeout: float = 10.0) -> None:

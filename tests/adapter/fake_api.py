@@ -17,8 +17,15 @@ class FakeApi:
     calls: list[tuple[str, str, Any]] = field(default_factory=list)
     streams: list[list[JSON] | KubeError] = field(default_factory=list)
 
-    async def request(self, method: str, path: str, query: Mapping[str, Any] | None = None, body: Any = None,
-                      content_type: str = "application/json", timeout: float = 30.0) -> Response:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+    ) -> Response:
         self.calls.append((method, path, body))
         return self.handler(method, path, query, body)
 

@@ -12,16 +12,33 @@ from tests.adapter.fake_api import FakeApi, ok
 
 
 def node(name: str, rv: int, gpus: str = "8") -> dict:
-    return {"metadata": {"name": name, "resourceVersion": str(rv)},
-            "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": gpus, "pods": "110"}}}
+    return {
+        "metadata": {"name": name, "resourceVersion": str(rv)},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": gpus, "pods": "110"}},
+    }
 
 
 def pod(name: str, rv: int, **annotations: str) -> dict:
-    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": str(rv), "uid": f"u-{name}",
-                         "annotations": annotations, "labels": {"kai.scheduler/queue": "q"}},
-            "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "resources": {
-                "requests": {"cpu": "1", "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]},
-            "status": {"phase": "Pending"}}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "resourceVersion": str(rv),
+            "uid": f"u-{name}",
+            "annotations": annotations,
+            "labels": {"kai.scheduler/queue": "q"},
+        },
+        "spec": {
+            "schedulerName": "kai-scheduler",
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}},
+                }
+            ],
+        },
+        "status": {"phase": "Pending"},
+    }
 
 
 def test_events_turn_into_deltas_and_stale_events_are_dropped() -> None:
@@ -45,10 +62,30 @@ def test_a_malformed_object_is_skipped_not_fatal() -> None:
 def test_pod_groups_resolve_priority_and_pods_without_one_get_an_implicit_group() -> None:
     cache = ClusterCache()
     cache.on_list(PRIORITY_CLASSES, [{"metadata": {"name": "inference", "resourceVersion": "1"}, "value": 125}])
-    cache.on_list(QUEUES, [{"metadata": {"name": "q", "resourceVersion": "2"}, "spec": {"resources": {
-        "gpu": {"quota": 1, "limit": -1}, "cpu": {"quota": -1, "limit": -1}, "memory": {"quota": -1, "limit": -1}}}}])
-    cache.on_list(POD_GROUPS, [{"metadata": {"name": "pg", "namespace": "ns", "resourceVersion": "3"},
-                                "spec": {"minMember": 2, "queue": "q", "priorityClassName": "inference"}}])
+    cache.on_list(
+        QUEUES,
+        [
+            {
+                "metadata": {"name": "q", "resourceVersion": "2"},
+                "spec": {
+                    "resources": {
+                        "gpu": {"quota": 1, "limit": -1},
+                        "cpu": {"quota": -1, "limit": -1},
+                        "memory": {"quota": -1, "limit": -1},
+                    }
+                },
+            }
+        ],
+    )
+    cache.on_list(
+        POD_GROUPS,
+        [
+            {
+                "metadata": {"name": "pg", "namespace": "ns", "resourceVersion": "3"},
+                "spec": {"minMember": 2, "queue": "q", "priorityClassName": "inference"},
+            }
+        ],
+    )
     cache.on_list(PODS, [pod("a", 4, **{"pod-group-name": "pg"}), pod("b", 5)])
     deltas = cache.take_deltas()
     groups = {g.key: g for g in deltas.pod_groups_upserted}
@@ -67,8 +104,10 @@ async def test_the_reflector_relists_after_410_and_skips_bookmarks() -> None:
 
     api = FakeApi(handler)
     api.streams = [
-        [{"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "11"}}},
-         {"type": "ADDED", "object": node("n2", 12)}],
+        [
+            {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "11"}}},
+            {"type": "ADDED", "object": node("n2", 12)},
+        ],
         KubeError(410, "Gone"),
         [{"type": "ERROR", "object": {"code": 410, "message": "too old"}}],
     ]

@@ -94,9 +94,15 @@ async def test_faults_lose_no_pod_and_bind_none_twice(env: Env) -> None:
 
 async def test_evictions_blocked_by_a_budget_are_retried_not_dropped(env: Env) -> None:
     await env.create(QUEUES, queue("q", gpu_quota=0))
-    await env.create("/apis/policy/v1/namespaces/default/poddisruptionbudgets", {
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "keep"}}}})
+    await env.create(
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "keep"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "keep"}}},
+        },
+    )
     victim = pod("victim", gpus=1, queue_name="q")
     victim["metadata"]["labels"]["app"] = "keep"
     victim["spec"]["nodeName"] = "kwok-node-0"  # only a running pod is protected: Pending ones are always evictable
@@ -118,13 +124,16 @@ async def test_kubectl_sees_what_the_scheduler_did(env: Env) -> None:
     await env.create(QUEUES, queue("q"))
 
     def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["kubectl", "--kubeconfig", str(env.kubeconfig), *args], capture_output=True,
-                              text=True, timeout=30)
+        return subprocess.run(
+            ["kubectl", "--kubeconfig", str(env.kubeconfig), *args], capture_output=True, text=True, timeout=30
+        )
 
     manifest = env.kubeconfig.parent / "pod.yaml"
-    manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: demo, labels: {kai.scheduler/queue: q}}\n"
-                        "spec:\n  schedulerName: kai-scheduler\n  containers: [{name: c, image: x, resources: "
-                        "{limits: {nvidia.com/gpu: '1'}}}]\n")
+    manifest.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: demo, labels: {kai.scheduler/queue: q}}\n"
+        "spec:\n  schedulerName: kai-scheduler\n  containers: [{name: c, image: x, resources: "
+        "{limits: {nvidia.com/gpu: '1'}}}]\n"
+    )
     created = await asyncio.to_thread(kubectl, "create", "-f", str(manifest))
     assert created.returncode == 0, created.stderr
     async with running(env.loop()):
@@ -132,4 +141,3 @@ async def test_kubectl_sees_what_the_scheduler_did(env: Env) -> None:
     shown = await asyncio.to_thread(kubectl, "get", "pods", "-o", "wide")  # the NODE column is a wide one
     assert "demo" in shown.stdout and "kwok-node" in shown.stdout
     assert (await asyncio.to_thread(kubectl, "delete", "pod", "demo")).returncode == 0
-

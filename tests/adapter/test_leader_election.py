@@ -19,8 +19,12 @@ async def test_one_leader_binds_and_a_standby_takes_over(env: Env) -> None:
     loops[1].api = second_api
     for loop in loops:
         loop.binder.api = loop.evictor.api = loop.status.api = loop.grouper.api = loop.api
-    elections = [asyncio.create_task(leaders[i].campaign(loops[i].api.client, "kai-ray", "default",
-                                                         renew_deadline=2.0, retry_period=1.0)) for i in range(2)]
+    elections = [
+        asyncio.create_task(
+            leaders[i].campaign(loops[i].api.client, "kai-ray", "default", renew_deadline=2.0, retry_period=1.0)
+        )
+        for i in range(2)
+    ]
     runs = [asyncio.create_task(loop.run()) for loop in loops]
     try:
         await until(lambda: any(leader.is_leader() for leader in leaders), timeout=10)

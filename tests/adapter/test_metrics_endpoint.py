@@ -39,8 +39,11 @@ async def test_metrics_are_served_and_match_the_binds(env: Env) -> None:
         loop.stop()
         await asyncio.wait_for(task, 10)
         await server.cleanup()
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for family in text_string_to_metric_families(text) for s in family.samples}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
     assert samples[("kai_ray_binds_total", (("result", "ok"),))] == 2
     assert samples[("kai_queue_allocated_gpus", (("queue_name", "team"),))] == 2  # the limit holds
     assert samples[("kai_queue_fair_share_gpu", (("queue_name", "team"),))] == 2

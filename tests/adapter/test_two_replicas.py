@@ -56,10 +56,30 @@ def test_one_replica_binds_and_the_other_takes_over_when_it_is_killed(tmp_path: 
         dev.call(dev.cluster.create, "scheduling.run.ai", "v2", "queues", queue("team"))
         ports = [_free_port(), _free_port()]
         env = {**os.environ, "PYTHONPATH": str(REPO)}
-        replicas = [subprocess.Popen(
-            [sys.executable, "-m", "kai_ray", "run", "--kubeconfig", str(kubeconfig), "--leader-elect",
-             "--metrics-port", str(port), "--period", "0.2", "--shards", "0"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=REPO) for port in ports]
+        replicas = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "kai_ray",
+                    "run",
+                    "--kubeconfig",
+                    str(kubeconfig),
+                    "--leader-elect",
+                    "--metrics-port",
+                    str(port),
+                    "--period",
+                    "0.2",
+                    "--shards",
+                    "0",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                cwd=REPO,
+            )
+            for port in ports
+        ]
 
         def bound(name: str) -> bool:
             found = dev.call(dev.cluster.get, "", "v1", "pods", name, "default")
@@ -93,9 +113,26 @@ def test_a_cleanly_stopped_leader_hands_the_lease_over_at_once(tmp_path: Path) -
         kubeconfig = dev.write_kubeconfig(tmp_path / "kubeconfig")
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         leader = subprocess.Popen(
-            [sys.executable, "-m", "kai_ray", "run", "--kubeconfig", str(kubeconfig), "--leader-elect",
-             "--lease-duration", "30", "--metrics-port", str(_free_port()), "--shards", "0"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+            [
+                sys.executable,
+                "-m",
+                "kai_ray",
+                "run",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--leader-elect",
+                "--lease-duration",
+                "30",
+                "--metrics-port",
+                str(_free_port()),
+                "--shards",
+                "0",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=REPO,
+        )
 
         def holder() -> str:
             lease = dev.call(dev.cluster.get, "coordination.k8s.io", "v1", "leases", "kai-ray", "default")

@@ -56,61 +56,123 @@ def assert_one_line_error(result: CliResult, *expected: str) -> None:
 
 
 MALFORMED_OBJECTS: list[tuple[str, list[m.Manifest], tuple[str, ...]]] = [
-    ("bad cpu quantity", pod_requesting(cpu="1x"),
-     ("Pod team/p", "spec.containers[0].resources.requests.cpu", "bad quantity '1x'")),
-    ("bad memory quantity", pod_requesting(memory="16GB"),
-     ("Pod team/p", "spec.containers[0].resources.requests.memory", "'16GB'")),
-    ("negative request", pod_requesting(cpu="-500m"),
-     ("Pod team/p", "spec.containers[0].resources.requests.cpu", "negative")),
-    ("requests not a mapping", with_pod_field(["spec", "containers", "0", "resources", "requests"], ["cpu", 1]),
-     ("Pod team/p", "spec.containers[0].resources.requests", "must be a mapping")),
-    ("resources not a mapping", with_pod_field(["spec", "containers", "0", "resources"], "big"),
-     ("Pod team/p", "spec.containers[0].resources", "must be a mapping")),
-    ("fractional whole gpus", pod_requesting(**{"nvidia.com/gpu": "0.5"}),
-     ("Pod team/p", "nvidia.com/gpu", "whole number")),
-    ("gpu fraction above one", with_annotations(**{"gpu-fraction": "1.5"}),
-     ("Pod team/p", "metadata.annotations.gpu-fraction", "(0, 1]")),
-    ("gpu fraction zero", with_annotations(**{"gpu-fraction": "0"}),
-     ("Pod team/p", "metadata.annotations.gpu-fraction", "(0, 1]")),
-    ("gpu fraction negative", with_annotations(**{"gpu-fraction": "-0.5"}),
-     ("Pod team/p", "metadata.annotations.gpu-fraction", "(0, 1]")),
-    ("gpu fraction not a number", with_annotations(**{"gpu-fraction": "half"}),
-     ("Pod team/p", "metadata.annotations.gpu-fraction", "'half'")),
-    ("gpu memory not a number", with_annotations(**{"gpu-memory": "lots"}),
-     ("Pod team/p", "metadata.annotations.gpu-memory", "'lots'")),
+    (
+        "bad cpu quantity",
+        pod_requesting(cpu="1x"),
+        ("Pod team/p", "spec.containers[0].resources.requests.cpu", "bad quantity '1x'"),
+    ),
+    (
+        "bad memory quantity",
+        pod_requesting(memory="16GB"),
+        ("Pod team/p", "spec.containers[0].resources.requests.memory", "'16GB'"),
+    ),
+    (
+        "negative request",
+        pod_requesting(cpu="-500m"),
+        ("Pod team/p", "spec.containers[0].resources.requests.cpu", "negative"),
+    ),
+    (
+        "requests not a mapping",
+        with_pod_field(["spec", "containers", "0", "resources", "requests"], ["cpu", 1]),
+        ("Pod team/p", "spec.containers[0].resources.requests", "must be a mapping"),
+    ),
+    (
+        "resources not a mapping",
+        with_pod_field(["spec", "containers", "0", "resources"], "big"),
+        ("Pod team/p", "spec.containers[0].resources", "must be a mapping"),
+    ),
+    (
+        "fractional whole gpus",
+        pod_requesting(**{"nvidia.com/gpu": "0.5"}),
+        ("Pod team/p", "nvidia.com/gpu", "whole number"),
+    ),
+    (
+        "gpu fraction above one",
+        with_annotations(**{"gpu-fraction": "1.5"}),
+        ("Pod team/p", "metadata.annotations.gpu-fraction", "(0, 1]"),
+    ),
+    (
+        "gpu fraction zero",
+        with_annotations(**{"gpu-fraction": "0"}),
+        ("Pod team/p", "metadata.annotations.gpu-fraction", "(0, 1]"),
+    ),
+    (
+        "gpu fraction negative",
+        with_annotations(**{"gpu-fraction": "-0.5"}),
+        ("Pod team/p", "metadata.annotations.gpu-fraction", "(0, 1]"),
+    ),
+    (
+        "gpu fraction not a number",
+        with_annotations(**{"gpu-fraction": "half"}),
+        ("Pod team/p", "metadata.annotations.gpu-fraction", "'half'"),
+    ),
+    (
+        "gpu memory not a number",
+        with_annotations(**{"gpu-memory": "lots"}),
+        ("Pod team/p", "metadata.annotations.gpu-memory", "'lots'"),
+    ),
     ("pod without containers", with_pod_field(["spec", "containers"], []), ("Pod team/p", "spec.containers")),
-    ("bad creation timestamp", with_pod_field(["metadata", "creationTimestamp"], "yesterday"),
-     ("Pod team/p", "metadata.creationTimestamp", "'yesterday'")),
-    ("bad node quantity", [m.node("n1", gpu=0) | {"status": {"allocatable": {"nvidia.com/gpu": "two"}}}],
-     ("Node n1", "status.allocatable.nvidia.com/gpu", "'two'")),
-    ("node without allocatable", [without(m.node("n1"), "status", "allocatable")],
-     ("Node n1", "status.allocatable", "missing")),
+    (
+        "bad creation timestamp",
+        with_pod_field(["metadata", "creationTimestamp"], "yesterday"),
+        ("Pod team/p", "metadata.creationTimestamp", "'yesterday'"),
+    ),
+    (
+        "bad node quantity",
+        [m.node("n1", gpu=0) | {"status": {"allocatable": {"nvidia.com/gpu": "two"}}}],
+        ("Node n1", "status.allocatable.nvidia.com/gpu", "'two'"),
+    ),
+    (
+        "node without allocatable",
+        [without(m.node("n1"), "status", "allocatable")],
+        ("Node n1", "status.allocatable", "missing"),
+    ),
     ("object without a name", [without(m.node("n1"), "metadata", "name")], ("Node", "metadata.name", "missing")),
-    ("queue without resources", [without(m.queue("q"), "spec", "resources")],
-     ("Queue q", "spec.resources", "missing")),
-    ("queue quota below minus one", [m.queue("q", resources={"gpu": {"quota": -2, "limit": -1}})],
-     ("Queue q", "spec.resources.gpu.quota", "-2")),
-    ("queue quota as a quantity", [m.queue("q", resources={"memory": {"quota": "10Gi", "limit": -1}})],
-     ("Queue q", "spec.resources.memory.quota", "'10Gi'")),
-    ("queue priority not a number", [m.queue("q", priority="high")],  # type: ignore[arg-type]
-     ("Queue q", "spec.priority", "'high'")),
-    ("queue cycle", [m.queue("a", parent="b"), m.queue("b", parent="a")],
-     ("Queue ", "spec.parentQueue", "cycle")),
+    ("queue without resources", [without(m.queue("q"), "spec", "resources")], ("Queue q", "spec.resources", "missing")),
+    (
+        "queue quota below minus one",
+        [m.queue("q", resources={"gpu": {"quota": -2, "limit": -1}})],
+        ("Queue q", "spec.resources.gpu.quota", "-2"),
+    ),
+    (
+        "queue quota as a quantity",
+        [m.queue("q", resources={"memory": {"quota": "10Gi", "limit": -1}})],
+        ("Queue q", "spec.resources.memory.quota", "'10Gi'"),
+    ),
+    (
+        "queue priority not a number",
+        [m.queue("q", priority="high")],  # type: ignore[arg-type]
+        ("Queue q", "spec.priority", "'high'"),
+    ),
+    ("queue cycle", [m.queue("a", parent="b"), m.queue("b", parent="a")], ("Queue ", "spec.parentQueue", "cycle")),
     ("queue parent of itself", [m.queue("self", parent="self")], ("Queue self", "spec.parentQueue", "cycle")),
-    ("priority class without value", [without(m.priority_class("pc", 1), "value")],
-     ("PriorityClass pc", "value", "missing")),
-    ("pod group min member not a number", [m.pod_group("g", "q") | {"spec": {"minMember": "x"}}],
-     ("PodGroup team/g", "spec.minMember", "'x'")),
-    ("pod group bad preemptibility", [m.pod_group("g", "q", preemptibility="sometimes")],
-     ("PodGroup team/g", "spec.preemptibility", "'sometimes'")),
+    (
+        "priority class without value",
+        [without(m.priority_class("pc", 1), "value")],
+        ("PriorityClass pc", "value", "missing"),
+    ),
+    (
+        "pod group min member not a number",
+        [m.pod_group("g", "q") | {"spec": {"minMember": "x"}}],
+        ("PodGroup team/g", "spec.minMember", "'x'"),
+    ),
+    (
+        "pod group bad preemptibility",
+        [m.pod_group("g", "q", preemptibility="sometimes")],
+        ("PodGroup team/g", "spec.preemptibility", "'sometimes'"),
+    ),
     ("duplicate pod", [m.pod("p", "q"), m.pod("p", "q")], ("Pod team/p", "metadata.name", "twice")),
 ]
 
 
-@pytest.mark.parametrize(("objects", "expected"), [(o, e) for _, o, e in MALFORMED_OBJECTS],
-                         ids=[name for name, _, _ in MALFORMED_OBJECTS])
+@pytest.mark.parametrize(
+    ("objects", "expected"), [(o, e) for _, o, e in MALFORMED_OBJECTS], ids=[name for name, _, _ in MALFORMED_OBJECTS]
+)
 def test_a_malformed_object_is_one_line_naming_it_and_the_field(
-    kai_ray: RunCli, tmp_path: Path, objects: list[m.Manifest], expected: tuple[str, ...],
+    kai_ray: RunCli,
+    tmp_path: Path,
+    objects: list[m.Manifest],
+    expected: tuple[str, ...],
 ) -> None:
     path = m.write(tmp_path / "snapshot.yaml", objects)
     assert_one_line_error(kai_ray("schedule", "--snapshot", path, "--actions", "none"), *expected)
@@ -129,10 +191,14 @@ MALFORMED_FILES: list[tuple[str, str, tuple[str, ...]]] = [
 ]
 
 
-@pytest.mark.parametrize(("text", "expected"), [(t, e) for _, t, e in MALFORMED_FILES],
-                         ids=[name for name, _, _ in MALFORMED_FILES])
+@pytest.mark.parametrize(
+    ("text", "expected"), [(t, e) for _, t, e in MALFORMED_FILES], ids=[name for name, _, _ in MALFORMED_FILES]
+)
 def test_a_file_that_is_not_a_snapshot_is_one_line_naming_the_file(
-    kai_ray: RunCli, tmp_path: Path, text: str, expected: tuple[str, ...],
+    kai_ray: RunCli,
+    tmp_path: Path,
+    text: str,
+    expected: tuple[str, ...],
 ) -> None:
     path = tmp_path / "broken.yaml"
     path.write_text(text)
@@ -144,15 +210,22 @@ def test_a_missing_snapshot_file_is_one_line(kai_ray: RunCli, tmp_path: Path) ->
     assert_one_line_error(result, "nope.yaml", "cannot read", "No such file")
 
 
-@pytest.mark.parametrize(("config", "expected"), [
-    ("placementStrategy: {gpu: tightly}\n", ("placementStrategy.gpu", "'tightly'")),
-    ("defaultStalenessGracePeriod: forever\n", ("defaultStalenessGracePeriod", "bad duration 'forever'")),
-    ("actions: [allocate, dance]\n", ("actions.1", "'dance'")),
-    ("kValue: -1\n", ("kValue",)),
-    ("- allocate\n", ("expected a mapping",)),
-], ids=["placement strategy", "duration", "action", "negative k", "not a mapping"])
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ("placementStrategy: {gpu: tightly}\n", ("placementStrategy.gpu", "'tightly'")),
+        ("defaultStalenessGracePeriod: forever\n", ("defaultStalenessGracePeriod", "bad duration 'forever'")),
+        ("actions: [allocate, dance]\n", ("actions.1", "'dance'")),
+        ("kValue: -1\n", ("kValue",)),
+        ("- allocate\n", ("expected a mapping",)),
+    ],
+    ids=["placement strategy", "duration", "action", "negative k", "not a mapping"],
+)
 def test_a_bad_config_value_is_one_line_naming_the_setting(
-    kai_ray: RunCli, tmp_path: Path, config: str, expected: tuple[str, ...],
+    kai_ray: RunCli,
+    tmp_path: Path,
+    config: str,
+    expected: tuple[str, ...],
 ) -> None:
     snapshot = m.write(tmp_path / "snapshot.yaml", [NODE])
     path = tmp_path / "config.yaml"
@@ -160,13 +233,20 @@ def test_a_bad_config_value_is_one_line_naming_the_setting(
     assert_one_line_error(kai_ray("schedule", "--snapshot", snapshot, "--config", path), "config.yaml", *expected)
 
 
-@pytest.mark.parametrize(("option", "value", "expected"), [
-    ("--actions", "allocate,dance", ("--actions", "unknown action 'dance'", "known: allocate")),
-    ("--now", "yesterday", ("--now", "bad timestamp 'yesterday'")),
-    ("--config", "missing-config.yaml", ("missing-config.yaml", "cannot read")),
-])
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [
+        ("--actions", "allocate,dance", ("--actions", "unknown action 'dance'", "known: allocate")),
+        ("--now", "yesterday", ("--now", "bad timestamp 'yesterday'")),
+        ("--config", "missing-config.yaml", ("missing-config.yaml", "cannot read")),
+    ],
+)
 def test_a_bad_option_value_is_one_line(
-    kai_ray: RunCli, tmp_path: Path, option: str, value: str, expected: tuple[str, ...],
+    kai_ray: RunCli,
+    tmp_path: Path,
+    option: str,
+    value: str,
+    expected: tuple[str, ...],
 ) -> None:
     snapshot = m.write(tmp_path / "snapshot.yaml", [NODE])
     assert_one_line_error(kai_ray("schedule", "--snapshot", snapshot, option, value), *expected)
@@ -183,8 +263,14 @@ def test_bad_fair_share_input_is_one_line_too(kai_ray: RunCli, tmp_path: Path) -
 def test_the_installed_command_prints_no_traceback(tmp_path: Path) -> None:
     # Through ``python -m kai_ray`` end to end: the exit code and stderr a shell would see.
     path = m.write(tmp_path / "snapshot.yaml", pod_requesting(cpu="lots"))
-    result = subprocess.run([sys.executable, "-m", "kai_ray", "schedule", "--snapshot", str(path)],
-                            cwd=REPO, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "kai_ray", "schedule", "--snapshot", str(path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.splitlines() == [
-        "kai-ray: error: Pod team/p: spec.containers[0].resources.requests.cpu: bad quantity 'lots'"]
+        "kai-ray: error: Pod team/p: spec.containers[0].resources.requests.cpu: bad quantity 'lots'"
+    ]

@@ -33,7 +33,9 @@ def test_the_text_table_lists_children_under_their_parent(kai_ray: RunCli) -> No
 
 def test_json_input_works_like_yaml(kai_ray: RunCli, tmp_path: Path) -> None:
     path = tmp_path / "fs.json"
-    path.write_text('{"total": {"gpu": 3}, "queues": [{"name": "a", "resources": {"gpu": {"request": 1.8}}},'
-                    ' {"name": "b", "creationOrder": 1, "resources": {"gpu": {"request": 1.8}}}]}')
+    path.write_text(
+        '{"total": {"gpu": 3}, "queues": [{"name": "a", "resources": {"gpu": {"request": 1.8}}},'
+        ' {"name": "b", "creationOrder": 1, "resources": {"gpu": {"request": 1.8}}}]}'
+    )
     out = kai_ray("fairshare", path).json()
     assert out["queues"]["a"]["fairShare"]["gpu"] == 1.8 and out["queues"]["b"]["fairShare"]["gpu"] == 1.2

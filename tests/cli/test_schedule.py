@@ -32,8 +32,13 @@ def test_fair_shares_only_print_the_documented_json(kai_ray: RunCli) -> None:
     result = schedule(kai_ray, EXAMPLE, "--actions", "none", "-o", "json")
     out = result.json()
     assert set(out) == {"pods", "podGroups", "queues"}
-    assert set(out["pods"]) == {"vision/vision-train-0", "vision/vision-train-1", "nlp/nlp-notebook",
-                                "nlp/nlp-big-train", "nlp/etl"}  # every pod of the snapshot
+    assert set(out["pods"]) == {
+        "vision/vision-train-0",
+        "vision/vision-train-1",
+        "nlp/nlp-notebook",
+        "nlp/nlp-big-train",
+        "nlp/etl",
+    }  # every pod of the snapshot
     for pod in out["pods"].values():
         assert pod["status"] in STATUSES and {"status", "node", "gpuGroups"} <= set(pod)
         assert pod["status"] != "Pending" or pod["reason"]  # a pending pod always says why
@@ -90,10 +95,16 @@ def test_a_pod_naming_a_missing_queue_waits_with_kais_reason(kai_ray: RunCli, tm
 
 
 def test_an_orphan_queue_is_dropped_with_a_warning_and_its_pods_wait(kai_ray: RunCli, tmp_path: Path) -> None:
-    path = m.write(tmp_path / "snapshot.yaml", [
-        m.node("n1"), m.queue("root"), m.queue("team", parent="root"), m.queue("orphan", parent="gone"),
-        m.pod("p", "orphan"),
-    ])
+    path = m.write(
+        tmp_path / "snapshot.yaml",
+        [
+            m.node("n1"),
+            m.queue("root"),
+            m.queue("team", parent="root"),
+            m.queue("orphan", parent="gone"),
+            m.pod("p", "orphan"),
+        ],
+    )
     result = schedule(kai_ray, path)
     assert "kai-ray: warning: Queue orphan: dropped, its ancestor queue 'gone' does not exist" in result.err
     assert "Traceback" not in result.err
@@ -117,9 +128,11 @@ def test_a_pod_too_big_for_every_node_waits_with_a_readable_reason(kai_ray: RunC
 
 def test_pods_of_other_schedulers_hold_capacity_and_shrink_the_fair_share(kai_ray: RunCli, tmp_path: Path) -> None:
     objects = [
-        m.node("n1", gpu=8), m.queue("q"),
+        m.node("n1", gpu=8),
+        m.queue("q"),
         m.pod("web", namespace="other", gpu=6, scheduler="default-scheduler", node_name="n1", phase="Running"),
-        m.pod("four", "q", gpu=4), m.pod("two", "q", gpu=2),
+        m.pod("four", "q", gpu=4),
+        m.pod("two", "q", gpu=2),
     ]
     out = decisions(kai_ray, tmp_path, objects)
     assert out["pods"]["other/web"]["status"] == "Running"  # reported, never touched
@@ -131,8 +144,12 @@ def test_pods_of_other_schedulers_hold_capacity_and_shrink_the_fair_share(kai_ra
 
 
 def test_a_pod_without_a_queue_label_runs_in_the_default_queue(kai_ray: RunCli, tmp_path: Path) -> None:
-    objects = [m.node("n1"), m.queue("default-parent-queue"), m.queue("default-queue", parent="default-parent-queue"),
-               m.pod("unlabelled", gpu=1)]
+    objects = [
+        m.node("n1"),
+        m.queue("default-parent-queue"),
+        m.queue("default-queue", parent="default-parent-queue"),
+        m.pod("unlabelled", gpu=1),
+    ]
     out = decisions(kai_ray, tmp_path, objects)
     assert out["pods"]["team/unlabelled"]["status"] == "Binding"
     assert out["queues"]["default-queue"]["allocated"]["gpu"] == 1
@@ -145,10 +162,13 @@ def test_without_default_queues_an_unlabelled_pod_waits_for_the_default_queue(ka
 
 
 def test_a_kubectl_get_all_dump_is_scheduled_and_the_skipped_kinds_are_reported(
-    kai_ray: RunCli, tmp_path: Path,
+    kai_ray: RunCli,
+    tmp_path: Path,
 ) -> None:
     dump = [
-        m.node("n1"), m.queue("q"), m.pod("job", "q", gpu=1),
+        m.node("n1"),
+        m.queue("q"),
+        m.pod("job", "q", gpu=1),
         m.pod("web-1", namespace="shop", scheduler="default-scheduler", node_name="n1", phase="Running"),
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "shop"}},
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"}},
@@ -169,8 +189,12 @@ def test_a_kubectl_get_all_dump_is_scheduled_and_the_skipped_kinds_are_reported(
 def test_queue_memory_is_reported_in_bytes(kai_ray: RunCli, tmp_path: Path) -> None:
     memory_in_millions = {"quota": 1000, "overQuotaWeight": 0, "limit": 1500}
     resources = {"gpu": {"quota": -1, "limit": -1}, "cpu": {"quota": -1, "limit": -1}, "memory": memory_in_millions}
-    objects = [m.node("n1"), m.queue("q", resources=resources), m.pod("p", "q", memory="512Mi"),
-               m.pod("pending", "q", memory="2Gi")]
+    objects = [
+        m.node("n1"),
+        m.queue("q", resources=resources),
+        m.pod("p", "q", memory="512Mi"),
+        m.pod("pending", "q", memory="2Gi"),
+    ]
     out = decisions(kai_ray, tmp_path, objects, "--actions", "allocate")
     figures = out["queues"]["q"]
     assert figures["fairShare"]["memory"] == 1_000_000_000  # quota 1000 x 10^6 bytes, weight 0
@@ -179,12 +203,21 @@ def test_queue_memory_is_reported_in_bytes(kai_ray: RunCli, tmp_path: Path) -> N
 
 
 def test_a_non_preemptible_job_may_not_go_over_quota(kai_ray: RunCli, tmp_path: Path) -> None:
-    resources = {"gpu": {"quota": 2, "overQuotaWeight": 1, "limit": -1},
-                 "cpu": {"quota": -1, "limit": -1}, "memory": {"quota": -1, "limit": -1}}
-    objects = [m.node("n1"), m.queue("q", resources=resources), m.priority_class("inference", 125),
-               m.priority_class("train", 50),
-               m.pod_group("serve", "q", priority_class_name="inference"), m.pod("serve-0", group="serve", gpu=3),
-               m.pod_group("train", "q", priority_class_name="train"), m.pod("train-0", group="train", gpu=3)]
+    resources = {
+        "gpu": {"quota": 2, "overQuotaWeight": 1, "limit": -1},
+        "cpu": {"quota": -1, "limit": -1},
+        "memory": {"quota": -1, "limit": -1},
+    }
+    objects = [
+        m.node("n1"),
+        m.queue("q", resources=resources),
+        m.priority_class("inference", 125),
+        m.priority_class("train", 50),
+        m.pod_group("serve", "q", priority_class_name="inference"),
+        m.pod("serve-0", group="serve", gpu=3),
+        m.pod_group("train", "q", priority_class_name="train"),
+        m.pod("train-0", group="train", gpu=3),
+    ]
     out = decisions(kai_ray, tmp_path, objects, "--actions", "allocate")
     assert "NonPreemptibleOverQuota" in out["pods"]["team/serve-0"]["reason"]
     assert out["pods"]["team/train-0"]["status"] == "Binding"  # preemptible: over quota is fine

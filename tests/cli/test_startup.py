@@ -22,7 +22,8 @@ print(codes, heavy)
 
 
 def test_schedule_and_fairshare_never_import_ray_or_the_kubernetes_client() -> None:
-    result = subprocess.run([sys.executable, "-c", PROBE, *HEAVY], cwd=REPO, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, *HEAVY], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[0, 0, 0] []"

@@ -80,7 +80,8 @@ def check_no_node_overcommitted(snapshot: ClusterSnapshot, decisions: Decisions)
             assert use.memory <= alloc.memory + EPSILON, f"{where}: memory {use.memory} > {alloc.memory}"
             reservation_pods = sum(1 for portion in use.shared.values() if portion > 0)  # one per shared GPU
             assert use.pods + reservation_pods <= alloc.pods + EPSILON, (
-                f"{where}: {use.pods} pods and {reservation_pods} GPU reservation pods > {alloc.pods}")
+                f"{where}: {use.pods} pods and {reservation_pods} GPU reservation pods > {alloc.pods}"
+            )
             for group, portion in use.shared.items():
                 assert portion <= 1.0 + EPSILON, f"{where}: shared GPU {group} holds {portion} of a device"
             devices = use.whole_gpus + sum(1 for portion in use.shared.values() if portion > 0)
@@ -96,7 +97,8 @@ def check_gangs_all_or_nothing(snapshot: ClusterSnapshot, decisions: Decisions) 
             continue
         placed = [p for p in pods if decisions.pods[p.key].status in PLACED]
         assert len(placed) >= group.min_member, (
-            f"{group.key}: {len(placed)} of minMember {group.min_member} placed, new: {newly}")
+            f"{group.key}: {len(placed)} of minMember {group.min_member} placed, new: {newly}"
+        )
         for sub in group.sub_groups:
             count = sum(1 for p in placed if p.subgroup == sub.name)
             assert count >= sub.min_member, f"{group.key}/{sub.name}: {count} of minMember {sub.min_member} placed"
@@ -145,11 +147,13 @@ def check_queue_limits(snapshot: ClusterSnapshot, decisions: Decisions) -> None:
             resource = queue.resource(name)
             if resource.limit != -1 and placed_into[queue.name][r] > 0:
                 assert allocated[queue.name][r] <= resource.limit + EPSILON, (
-                    f"queue {queue.name}: {name} allocated {allocated[queue.name][r]} over limit {resource.limit}")
+                    f"queue {queue.name}: {name} allocated {allocated[queue.name][r]} over limit {resource.limit}"
+                )
             if resource.quota != -1 and placed_np_into[queue.name][r] > 0:
                 assert allocated_np[queue.name][r] <= resource.quota + EPSILON, (
                     f"queue {queue.name}: non-preemptible {name} {allocated_np[queue.name][r]} "
-                    f"over quota {resource.quota}")
+                    f"over quota {resource.quota}"
+                )
 
 
 def _path(queues: dict[str, Queue], leaf: str) -> list[Queue]:
@@ -191,11 +195,13 @@ def check_evictions(snapshot: ClusterSnapshot, decisions: Decisions, retried: fr
         assert preemptor is not None and preemptor in groups, f"{action} evicted {key} for no job"
         winner = groups[preemptor]
         assert preemptor in retried or _placed_in_session(snapshot, decisions, winner), (
-            f"{key} evicted for {preemptor}, never placed")
+            f"{key} evicted for {preemptor}, never placed"
+        )
         if action == "preempt":
             assert winner.queue == group.queue and winner.priority > group.priority, (
                 f"preempt: {preemptor} ({winner.queue}, {winner.priority}) took from {key} "
-                f"({group.queue}, {group.priority})")
+                f"({group.queue}, {group.priority})"
+            )
         if action == "reclaim":
             assert winner.queue != group.queue, f"reclaim inside queue {group.queue}: {preemptor} took from {key}"
     for key, decided in decisions.pods.items():
@@ -214,6 +220,7 @@ def check_evictions(snapshot: ClusterSnapshot, decisions: Decisions, retried: fr
 def _placed_in_session(snapshot: ClusterSnapshot, decisions: Decisions, group: PodGroup) -> bool:
     """The group got pods placed: they are still placed, or a later action evicted them again."""
     evicted = {key for key, _, _ in decisions.evictions}
-    return any(p.state is PodState.PENDING and (decisions.pods[p.key].status in ("Binding", "Pipelined")
-                                                or p.key in evicted)
-               for p in _members(snapshot)[group])
+    return any(
+        p.state is PodState.PENDING and (decisions.pods[p.key].status in ("Binding", "Pipelined") or p.key in evicted)
+        for p in _members(snapshot)[group]
+    )

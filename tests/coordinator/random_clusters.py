@@ -62,17 +62,23 @@ def nodes(draw: st.DrawFn) -> list[Node]:
     count = draw(st.integers(1, 8))
     out = []
     for i in range(count):
-        out.append(node(
-            f"n{i}", gpu=draw(st.sampled_from((8, 8, 4, 2, 0))), cpu=draw(st.sampled_from((16_000, 64_000))),
-            memory=draw(st.sampled_from((64 * GIB, 512 * GIB))), pods=draw(st.sampled_from((110, 110, 6))),
-            gpu_memory=draw(st.sampled_from(GPU_MEMORY_MIB)),
-        ))
+        out.append(
+            node(
+                f"n{i}",
+                gpu=draw(st.sampled_from((8, 8, 4, 2, 0))),
+                cpu=draw(st.sampled_from((16_000, 64_000))),
+                memory=draw(st.sampled_from((64 * GIB, 512 * GIB))),
+                pods=draw(st.sampled_from((110, 110, 6))),
+                gpu_memory=draw(st.sampled_from(GPU_MEMORY_MIB)),
+            )
+        )
     return out
 
 
 def _resource(draw: st.DrawFn, quotas: tuple[float, ...], limits: tuple[float, ...]) -> QueueResource:
-    return QueueResource(draw(st.sampled_from(quotas)), draw(st.sampled_from((1.0, 1.0, 2.0, 0.0))),
-                         draw(st.sampled_from(limits)))
+    return QueueResource(
+        draw(st.sampled_from(quotas)), draw(st.sampled_from((1.0, 1.0, 2.0, 0.0))), draw(st.sampled_from(limits))
+    )
 
 
 @st.composite
@@ -82,23 +88,32 @@ def queue_trees(draw: st.DrawFn) -> tuple[list[Queue], list[str]]:
     leaves = draw(st.integers(1, 6 - parents))
     queues = []
     for i in range(parents):
-        queues.append(Queue(
-            f"dept{i}", None, draw(st.sampled_from((100, 100, 200))),
-            gpu=_resource(draw, (UNLIMITED, 0, 4, 8, 16), (UNLIMITED, UNLIMITED, 6, 12)),
-            cpu=_resource(draw, (UNLIMITED, 32_000), (UNLIMITED, UNLIMITED, 48_000)),
-            memory=QueueResource(UNLIMITED, 1.0, UNLIMITED), created=float(draw(st.integers(0, 3))),
-        ))
+        queues.append(
+            Queue(
+                f"dept{i}",
+                None,
+                draw(st.sampled_from((100, 100, 200))),
+                gpu=_resource(draw, (UNLIMITED, 0, 4, 8, 16), (UNLIMITED, UNLIMITED, 6, 12)),
+                cpu=_resource(draw, (UNLIMITED, 32_000), (UNLIMITED, UNLIMITED, 48_000)),
+                memory=QueueResource(UNLIMITED, 1.0, UNLIMITED),
+                created=float(draw(st.integers(0, 3))),
+            )
+        )
     names = []
     for i in range(leaves):
         parent = f"dept{draw(st.integers(0, parents - 1))}" if parents else None
         names.append(f"q{i}")
-        queues.append(Queue(
-            f"q{i}", parent, draw(st.sampled_from((100, 100, 50, 200))),
-            gpu=_resource(draw, (0, 1, 2, 4, 8), (UNLIMITED, UNLIMITED, 2, 4, 8)),
-            cpu=_resource(draw, (UNLIMITED, 8_000, 16_000), (UNLIMITED, UNLIMITED, 24_000)),
-            memory=_resource(draw, (UNLIMITED, 64 * GIB), (UNLIMITED, UNLIMITED, 128 * GIB)),
-            created=float(draw(st.integers(0, 3))),
-        ))
+        queues.append(
+            Queue(
+                f"q{i}",
+                parent,
+                draw(st.sampled_from((100, 100, 50, 200))),
+                gpu=_resource(draw, (0, 1, 2, 4, 8), (UNLIMITED, UNLIMITED, 2, 4, 8)),
+                cpu=_resource(draw, (UNLIMITED, 8_000, 16_000), (UNLIMITED, UNLIMITED, 24_000)),
+                memory=_resource(draw, (UNLIMITED, 64 * GIB), (UNLIMITED, UNLIMITED, 128 * GIB)),
+                created=float(draw(st.integers(0, 3))),
+            )
+        )
     return queues, names
 
 
@@ -117,11 +132,18 @@ def job_specs(draw: st.DrawFn, index: int, leaves: list[str]) -> tuple[JobSpec, 
     else:
         min_member = draw(st.integers(1, pods))
     spec = JobSpec(
-        f"j{index}", draw(st.sampled_from(leaves)), pods=pods, gpu=0 if kind == "cpu" else draw(st.integers(1, 4)),
-        fraction=fraction, cpu=draw(st.sampled_from((500, 2_000, 8_000))),
-        memory=draw(st.sampled_from((GIB, 8 * GIB, 32 * GIB))), priority=priority,
-        preemptible=draw(st.sampled_from((None, None, None, True, False))), min_member=min_member,
-        created=float(index), sub_groups=sub_groups,
+        f"j{index}",
+        draw(st.sampled_from(leaves)),
+        pods=pods,
+        gpu=0 if kind == "cpu" else draw(st.integers(1, 4)),
+        fraction=fraction,
+        cpu=draw(st.sampled_from((500, 2_000, 8_000))),
+        memory=draw(st.sampled_from((GIB, 8 * GIB, 32 * GIB))),
+        priority=priority,
+        preemptible=draw(st.sampled_from((None, None, None, True, False))),
+        min_member=min_member,
+        created=float(index),
+        sub_groups=sub_groups,
         stale_since=draw(st.sampled_from((None, None, NOW - 600))),
     )
     running = draw(st.sampled_from((0, 0, pods, pods, min_member, max(min_member - 1, 0))))
@@ -150,8 +172,10 @@ def clusters(draw: st.DrawFn, max_jobs: int = 12) -> ClusterSnapshot:
     """A random cluster: 1-8 nodes, a 1-6 queue tree, 1-``max_jobs`` jobs, some of them running."""
     node_list = draw(nodes())
     queues, leaves = draw(queue_trees())
-    rooms = {n.name: _NodeRoom(n.allocatable.cpu, n.allocatable.memory, int(n.allocatable.gpu),
-                               int(n.allocatable.pods)) for n in node_list}
+    rooms = {
+        n.name: _NodeRoom(n.allocatable.cpu, n.allocatable.memory, int(n.allocatable.gpu), int(n.allocatable.pods))
+        for n in node_list
+    }
     foreign = _foreign_pods(draw, rooms)
     specs = []
     for i in range(draw(st.integers(1, max_jobs))):
@@ -171,16 +195,30 @@ def _foreign_pods(draw: st.DrawFn, rooms: dict[str, _NodeRoom]) -> list[Pod]:
         gpus = min(rooms[name].whole_gpus, 1)
         if rooms[name].take(4_000, 8 * GIB, gpus, None, name) is None:
             continue
-        out.append(Pod("kube-system", f"other-{i}", uid=f"uid-other-{i}", scheduler_name="default-scheduler",
-                       state=PodState.RUNNING, node=name, requests=ResourceVector.of(cpu=4_000, memory=8 * GIB,
-                                                                                    gpu=gpus, pods=1)))
+        out.append(
+            Pod(
+                "kube-system",
+                f"other-{i}",
+                uid=f"uid-other-{i}",
+                scheduler_name="default-scheduler",
+                state=PodState.RUNNING,
+                node=name,
+                requests=ResourceVector.of(cpu=4_000, memory=8 * GIB, gpu=gpus, pods=1),
+            )
+        )
     return out
 
 
 def shuffled(snapshot: ClusterSnapshot, rng: random.Random) -> ClusterSnapshot:
     """The same cluster with every list of objects in another order."""
+
     def reorder(items: tuple[T, ...]) -> tuple[T, ...]:
         return tuple(rng.sample(items, len(items)))
 
-    return replace(snapshot, nodes=reorder(snapshot.nodes), pods=reorder(snapshot.pods),
-                   pod_groups=reorder(snapshot.pod_groups), queues=reorder(snapshot.queues))
+    return replace(
+        snapshot,
+        nodes=reorder(snapshot.nodes),
+        pods=reorder(snapshot.pods),
+        pod_groups=reorder(snapshot.pod_groups),
+        queues=reorder(snapshot.queues),
+    )

@@ -22,7 +22,8 @@ def test_a_gang_that_does_not_fit_binds_nothing_and_says_why() -> None:
 
 def test_binpack_fills_the_busier_node_first() -> None:
     snapshot = build(
-        [node("a", gpu=8), node("b", gpu=8)], [queue("q", gpu_quota=16)],
+        [node("a", gpu=8), node("b", gpu=8)],
+        [queue("q", gpu_quota=16)],
         [JobSpec("old", "q", gpu=4, running_on=["b"]), JobSpec("new", "q", gpu=2)],
     )
     assert decide(snapshot)["default/new-0"].node == "b"
@@ -30,7 +31,8 @@ def test_binpack_fills_the_busier_node_first() -> None:
 
 def test_spread_prefers_the_emptier_node() -> None:
     snapshot = build(
-        [node("a", gpu=8), node("b", gpu=8)], [queue("q", gpu_quota=16)],
+        [node("a", gpu=8), node("b", gpu=8)],
+        [queue("q", gpu_quota=16)],
         [JobSpec("old", "q", gpu=4, running_on=["b"]), JobSpec("new", "q", gpu=2)],
     )
     pods = decide(snapshot, placementStrategy={"gpu": "spread", "cpu": "spread"})
@@ -39,7 +41,8 @@ def test_spread_prefers_the_emptier_node() -> None:
 
 def test_a_job_that_needs_releasing_capacity_is_pipelined_as_a_whole() -> None:
     snapshot = build(
-        [node("a", gpu=4)], [queue("q", gpu_quota=8)],
+        [node("a", gpu=4)],
+        [queue("q", gpu_quota=8)],
         [JobSpec("leaving", "q", gpu=2, releasing_on=["a"]), JobSpec("gang", "q", pods=2, gpu=2)],
     )
     pods = decide(snapshot)
@@ -54,8 +57,11 @@ def test_queue_limit_is_never_exceeded_and_named_in_the_reason() -> None:
 
 
 def test_fractions_share_one_gpu_before_opening_another() -> None:
-    snapshot = build([node("a", gpu=2)], [queue("q", gpu_quota=2)],
-                     [JobSpec("f1", "q", fraction=0.5), JobSpec("f2", "q", fraction=0.5, created=1)])
+    snapshot = build(
+        [node("a", gpu=2)],
+        [queue("q", gpu_quota=2)],
+        [JobSpec("f1", "q", fraction=0.5), JobSpec("f2", "q", fraction=0.5, created=1)],
+    )
     pods = decide(snapshot)
     assert pods["default/f1-0"].gpu_groups == pods["default/f2-0"].gpu_groups
     assert len(pods["default/f1-0"].gpu_groups) == 1
@@ -63,7 +69,8 @@ def test_fractions_share_one_gpu_before_opening_another() -> None:
 
 def test_elastic_jobs_of_two_queues_interleave() -> None:
     snapshot = build(
-        [node("a", gpu=4)], [queue("q1", gpu_quota=2, created=0), queue("q2", gpu_quota=2, created=1)],
+        [node("a", gpu=4)],
+        [queue("q1", gpu_quota=2, created=0), queue("q2", gpu_quota=2, created=1)],
         [JobSpec("e1", "q1", pods=4, min_member=1), JobSpec("e2", "q2", pods=4, min_member=1)],
     )
     pods = decide(snapshot)

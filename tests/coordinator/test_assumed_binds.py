@@ -11,8 +11,11 @@ from tests.builders import JobSpec, build, config, node, queue
 
 
 def test_a_stale_pending_update_does_not_free_an_assumed_pod() -> None:
-    snapshot = build([node("a", gpu=8)], [queue("q", gpu_quota=2, gpu_limit=2)],
-                     [JobSpec(f"j{i}", "q", gpu=1, created=i) for i in range(3)])
+    snapshot = build(
+        [node("a", gpu=8)],
+        [queue("q", gpu_quota=2, gpu_limit=2)],
+        [JobSpec(f"j{i}", "q", gpu=1, created=i) for i in range(3)],
+    )
     coordinator = in_process_coordinator(config(), shards=2)
     coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
     first = coordinator.cycle(100.0)

@@ -14,7 +14,8 @@ def decide(snapshot, actions, **cfg):  # type: ignore[no-untyped-def]
 
 def test_reclaim_takes_back_from_a_queue_over_its_share() -> None:
     snapshot = build(
-        [node("a", gpu=4)], [queue("q1", gpu_quota=2, created=0), queue("q2", gpu_quota=2, created=1)],
+        [node("a", gpu=4)],
+        [queue("q1", gpu_quota=2, created=0), queue("q2", gpu_quota=2, created=1)],
         [JobSpec(f"hog{i}", "q1", gpu=1, running_on=["a"], created=i) for i in range(4)]
         + [JobSpec("wants", "q2", gpu=2, created=10)],
     )
@@ -26,7 +27,8 @@ def test_reclaim_takes_back_from_a_queue_over_its_share() -> None:
 
 def test_reclaim_never_touches_a_queue_within_its_quota() -> None:
     snapshot = build(
-        [node("a", gpu=4)], [queue("q1", gpu_quota=4, created=0), queue("q2", gpu_quota=0, created=1)],
+        [node("a", gpu=4)],
+        [queue("q1", gpu_quota=4, created=0), queue("q2", gpu_quota=0, created=1)],
         [JobSpec(f"mine{i}", "q1", gpu=1, running_on=["a"], created=i) for i in range(4)]
         + [JobSpec("wants", "q2", gpu=1, created=10)],
     )
@@ -37,7 +39,8 @@ def test_reclaim_never_touches_a_queue_within_its_quota() -> None:
 
 def test_non_preemptible_jobs_are_never_victims() -> None:
     snapshot = build(
-        [node("a", gpu=2)], [queue("q1", gpu_quota=0, created=0), queue("q2", gpu_quota=2, created=1)],
+        [node("a", gpu=2)],
+        [queue("q1", gpu_quota=0, created=0), queue("q2", gpu_quota=2, created=1)],
         [JobSpec("build", "q1", gpu=2, priority=100, running_on=["a"]), JobSpec("wants", "q2", gpu=2, created=10)],
     )
     pods = decide(snapshot, ["reclaim", "preempt"])
@@ -46,10 +49,13 @@ def test_non_preemptible_jobs_are_never_victims() -> None:
 
 def test_preempt_evicts_the_lowest_priority_job_in_the_same_queue() -> None:
     snapshot = build(
-        [node("a", gpu=2)], [queue("q", gpu_quota=2)],
-        [JobSpec("train", "q", gpu=1, priority=50, running_on=["a"]),
-         JobSpec("interactive", "q", gpu=1, priority=75, running_on=["a"]),
-         JobSpec("serve", "q", gpu=1, priority=125, created=10)],
+        [node("a", gpu=2)],
+        [queue("q", gpu_quota=2)],
+        [
+            JobSpec("train", "q", gpu=1, priority=50, running_on=["a"]),
+            JobSpec("interactive", "q", gpu=1, priority=75, running_on=["a"]),
+            JobSpec("serve", "q", gpu=1, priority=125, created=10),
+        ],
     )
     pods = decide(snapshot, ["preempt"])
     assert pods["default/train-0"].status == "Releasing"
@@ -59,9 +65,13 @@ def test_preempt_evicts_the_lowest_priority_job_in_the_same_queue() -> None:
 
 def test_consolidation_moves_a_pod_instead_of_killing_it() -> None:
     snapshot = build(
-        [node("a", gpu=4), node("b", gpu=4)], [queue("q", gpu_quota=8)],
-        [JobSpec("small-a", "q", gpu=2, running_on=["a"]), JobSpec("small-b", "q", gpu=2, running_on=["b"]),
-         JobSpec("big", "q", gpu=3, created=10)],
+        [node("a", gpu=4), node("b", gpu=4)],
+        [queue("q", gpu_quota=8)],
+        [
+            JobSpec("small-a", "q", gpu=2, running_on=["a"]),
+            JobSpec("small-b", "q", gpu=2, running_on=["b"]),
+            JobSpec("big", "q", gpu=3, created=10),
+        ],
     )
     pods = decide(snapshot, ["consolidation"])
     assert pods["default/big-0"].status == "Pipelined"
@@ -73,8 +83,9 @@ def test_consolidation_moves_a_pod_instead_of_killing_it() -> None:
 def test_a_gang_below_its_minimum_is_evicted_after_the_grace_period() -> None:
     from dataclasses import replace
 
-    snapshot = build([node("a", gpu=4)], [queue("q", gpu_quota=4)],
-                     [JobSpec("broken", "q", pods=3, gpu=1, running_on=["a", "a"])])
+    snapshot = build(
+        [node("a", gpu=4)], [queue("q", gpu_quota=4)], [JobSpec("broken", "q", pods=3, gpu=1, running_on=["a", "a"])]
+    )
     group = replace(snapshot.pod_groups[0], stale_since=NOW - 120)
     snapshot = replace(snapshot, pod_groups=(group,))
     pods = decide(snapshot, ["stalegangeviction"])

@@ -36,8 +36,9 @@ from tests.coordinator.decision_checks import check_decisions
 from tests.coordinator.random_clusters import NOW, clusters, shuffled
 
 ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
-PROPERTY = settings(max_examples=300, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPERTY = settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 def cycle(snapshot: ClusterSnapshot, shards: int = 1, actions: Sequence[str] = ACTIONS) -> CycleResult:
@@ -58,8 +59,7 @@ def test_one_cycle_keeps_capacity_gangs_queue_limits_and_eviction_rules(snapshot
     result = cycle(snapshot)
     check_decisions(snapshot, result.decisions)
     assert result.stats.aborted_jobs == 0, "the session placed something its own shards refused"
-    new_binds = {k for k, d in result.decisions.pods.items()
-                 if d.status == "Binding" and k in _pending_keys(snapshot)}
+    new_binds = {k for k, d in result.decisions.pods.items() if d.status == "Binding" and k in _pending_keys(snapshot)}
     assert {b.pod for b in result.binds} == new_binds
     assert {(e.pod, e.action, e.preemptor) for e in result.evictions} == set(result.decisions.evictions)
 
@@ -71,8 +71,9 @@ def _pending_keys(snapshot: ClusterSnapshot) -> set[str]:
 # ------------------------------------------------------------------ invariant 5
 @settings(PROPERTY, max_examples=120)
 @given(clusters(), st.randoms(use_true_random=False))
-def test_same_snapshot_gives_the_same_decisions_in_any_object_order(snapshot: ClusterSnapshot,
-                                                                   rng: random.Random) -> None:
+def test_same_snapshot_gives_the_same_decisions_in_any_object_order(
+    snapshot: ClusterSnapshot, rng: random.Random
+) -> None:
     first = comparable(cycle(snapshot).decisions)
     assert comparable(cycle(snapshot).decisions) == first
     assert comparable(cycle(shuffled(snapshot, rng)).decisions) == first
@@ -110,8 +111,15 @@ class _LateArrival(InProcessShards):
         target = items[0].placements[0].node
         table = self.shards[shard_id].table
         free_cpu = float(table.idle[table.index[target], CPU])
-        blocker = Pod("kube-system", "late-arrival", uid="uid-late", scheduler_name="default-scheduler",
-                      state=PodState.RUNNING, node=target, requests=ResourceVector.of(cpu=free_cpu, pods=1))
+        blocker = Pod(
+            "kube-system",
+            "late-arrival",
+            uid="uid-late",
+            scheduler_name="default-scheduler",
+            state=PodState.RUNNING,
+            node=target,
+            requests=ResourceVector.of(cpu=free_cpu, pods=1),
+        )
         self.coordinator.apply(ClusterDeltas(pods_upserted=(blocker,)))
         self.coordinator.shards.flush()  # the change reaches the shard before the prepare does
         self.blocked = target
@@ -131,7 +139,8 @@ RETRY = "before the bind was committed"
 @settings(PROPERTY, max_examples=120)
 @given(clusters(), st.sampled_from((1, 2, 4)))
 def test_a_reservation_refused_after_a_late_change_binds_nothing_and_leaves_no_trace(
-        snapshot: ClusterSnapshot, shards: int) -> None:
+    snapshot: ClusterSnapshot, shards: int
+) -> None:
     coordinator, backend = _coordinator_with_late_arrival(snapshot, shards)
     first = coordinator.cycle(NOW, ACTIONS)
     if backend.blocked is None:
@@ -157,18 +166,30 @@ def test_a_reservation_refused_after_a_late_change_binds_nothing_and_leaves_no_t
 def test_a_victim_whose_optional_sub_group_is_empty_still_gives_pods_back() -> None:
     """The victim's optional sub-group (minimum 0) loses its only pod first; the search must then
     go on to the surplus pod of the other sub-group instead of offering the same job forever."""
-    victim = JobSpec("victim", "q", pods=3, gpu=1, priority=50, min_member=1, running_on=["a", "a", "a"],
-                     sub_groups=[("core", 1), ("extra", 0)])  # core: victim-0, victim-2; extra: victim-1
-    snapshot = build([node("a", gpu=4)], [queue("q", gpu_quota=4)],
-                     [victim, JobSpec("urgent", "q", gpu=3, priority=125, created=1)])
+    victim = JobSpec(
+        "victim",
+        "q",
+        pods=3,
+        gpu=1,
+        priority=50,
+        min_member=1,
+        running_on=["a", "a", "a"],
+        sub_groups=[("core", 1), ("extra", 0)],
+    )  # core: victim-0, victim-2; extra: victim-1
+    snapshot = build(
+        [node("a", gpu=4)], [queue("q", gpu_quota=4)], [victim, JobSpec("urgent", "q", gpu=3, priority=125, created=1)]
+    )
     pods = run_session(snapshot, config(), NOW, ["preempt"]).pods
     assert pods["default/urgent-0"].status == "Pipelined"
     assert [pods[f"default/victim-{i}"].status for i in range(3)] == ["Running", "Releasing", "Releasing"]
 
 
 def test_an_undone_eviction_keeps_the_pod_slot_of_the_shared_gpus_reservation_pod() -> None:
-    snapshot = build([node("a", gpu=2, pods=4)], [queue("q", gpu_quota=2)],
-                     [JobSpec("half", "q", fraction=0.5, running_on=["a"], gpu_groups=["a-shared0"])])
+    snapshot = build(
+        [node("a", gpu=2, pods=4)],
+        [queue("q", gpu_quota=2)],
+        [JobSpec("half", "q", fraction=0.5, running_on=["a"], gpu_groups=["a-shared0"])],
+    )
     shard = Shard(0)
     shard.apply(ShardDeltas(nodes_upserted=snapshot.nodes, pods_upserted=snapshot.pods))
     table = table_from_rows(merge_rows([shard.rows()], shard.table.schema))
@@ -187,8 +208,11 @@ def test_a_terminating_fraction_keeps_its_reservation_slot_and_binding_needs_a_f
     """3 pod slots: the terminating fraction and its reservation pod take two, so one pod binds
     now and the other waits (pipelined) for the fraction to go, without the shard refusing it."""
     leaving = JobSpec("leaving", "q", fraction=0.5, releasing_on=["a"], gpu_groups=["a-shared0"])
-    snapshot = build([node("a", gpu=8, pods=3)], [queue("q", gpu_quota=8)],
-                     [leaving, JobSpec("one", "q", gpu=1, created=1), JobSpec("two", "q", gpu=1, created=2)])
+    snapshot = build(
+        [node("a", gpu=8, pods=3)],
+        [queue("q", gpu_quota=8)],
+        [leaving, JobSpec("one", "q", gpu=1, created=1), JobSpec("two", "q", gpu=1, created=2)],
+    )
     result = cycle(snapshot)
     assert result.stats.aborted_jobs == 0
     statuses = {result.decisions.pods[f"default/{name}-0"].status for name in ("one", "two")}
@@ -198,9 +222,14 @@ def test_a_terminating_fraction_keeps_its_reservation_slot_and_binding_needs_a_f
 def test_a_refused_job_is_retried_whole_its_pipelined_pods_included() -> None:
     """One pod of the elastic job binds now, the other waits for the terminating pod's GPU; when
     the bind is refused, both are pending again (not a lone pipelined pod) and nothing is bound."""
-    snapshot = build([node("a", gpu=2)], [queue("q", gpu_quota=2)],
-                     [JobSpec("leaving", "q", gpu=1, releasing_on=["a"]),
-                      JobSpec("elastic", "q", pods=2, gpu=1, min_member=1, created=1)])
+    snapshot = build(
+        [node("a", gpu=2)],
+        [queue("q", gpu_quota=2)],
+        [
+            JobSpec("leaving", "q", gpu=1, releasing_on=["a"]),
+            JobSpec("elastic", "q", pods=2, gpu=1, min_member=1, created=1),
+        ],
+    )
     assert {d.status for k, d in cycle(snapshot).decisions.pods.items() if "elastic" in k} == {"Binding", "Pipelined"}
     coordinator, backend = _coordinator_with_late_arrival(snapshot, shards=1)
     result = coordinator.cycle(NOW, ACTIONS)

@@ -15,14 +15,20 @@ def protected_cluster(pending: list[JobSpec]):  # type: ignore[no-untyped-def]
     """q2 deserves 3 GPUs and may reclaim, but q1 runs within its own (oversubscribed) quota,
     so every search for victims fails."""
     return build(
-        [node("a", gpu=4)], [queue("q1", gpu_quota=4, created=0), queue("q2", gpu_quota=3, created=1)],
+        [node("a", gpu=4)],
+        [queue("q1", gpu_quota=4, created=0), queue("q2", gpu_quota=3, created=1)],
         [JobSpec(f"mine{i}", "q1", gpu=1, running_on=["a"], created=i) for i in range(4)] + pending,
     )
 
 
 def test_a_job_no_easier_than_one_that_failed_is_not_searched_again() -> None:
-    snapshot = protected_cluster([JobSpec("first", "q2", gpu=2, created=10), JobSpec("same", "q2", gpu=2, created=11),
-                                  JobSpec("bigger", "q2", gpu=3, created=12)])
+    snapshot = protected_cluster(
+        [
+            JobSpec("first", "q2", gpu=2, created=10),
+            JobSpec("same", "q2", gpu=2, created=11),
+            JobSpec("bigger", "q2", gpu=3, created=12),
+        ]
+    )
     decisions = run_session(snapshot, config(), NOW, ["reclaim"])
     assert "not searched: default/first" not in decisions.pods["default/first-0"].reason
     for name in ("same", "bigger"):
@@ -30,8 +36,9 @@ def test_a_job_no_easier_than_one_that_failed_is_not_searched_again() -> None:
 
 
 def test_an_easier_job_with_the_same_signature_is_still_searched() -> None:
-    snapshot = protected_cluster([JobSpec("first", "q2", gpu=2, created=10),
-                                  JobSpec("smaller", "q2", gpu=1, created=11)])
+    snapshot = protected_cluster(
+        [JobSpec("first", "q2", gpu=2, created=10), JobSpec("smaller", "q2", gpu=1, created=11)]
+    )
     decisions = run_session(snapshot, config(), NOW, ["reclaim"])
     assert "not searched" not in decisions.pods["default/smaller-0"].reason
 
@@ -52,8 +59,16 @@ def test_a_failing_search_pauses_longer_each_time_and_resumes() -> None:
         return "victim search paused" in reason
 
     # failures at 0 and 10 s give pauses of 10 s and 20 s, then 40 s
-    assert [paused(t) for t in (0.0, 5.0, 10.0, 15.0, 25.0, 30.0, 60.0, 70.0)] == \
-        [False, True, False, True, True, False, True, False]
+    assert [paused(t) for t in (0.0, 5.0, 10.0, 15.0, 25.0, 30.0, 60.0, 70.0)] == [
+        False,
+        True,
+        False,
+        True,
+        True,
+        False,
+        True,
+        False,
+    ]
 
 
 def test_the_pause_is_capped_and_zero_turns_it_off() -> None:

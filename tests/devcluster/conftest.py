@@ -37,12 +37,23 @@ class Kube:
     def policy(self) -> client.PolicyV1Api:
         return client.PolicyV1Api(self.api)
 
-    async def raw(self, method: str, path: str, body: Any = None, query: list[tuple[str, str]] | None = None,
-                  content_type: str = "application/json") -> tuple[int, Any]:
+    async def raw(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: list[tuple[str, str]] | None = None,
+        content_type: str = "application/json",
+    ) -> tuple[int, Any]:
         """One request through the client's HTTP layer; returns (status, decoded body)."""
-        response = await self.api.call_api(path, method, query_params=query or [], body=body,
-                                           header_params={"Content-Type": content_type, "Accept": "application/json"},
-                                           _preload_content=False)
+        response = await self.api.call_api(
+            path,
+            method,
+            query_params=query or [],
+            body=body,
+            header_params={"Content-Type": content_type, "Accept": "application/json"},
+            _preload_content=False,
+        )
         data = await response.json(content_type=None)
         return response.status, data
 
@@ -63,25 +74,43 @@ async def kube(tmp_path: Path) -> AsyncIterator[Kube]:
 
 
 def pod(name: str, node: str | None = None, labels: dict[str, str] | None = None, **annotations: str) -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedulerName": "kai-scheduler",
-                            "containers": [{"name": "main", "image": "busybox",
-                                            "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
+    spec: dict[str, Any] = {
+        "schedulerName": "kai-scheduler",
+        "containers": [{"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+    }
     if node:
         spec["nodeName"] = node
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": labels or {}, "annotations": annotations}, "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}, "annotations": annotations},
+        "spec": spec,
+    }
 
 
 def queue(name: str, gpu_quota: float = 4) -> dict[str, Any]:
     unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
-    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name},
-            "spec": {"resources": {"gpu": {"quota": gpu_quota, "limit": -1, "overQuotaWeight": 1},
-                                   "cpu": unlimited, "memory": unlimited}}}
+    return {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {
+            "resources": {
+                "gpu": {"quota": gpu_quota, "limit": -1, "overQuotaWeight": 1},
+                "cpu": unlimited,
+                "memory": unlimited,
+            }
+        },
+    }
 
 
 def pod_group(name: str, queue_name: str, min_member: int = 1) -> dict[str, Any]:
-    return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": name},
-            "spec": {"minMember": min_member, "queue": queue_name}}
+    return {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": min_member, "queue": queue_name},
+    }
 
 
 async def eventually(check: Callable[[], Awaitable[bool] | bool], timeout: float = 5.0) -> None:

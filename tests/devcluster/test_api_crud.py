@@ -29,8 +29,9 @@ async def test_pods_and_nodes_round_trip_with_server_owned_metadata(kube: Kube) 
     nodes = await kube.core.list_node()
     assert [n.metadata.name for n in nodes.items] == ["kwok-node-0", "kwok-node-1", "kwok-node-2", "kwok-node-3"]
     assert nodes.items[0].status.allocatable["nvidia.com/gpu"] == "8"
-    node = await kube.core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "extra"},
-                                        "status": {"allocatable": {"cpu": "4"}}})
+    node = await kube.core.create_node(
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "extra"}, "status": {"allocatable": {"cpu": "4"}}}
+    )
     assert node.status.allocatable == {"cpu": "4"}  # nodes keep the status they register with
 
 
@@ -38,8 +39,11 @@ async def test_resource_versions_grow_across_kinds(kube: Kube) -> None:
     first = await kube.core.create_namespaced_pod("default", pod("a"))
     q = await kube.custom.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", queue("q"))
     second = await kube.core.create_namespaced_pod("default", pod("b"))
-    versions = [int(first.metadata.resource_version), int(q["metadata"]["resourceVersion"]),
-                int(second.metadata.resource_version)]
+    versions = [
+        int(first.metadata.resource_version),
+        int(q["metadata"]["resourceVersion"]),
+        int(second.metadata.resource_version),
+    ]
     assert versions == sorted(versions) and len(set(versions)) == 3
     listed = await kube.core.list_namespaced_pod("default")
     assert int(listed.metadata.resource_version) >= versions[-1]
@@ -90,61 +94,101 @@ async def test_stale_update_is_409_conflict_and_fresh_one_bumps_generation(kube:
 
 async def test_status_subresource_is_split_from_the_object(kube: Kube) -> None:
     created = await kube.custom.create_namespaced_custom_object(
-        "scheduling.run.ai", "v2alpha2", "default", "podgroups", {**pod_group("pg", "q"), "status": {"phase": "X"}})
+        "scheduling.run.ai", "v2alpha2", "default", "podgroups", {**pod_group("pg", "q"), "status": {"phase": "X"}}
+    )
     assert "status" not in created  # status is dropped on create when it has its own endpoint
     patched = await kube.custom.patch_namespaced_custom_object_status(
-        "scheduling.run.ai", "v2alpha2", "default", "podgroups", "pg",
-        {"status": {"schedulingConditions": [{"type": "UnschedulableOnNodePool", "status": "True"}]},
-         "spec": {"minMember": 9}}, _content_type=MERGE)
+        "scheduling.run.ai",
+        "v2alpha2",
+        "default",
+        "podgroups",
+        "pg",
+        {
+            "status": {"schedulingConditions": [{"type": "UnschedulableOnNodePool", "status": "True"}]},
+            "spec": {"minMember": 9},
+        },
+        _content_type=MERGE,
+    )
     assert patched["status"]["schedulingConditions"][0]["status"] == "True"
     assert patched["spec"]["minMember"] == 1 and patched["metadata"]["generation"] == 1  # spec untouched by /status
     spec_patch = await kube.custom.patch_namespaced_custom_object(
-        "scheduling.run.ai", "v2alpha2", "default", "podgroups", "pg", {"spec": {"minMember": 3}, "status": None},
-        _content_type=MERGE)
+        "scheduling.run.ai",
+        "v2alpha2",
+        "default",
+        "podgroups",
+        "pg",
+        {"spec": {"minMember": 3}, "status": None},
+        _content_type=MERGE,
+    )
     assert spec_patch["spec"]["minMember"] == 3 and spec_patch["metadata"]["generation"] == 2
     assert spec_patch["status"]["schedulingConditions"]  # ...and status untouched by the main resource
 
 
 async def test_an_update_that_changes_nothing_keeps_the_version(kube: Kube) -> None:
     q = await kube.custom.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", queue("q"))
-    same = await kube.custom.patch_cluster_custom_object("scheduling.run.ai", "v2", "queues", "q",
-                                                         {"spec": {"resources": q["spec"]["resources"]}},
-                                                         _content_type=MERGE)
+    same = await kube.custom.patch_cluster_custom_object(
+        "scheduling.run.ai", "v2", "queues", "q", {"spec": {"resources": q["spec"]["resources"]}}, _content_type=MERGE
+    )
     assert same["metadata"]["resourceVersion"] == q["metadata"]["resourceVersion"]
 
 
 async def test_patch_flavours(kube: Kube) -> None:
     await kube.core.create_namespaced_pod("default", pod("a", labels={"keep": "1", "drop": "1"}))
-    status, body = await kube.raw("PATCH", "/api/v1/namespaces/default/pods/a",
-                                  {"metadata": {"labels": {"drop": None, "new": "2"}}},
-                                  content_type="application/merge-patch+json")
+    status, body = await kube.raw(
+        "PATCH",
+        "/api/v1/namespaces/default/pods/a",
+        {"metadata": {"labels": {"drop": None, "new": "2"}}},
+        content_type="application/merge-patch+json",
+    )
     assert status == 200 and body["metadata"]["labels"] == {"keep": "1", "new": "2"}
-    status, body = await kube.raw("PATCH", "/api/v1/namespaces/default/pods/a",
-                                  [{"op": "add", "path": "/metadata/annotations/x", "value": "y"},
-                                   {"op": "test", "path": "/metadata/labels/keep", "value": "1"}],
-                                  content_type="application/json-patch+json")
+    status, body = await kube.raw(
+        "PATCH",
+        "/api/v1/namespaces/default/pods/a",
+        [
+            {"op": "add", "path": "/metadata/annotations/x", "value": "y"},
+            {"op": "test", "path": "/metadata/labels/keep", "value": "1"},
+        ],
+        content_type="application/json-patch+json",
+    )
     assert status == 200 and body["metadata"]["annotations"]["x"] == "y"
-    status, body = await kube.raw("PATCH", "/api/v1/namespaces/default/pods/a/status",
-                                  {"status": {"conditions": [{"type": "DisruptionTarget", "status": "True"}]}},
-                                  content_type="application/strategic-merge-patch+json")
-    status, body = await kube.raw("PATCH", "/api/v1/namespaces/default/pods/a/status",
-                                  {"status": {"conditions": [{"type": "Custom", "status": "False"}]}},
-                                  content_type="application/strategic-merge-patch+json")
+    status, body = await kube.raw(
+        "PATCH",
+        "/api/v1/namespaces/default/pods/a/status",
+        {"status": {"conditions": [{"type": "DisruptionTarget", "status": "True"}]}},
+        content_type="application/strategic-merge-patch+json",
+    )
+    status, body = await kube.raw(
+        "PATCH",
+        "/api/v1/namespaces/default/pods/a/status",
+        {"status": {"conditions": [{"type": "Custom", "status": "False"}]}},
+        content_type="application/strategic-merge-patch+json",
+    )
     assert status == 200
     assert {c["type"] for c in body["status"]["conditions"]} == {"DisruptionTarget", "Custom"}  # merged by type
-    status, body = await kube.raw("PATCH", "/api/v1/namespaces/default/pods/a",
-                                  [{"op": "test", "path": "/metadata/labels/keep", "value": "nope"}],
-                                  content_type="application/json-patch+json")
+    status, body = await kube.raw(
+        "PATCH",
+        "/api/v1/namespaces/default/pods/a",
+        [{"op": "test", "path": "/metadata/labels/keep", "value": "nope"}],
+        content_type="application/json-patch+json",
+    )
     assert status == 422
-    status, body = await kube.raw("PATCH", "/api/v1/namespaces/default/pods/a",
-                                  {"spec": {"schedulerName": "other"}}, content_type="application/merge-patch+json")
+    status, body = await kube.raw(
+        "PATCH",
+        "/api/v1/namespaces/default/pods/a",
+        {"spec": {"schedulerName": "other"}},
+        content_type="application/merge-patch+json",
+    )
     assert status == 422 and "pod updates may not change fields" in body["message"]
 
 
 async def test_strategic_merge_patch_is_refused_for_custom_resources(kube: Kube) -> None:
     await kube.custom.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", queue("q"))
-    status, body = await kube.raw("PATCH", "/apis/scheduling.run.ai/v2/queues/q", {"spec": {"priority": 1}},
-                                  content_type="application/strategic-merge-patch+json")
+    status, body = await kube.raw(
+        "PATCH",
+        "/apis/scheduling.run.ai/v2/queues/q",
+        {"spec": {"priority": 1}},
+        content_type="application/strategic-merge-patch+json",
+    )
     assert status == 415 and body["reason"] == "UnsupportedMediaType"
 
 
@@ -152,8 +196,9 @@ async def test_patch_with_a_stale_resource_version_is_409(kube: Kube) -> None:
     created = await kube.core.create_namespaced_pod("default", pod("a"))
     await kube.core.patch_namespaced_pod("a", "default", {"metadata": {"labels": {"x": "1"}}})
     with pytest.raises(ApiException) as caught:
-        await kube.core.patch_namespaced_pod("a", "default", {"metadata": {
-            "resourceVersion": created.metadata.resource_version, "labels": {"x": "2"}}})
+        await kube.core.patch_namespaced_pod(
+            "a", "default", {"metadata": {"resourceVersion": created.metadata.resource_version, "labels": {"x": "2"}}}
+        )
     assert caught.value.status == 409
 
 
@@ -222,8 +267,9 @@ async def test_delete_honours_grace_preconditions_and_finalizers(kube: Kube) -> 
     with pytest.raises(ApiException) as caught:
         await kube.core.delete_namespaced_pod("forced", "default", body={"preconditions": {"uid": "other"}})
     assert caught.value.status == 409 and "Precondition failed" in status_of(caught.value)["message"]
-    await kube.core.delete_namespaced_pod("forced", "default", grace_period_seconds=0,
-                                          body={"preconditions": {"uid": created.metadata.uid}})
+    await kube.core.delete_namespaced_pod(
+        "forced", "default", grace_period_seconds=0, body={"preconditions": {"uid": created.metadata.uid}}
+    )
     assert await _exists(kube, "forced") is False
 
     held = pod("held")
@@ -246,8 +292,9 @@ async def _exists(kube: Kube, name: str) -> bool:
 
 async def test_queues_and_podgroups_are_served_from_the_start(kube: Kube) -> None:
     await kube.custom.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", queue("team-a"))
-    await kube.custom.create_namespaced_custom_object("scheduling.run.ai", "v2alpha2", "default", "podgroups",
-                                                      pod_group("pg", "team-a"))
+    await kube.custom.create_namespaced_custom_object(
+        "scheduling.run.ai", "v2alpha2", "default", "podgroups", pod_group("pg", "team-a")
+    )
     queues = await kube.custom.list_cluster_custom_object("scheduling.run.ai", "v2", "queues")
     assert [q["metadata"]["name"] for q in queues["items"]] == ["team-a"]
     assert queues["kind"] == "QueueList"
@@ -258,19 +305,31 @@ async def test_queues_and_podgroups_are_served_from_the_start(kube: Kube) -> Non
 
 
 async def test_a_crd_created_through_the_api_is_served_and_its_removal_deletes_objects(kube: Kube) -> None:
-    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-           "metadata": {"name": "widgets.example.com"},
-           "spec": {"group": "example.com", "scope": "Namespaced",
-                    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
-                    "versions": [{"name": "v1", "served": True, "storage": True,
-                                  "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
+            "versions": [
+                {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {"type": "object"}}}
+            ],
+        },
+    }
     status, body = await kube.raw("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
     assert status == 201
     assert {c["type"] for c in body["status"]["conditions"]} == {"NamesAccepted", "Established"}
     status, discovery = await kube.raw("GET", "/apis/example.com/v1")
     assert status == 200 and discovery["resources"][0]["shortNames"] == ["wd"]
-    await kube.custom.create_namespaced_custom_object("example.com", "v1", "default", "widgets", {
-        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "size": 3})
+    await kube.custom.create_namespaced_custom_object(
+        "example.com",
+        "v1",
+        "default",
+        "widgets",
+        {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "size": 3},
+    )
     got = await kube.custom.get_namespaced_custom_object("example.com", "v1", "default", "widgets", "w")
     assert got["size"] == 3
     await kube.raw("DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com")
@@ -279,9 +338,11 @@ async def test_a_crd_created_through_the_api_is_served_and_its_removal_deletes_o
 
 
 async def test_priority_class_resolves_pod_priority(kube: Kube) -> None:
-    await kube.raw("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
-                   {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "train"},
-                    "value": 50})
+    await kube.raw(
+        "POST",
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "train"}, "value": 50},
+    )
     spec = pod("a")
     spec["spec"]["priorityClassName"] = "train"
     created = await kube.core.create_namespaced_pod("default", spec)
@@ -313,8 +374,12 @@ async def test_discovery_documents(kube: Kube) -> None:
 
 async def test_server_side_apply_creates_then_merges(kube: Kube) -> None:
     # Apply bodies are YAML, and so JSON, which is what clients (kubectl, kubernetes-asyncio) send.
-    manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "labels": {"v": "1"}},
-                "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "a", "labels": {"v": "1"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }
     path = "/api/v1/namespaces/default/pods/a"
     query = [("fieldManager", "test")]
     status, created = await kube.raw("PATCH", path, manifest, query, "application/apply-patch+yaml")
@@ -327,9 +392,12 @@ async def test_server_side_apply_creates_then_merges(kube: Kube) -> None:
 
 async def test_methods_a_resource_does_not_allow_are_405(kube: Kube) -> None:
     await kube.core.create_namespaced_pod("default", pod("a"))
-    for method, path in (("PUT", "/api/v1/namespaces/default/pods"), ("POST", "/api/v1/namespaces/default/pods/a"),
-                         ("GET", "/api/v1/namespaces/default/pods/a/binding"),
-                         ("DELETE", "/api/v1/namespaces/default/pods/a/status")):
+    for method, path in (
+        ("PUT", "/api/v1/namespaces/default/pods"),
+        ("POST", "/api/v1/namespaces/default/pods/a"),
+        ("GET", "/api/v1/namespaces/default/pods/a/binding"),
+        ("DELETE", "/api/v1/namespaces/default/pods/a/status"),
+    ):
         status, body = await kube.raw(method, path, {})
         assert (status, body["reason"]) == (405, "MethodNotAllowed"), (method, path)
     status, _ = await kube.raw("GET", "/api/v1/namespaces/default/pods/a/status")

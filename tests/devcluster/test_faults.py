@@ -23,8 +23,14 @@ async def test_the_next_n_matching_requests_fail_with_a_status(kube: Kube, code:
             await kube.core.create_namespaced_pod("default", pod("a"))
         assert caught.value.status == code
         body = json.loads(caught.value.body)
-        assert body == {**body, "kind": "Status", "status": "Failure", "code": code, "reason": reason,
-                        "message": "chaos"}
+        assert body == {
+            **body,
+            "kind": "Status",
+            "status": "Failure",
+            "code": code,
+            "reason": reason,
+            "message": "chaos",
+        }
         if code == 429:
             assert caught.value.headers["Retry-After"] == "1"
     await kube.core.create_namespaced_pod("default", pod("a"))  # the rule is used up
@@ -39,8 +45,9 @@ async def test_rules_match_verb_resource_subresource_and_name(kube: Kube) -> Non
     body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "a"}, "target": {"name": "kwok-node-0"}}
     ok = await kube.core.create_namespaced_pod_binding("a", "default", body, _preload_content=False)
     assert ok.status == 201  # another pod's binding: not matched
-    failed = await kube.core.create_namespaced_pod_binding("b", "default", {**body, "metadata": {"name": "b"}},
-                                                           _preload_content=False)
+    failed = await kube.core.create_namespaced_pod_binding(
+        "b", "default", {**body, "metadata": {"name": "b"}}, _preload_content=False
+    )
     assert failed.status == 500
     faults.fail("list", "pods", 503)
     await kube.core.read_namespaced_pod("a", "default")  # a get is not a list

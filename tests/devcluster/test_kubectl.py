@@ -63,8 +63,9 @@ spec:
 
 async def kubectl(kube: Kube, tmp: Path, *args: str, timeout: float = 15) -> str:
     env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig), "KUBECACHEDIR": str(tmp / "cache")}
-    process = await asyncio.create_subprocess_exec(KUBECTL or "kubectl", *args, env=env,
-                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    process = await asyncio.create_subprocess_exec(
+        KUBECTL or "kubectl", *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
     out, err = await asyncio.wait_for(process.communicate(), timeout)
     assert process.returncode == 0, f"kubectl {' '.join(args)} failed: {err.decode()}"
     return out.decode()
@@ -78,8 +79,12 @@ async def test_create_get_watch_and_delete_with_kubectl(kube: Kube, tmp_path: Pa
     manifests = tmp_path / "objects.yaml"
     manifests.write_text(MANIFESTS)
     created = await kubectl(kube, tmp_path, "create", "-f", str(manifests))
-    assert created.split("\n")[:4] == ["node/manual-node created", "queue.scheduling.run.ai/team-a created",
-                                       "podgroup.scheduling.run.ai/train-1 created", "pod/train-1-0 created"]
+    assert created.split("\n")[:4] == [
+        "node/manual-node created",
+        "queue.scheduling.run.ai/team-a created",
+        "podgroup.scheduling.run.ai/train-1 created",
+        "pod/train-1-0 created",
+    ]
 
     nodes = table(await kubectl(kube, tmp_path, "get", "nodes"))
     assert nodes[0] == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
@@ -98,17 +103,27 @@ async def test_create_get_watch_and_delete_with_kubectl(kube: Kube, tmp_path: Pa
     assert queue["spec"]["resources"]["gpu"] == {"quota": 4, "limit": 8, "overQuotaWeight": 1}
 
     env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig), "KUBECACHEDIR": str(tmp_path / "cache")}
-    watcher = await asyncio.create_subprocess_exec(KUBECTL or "kubectl", "get", "pods", "-w", env=env,
-                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    watcher = await asyncio.create_subprocess_exec(
+        KUBECTL or "kubectl",
+        "get",
+        "pods",
+        "-w",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     assert watcher.stdout is not None
     lines: list[str] = []
     try:
         lines.append((await asyncio.wait_for(watcher.stdout.readline(), 10)).decode())  # the header
         lines.append((await asyncio.wait_for(watcher.stdout.readline(), 10)).decode())  # the pod as listed
         uid = kube.cluster.get("", "v1", "pods", "train-1-0", "default")["metadata"]["uid"]
-        response = await kube.core.create_namespaced_pod_binding("train-1-0", "default", {
-            "metadata": {"name": "train-1-0", "uid": uid}, "target": {"kind": "Node", "name": "manual-node"}},
-            _preload_content=False)
+        response = await kube.core.create_namespaced_pod_binding(
+            "train-1-0",
+            "default",
+            {"metadata": {"name": "train-1-0", "uid": uid}, "target": {"kind": "Node", "name": "manual-node"}},
+            _preload_content=False,
+        )
         assert response.status == 201
         while not any("Running" in line for line in lines):
             lines.append((await asyncio.wait_for(watcher.stdout.readline(), 10)).decode())

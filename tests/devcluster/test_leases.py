@@ -13,8 +13,10 @@ pytestmark = ON_TEST_LOOP
 async def test_one_replica_leads_and_a_standby_takes_over(kube: Kube) -> None:
     # kubernetes-asyncio insists on a retry period and renew deadline of at least 1 s, hence the seconds here.
     replicas = [Leadership(enabled=True, lease_duration=2) for _ in range(2)]
-    tasks = [asyncio.create_task(r.campaign(kube.api, "kai-ray", "default", renew_deadline=1.5, retry_period=1.0))
-             for r in replicas]
+    tasks = [
+        asyncio.create_task(r.campaign(kube.api, "kai-ray", "default", renew_deadline=1.5, retry_period=1.0))
+        for r in replicas
+    ]
     try:
         await eventually(lambda: sum(r.is_leader() for r in replicas) == 1)
         await asyncio.sleep(0.5)  # renewals go on; the standby stays a standby

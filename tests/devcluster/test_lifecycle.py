@@ -26,8 +26,10 @@ def get(url: str) -> dict:
 
 def test_a_cluster_in_a_background_thread(tmp_path: Path) -> None:
     with DevClusterThread(nodes=2, start_delay=0) as dev:
-        assert [n["metadata"]["name"] for n in get(f"{dev.url}/api/v1/nodes")["items"]] == ["kwok-node-0",
-                                                                                            "kwok-node-1"]
+        assert [n["metadata"]["name"] for n in get(f"{dev.url}/api/v1/nodes")["items"]] == [
+            "kwok-node-0",
+            "kwok-node-1",
+        ]
         created = dev.call(dev.cluster.create, "", "v1", "pods", pod("a", node="kwok-node-0"), "default")
         assert created["metadata"]["uid"]
         assert dev.call(dev.cluster.drop_watches) == 0
@@ -53,9 +55,26 @@ def test_a_kubeconfig_needs_a_started_cluster(tmp_path: Path) -> None:
 def test_kai_ray_dev_cluster_serves_until_interrupted(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "dev.kubeconfig"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen([sys.executable, "-m", "kai_ray", "dev-cluster", "--port", "0", "--nodes", "3",
-                                "--taint-nodes", "--kubeconfig-out", str(kubeconfig)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kai_ray",
+            "dev-cluster",
+            "--port",
+            "0",
+            "--nodes",
+            "3",
+            "--taint-nodes",
+            "--kubeconfig-out",
+            str(kubeconfig),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
     try:
         assert process.stderr is not None
         line = process.stderr.readline()

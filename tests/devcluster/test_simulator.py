@@ -35,7 +35,8 @@ async def test_a_bound_pod_becomes_running_and_ready(kube: Kube) -> None:
     assert running.status.start_time and running.status.pod_ip
     assert running.status.host_ip == "10.0.0.2"  # the node's InternalIP
     assert [(c.name, c.ready, bool(c.state.running)) for c in running.status.container_statuses] == [
-        ("main", True, True)]
+        ("main", True, True)
+    ]
 
 
 async def test_an_unbound_pod_stays_pending(kube: Kube) -> None:
@@ -47,8 +48,13 @@ async def test_an_unbound_pod_stays_pending(kube: Kube) -> None:
 
 async def test_run_seconds_completes_the_pod_on_the_fast_clock(fast: DevCluster) -> None:
     fast.create("", "v1", "pods", pod("job", node="kwok-node-0", **{"kai-ray.dev/run-seconds": "10"}), "default")
-    fast.create("", "v1", "pods", pod("bad", node="kwok-node-1", **{"kai-ray.dev/run-seconds": "10",
-                                                                     "kai-ray.dev/exit-code": "3"}), "default")
+    fast.create(
+        "",
+        "v1",
+        "pods",
+        pod("bad", node="kwok-node-1", **{"kai-ray.dev/run-seconds": "10", "kai-ray.dev/exit-code": "3"}),
+        "default",
+    )
     await eventually(lambda: phase(fast, "job") == "Running", timeout=2)
     await eventually(lambda: phase(fast, "job") == "Succeeded", timeout=2)  # 10 simulated s = 0.5 real s
     done = fast.get("", "v1", "pods", "job", "default")

@@ -47,8 +47,9 @@ async def churn(kube: Kube, rng: random.Random, steps: int, names: list[str]) ->
             made = await kube.core.create_namespaced_pod("default", pod(name))
             expected.append(("ADDED", name, int(made.metadata.resource_version)))
         elif rng.random() < 0.6:
-            patched = await kube.core.patch_namespaced_pod(name, "default",
-                                                           {"metadata": {"labels": {"n": str(rng.random())}}})
+            patched = await kube.core.patch_namespaced_pod(
+                name, "default", {"metadata": {"labels": {"n": str(rng.random())}}}
+            )
             expected.append(("MODIFIED", name, int(patched.metadata.resource_version)))
         else:
             await kube.core.delete_namespaced_pod(name, "default")  # unbound: gone at once
@@ -150,8 +151,9 @@ class Probe:
         pass
 
 
-async def raw_watch(kube: Kube, query: str, path: str = "/api/v1/namespaces/default/pods",
-                    limit: int = 100) -> tuple[int, list[dict]]:
+async def raw_watch(
+    kube: Kube, query: str, path: str = "/api/v1/namespaces/default/pods", limit: int = 100
+) -> tuple[int, list[dict]]:
     """A watch read line by line over plain aiohttp, until the server ends it or ``limit`` lines."""
     lines: list[dict] = []
     async with aiohttp.ClientSession() as session, session.get(f"{kube.cluster.url}{path}?watch=true&{query}") as r:
@@ -176,7 +178,8 @@ async def test_bookmarks_when_allowed_and_timeout_seconds_end_streams(kube: Kube
     (t1, (_, marked)), (t2, (_, plain)), (t3, events) = await asyncio.gather(  # all three run for 1 s together
         timed(raw_watch(kube, f"resourceVersion={version}&allowWatchBookmarks=true&timeoutSeconds=1")),
         timed(raw_watch(kube, f"resourceVersion={version}&timeoutSeconds=1")),
-        timed(watch_events(kube, 1, timeout=1, resource_version=str(version))))
+        timed(watch_events(kube, 1, timeout=1, resource_version=str(version))),
+    )
     bookmarks = [e for e in marked if e["type"] == "BOOKMARK"]
     assert len(bookmarks) >= 2 and len(bookmarks) == len(marked)  # every 0.3 s in this fixture, nothing else
     assert bookmarks[0]["object"]["metadata"]["resourceVersion"] == str(version)
@@ -201,8 +204,12 @@ async def test_a_watch_sees_objects_enter_and_leave_its_selection(kube: Kube) ->
 
 
 async def bind(kube: Kube, name: str, node: str, uid: str | None = None) -> int:
-    body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, **({"uid": uid} if uid else {})},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name, **({"uid": uid} if uid else {})},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
     response = await kube.core.create_namespaced_pod_binding(name, "default", body, _preload_content=False)
     return int(response.status)
 
@@ -213,8 +220,9 @@ async def test_dropped_watches_break_or_end_and_resume_loses_nothing(kube: Kube)
 
     async def follow() -> None:
         async with Watch() as watch:
-            async for event in watch.stream(kube.core.list_namespaced_pod, "default", resource_version=version,
-                                            timeout_seconds=5):
+            async for event in watch.stream(
+                kube.core.list_namespaced_pod, "default", resource_version=version, timeout_seconds=5
+            ):
                 meta = event["raw_object"]["metadata"]
                 seen.append((event["type"], meta["name"], int(meta["resourceVersion"])))
 
@@ -236,8 +244,11 @@ async def test_dropped_watches_break_or_end_and_resume_loses_nothing(kube: Kube)
 
 async def test_send_initial_events_ends_with_a_marked_bookmark(kube: Kube) -> None:
     await kube.core.create_namespaced_pod("default", pod("a"))
-    _, lines = await raw_watch(kube, "sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch="
-                                     "NotOlderThan&timeoutSeconds=1", limit=2)
+    _, lines = await raw_watch(
+        kube,
+        "sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1",
+        limit=2,
+    )
     assert [e["type"] for e in lines] == ["ADDED", "BOOKMARK"]
     assert lines[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
 
@@ -249,16 +260,23 @@ async def test_custom_resources_watch_across_namespaces(kube: Kube) -> None:
 
     async def follow() -> None:
         async with Watch() as watch:
-            async for event in watch.stream(kube.custom.list_cluster_custom_object, "scheduling.run.ai", "v2alpha2",
-                                            "podgroups", resource_version=version, timeout_seconds=3):
+            async for event in watch.stream(
+                kube.custom.list_cluster_custom_object,
+                "scheduling.run.ai",
+                "v2alpha2",
+                "podgroups",
+                resource_version=version,
+                timeout_seconds=3,
+            ):
                 events.append((event["type"], event["object"]["metadata"]["namespace"]))
                 if len(events) == 2:
                     return
 
     task = asyncio.create_task(follow())
     for ns in ("default", "team"):
-        await kube.custom.create_namespaced_custom_object("scheduling.run.ai", "v2alpha2", ns, "podgroups",
-                                                          pod_group("pg", "q"))
+        await kube.custom.create_namespaced_custom_object(
+            "scheduling.run.ai", "v2alpha2", ns, "podgroups", pod_group("pg", "q")
+        )
     await task
     assert events == [("ADDED", "default"), ("ADDED", "team")]
 

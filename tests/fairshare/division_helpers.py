@@ -39,8 +39,18 @@ def rolled_up_requests(queues: list[Q]) -> dict[str, float]:
 
 def gpu_shares(queues: list[Q], total: float, k_value: float = 0.0) -> tuple[dict[str, float], float]:
     """Every queue's GPU fair share and what the top level left undistributed."""
-    specs = [QueueSpec(q.name, q.parent, q.priority, q.created, deserved=(q.quota, 0, 0),
-                       over_quota_weight=(q.weight, 1, 1), limit=(q.limit, -1, -1)) for q in queues]
+    specs = [
+        QueueSpec(
+            q.name,
+            q.parent,
+            q.priority,
+            q.created,
+            deserved=(q.quota, 0, 0),
+            over_quota_weight=(q.weight, 1, 1),
+            limit=(q.limit, -1, -1),
+        )
+        for q in queues
+    ]
     tree = QueueTree.build(specs)
     requests = rolled_up_requests(queues)
     by_name = {q.name: q for q in queues}

@@ -52,7 +52,9 @@ def problems(draw: st.DrawFn, with_usage: bool = True) -> Problem:
         depth.append(0 if parent is None else depth[parent] + 1)
     specs = [
         QueueSpec(
-            name=f"q{i}", parent=parents[i], priority=draw(st.sampled_from([50, 100, 100, 150])),
+            name=f"q{i}",
+            parent=parents[i],
+            priority=draw(st.sampled_from([50, 100, 100, 150])),
             created=draw(st.integers(0, 2)),
             deserved=draw(_triple(st.sampled_from([-1.0, 0.0, 0.0, 1.0, 2.0, 3.5]))),
             over_quota_weight=draw(_triple(st.sampled_from([0.0, 1.0, 1.0, 2.0, 3.0]))),
@@ -105,8 +107,9 @@ def check_guarantees(tree: QueueTree, request: np.ndarray, fair: np.ndarray, tot
             assert (fair[i] >= np.minimum(deserved, requestable(tree, request)[i]) - EPS).all()
 
 
-def check_level_totals(tree: QueueTree, request: np.ndarray, fair: np.ndarray, remaining: np.ndarray,
-                       total: Triple) -> None:
+def check_level_totals(
+    tree: QueueTree, request: np.ndarray, fair: np.ndarray, remaining: np.ndarray, total: Triple
+) -> None:
     """No level hands out more than it divides, except that KAI never scales oversubscribed quotas
     down; the top level reports exactly what it left."""
     asked = requestable(tree, request)
@@ -155,12 +158,18 @@ def test_the_division_does_not_depend_on_the_order_queues_are_listed(problem: Pr
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.integers(1, 24).map(lambda n: n / 4), min_size=2, max_size=5), st.integers(1, 12))
 def test_fractional_requests_are_never_exceeded_when_whole_units_are_left_over(
-    requests: list[float], total: int,
+    requests: list[float],
+    total: int,
 ) -> None:
     # The densest case for kai-ray's leftover rule: siblings alike except for what they ask.
     specs = [QueueSpec(f"q{i}", None, deserved=(0.0, 0.0, 0.0)) for i in range(len(requests))]
-    problem = Problem(specs, {s.name: (r, 0.0, 0.0) for s, r in zip(specs, requests, strict=True)},
-                      {s.name: (0.0, 0.0, 0.0) for s in specs}, (float(total), 0.0, 0.0), 0.0)
+    problem = Problem(
+        specs,
+        {s.name: (r, 0.0, 0.0) for s, r in zip(specs, requests, strict=True)},
+        {s.name: (0.0, 0.0, 0.0) for s in specs},
+        (float(total), 0.0, 0.0),
+        0.0,
+    )
     tree, request, fair, _ = solve(problem)
     check_bounds(tree, request, fair)
     assert fair[:, 0].sum() == pytest.approx(min(total, sum(requests)))

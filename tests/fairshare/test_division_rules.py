@@ -70,8 +70,9 @@ def test_a_higher_priority_queue_takes_surplus_before_a_lower_one() -> None:
 
 def test_priority_beats_weight() -> None:
     # The deep-dive doc's example: priority 2 with weight 1 is served before priority 1 with weight 100.
-    shares, _ = gpu_shares([Q("p2", priority=2, weight=1, request=6), Q("p1", priority=1, weight=100, request=6)],
-                           total=8)
+    shares, _ = gpu_shares(
+        [Q("p2", priority=2, weight=1, request=6), Q("p1", priority=1, weight=100, request=6)], total=8
+    )
     assert shares == {"p2": 6, "p1": 2}
 
 
@@ -128,8 +129,10 @@ def test_a_leftover_unit_never_lifts_a_queue_above_its_request() -> None:
 
 def test_a_parents_fair_share_is_divided_among_its_children() -> None:
     queues = [
-        Q("d1", quota=6), Q("d2", quota=4),
-        Q("t1", parent="d1", quota=2, request=8, created=1), Q("t2", parent="d1", quota=2, request=8, created=2),
+        Q("d1", quota=6),
+        Q("d2", quota=4),
+        Q("t1", parent="d1", quota=2, request=8, created=1),
+        Q("t2", parent="d1", quota=2, request=8, created=2),
         Q("t3", parent="d2", quota=4, request=1),
     ]
     shares, remaining = gpu_shares(queues, total=10)
@@ -141,8 +144,10 @@ def test_a_parents_fair_share_is_divided_among_its_children() -> None:
 def test_three_levels_are_divided_level_by_level() -> None:
     queues = [
         Q("org", quota=-1),
-        Q("dept-a", parent="org", quota=8), Q("dept-b", parent="org"),
-        Q("a1", parent="dept-a", quota=4, request=10), Q("a2", parent="dept-a", request=2),
+        Q("dept-a", parent="org", quota=8),
+        Q("dept-b", parent="org"),
+        Q("a1", parent="dept-a", quota=4, request=10),
+        Q("a2", parent="dept-a", request=2),
         Q("b1", parent="dept-b", request=6),
     ]
     shares, _ = gpu_shares(queues, total=12)
@@ -165,12 +170,15 @@ def test_with_k_zero_usage_is_ignored() -> None:
     assert shares == {"busy": 5, "idle": 5}
 
 
-@pytest.mark.parametrize(("usage", "busy", "idle"), [
-    (0.0, 5, 5),  # w = nW + k*(nW - 0): both 1.0, an even split
-    (0.5, 3, 7),  # w = 0.5 and 1.0: parts 3.33 / 6.67 -> 3 / 6, the odd unit to idle (.67 > .33)
-    (0.8, 2, 8),  # w = 0.2 and 1.0: parts 1.67 / 8.33 -> 1 / 8, the odd unit to busy (.67 > .33)
-    (2.0, 0, 10),  # w = max(0, 0.5 + (0.5 - 2)) = 0: busy gets no surplus at all
-])
+@pytest.mark.parametrize(
+    ("usage", "busy", "idle"),
+    [
+        (0.0, 5, 5),  # w = nW + k*(nW - 0): both 1.0, an even split
+        (0.5, 3, 7),  # w = 0.5 and 1.0: parts 3.33 / 6.67 -> 3 / 6, the odd unit to idle (.67 > .33)
+        (0.8, 2, 8),  # w = 0.2 and 1.0: parts 1.67 / 8.33 -> 1 / 8, the odd unit to busy (.67 > .33)
+        (2.0, 0, 10),  # w = max(0, 0.5 + (0.5 - 2)) = 0: busy gets no surplus at all
+    ],
+)
 def test_historical_usage_shrinks_the_over_quota_weight(usage: float, busy: float, idle: float) -> None:
     shares, _ = gpu_shares([Q("busy", usage=usage, request=100), Q("idle", request=100)], total=10, k_value=1)
     assert shares == {"busy": busy, "idle": idle}

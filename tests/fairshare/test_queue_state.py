@@ -30,8 +30,9 @@ class QueueFacts:
 
 
 def queue_state(*facts: QueueFacts, total: Triple = TOTAL) -> QueueState:
-    tree = QueueTree.build([QueueSpec(f.name, f.parent, f.priority, f.created, f.deserved, f.weight, f.limit)
-                            for f in facts])
+    tree = QueueTree.build(
+        [QueueSpec(f.name, f.parent, f.priority, f.created, f.deserved, f.weight, f.limit) for f in facts]
+    )
     by_name = {f.name: f for f in facts}
 
     def column(attribute: str) -> np.ndarray:
@@ -73,7 +74,8 @@ def test_a_job_that_would_pass_the_queue_limit_is_refused_with_the_numbers() -> 
 def test_a_parent_limit_binds_the_whole_subtree() -> None:
     state = queue_state(
         QueueFacts("dept", limit=(4, -1, -1)),
-        QueueFacts("busy", parent="dept", allocated=(3, 0, 0)), QueueFacts("new", parent="dept"),
+        QueueFacts("busy", parent="dept", allocated=(3, 0, 0)),
+        QueueFacts("new", parent="dept"),
     )
     verdict = state.check_capacity("new", (2, 0, 0), preemptible=True)
     assert not verdict.ok and verdict.reason == "OverLimit" and "queue dept" in verdict.message
@@ -134,8 +136,12 @@ def test_the_limit_is_checked_before_the_quota() -> None:
 # ------------------------------------------------------------------ queue order
 
 
-def first_of(state: QueueState, left_request: Triple = (1, 0, 0), right_request: Triple = (1, 0, 0),
-             left_victims: Triple | None = None) -> str:
+def first_of(
+    state: QueueState,
+    left_request: Triple = (1, 0, 0),
+    right_request: Triple = (1, 0, 0),
+    left_victims: Triple | None = None,
+) -> str:
     """Which of the two queues (``a``, ``b``) goes first; both orders must agree."""
     a, b = state.tree.index["a"], state.tree.index["b"]
     left, right = np.array(left_request, dtype=float), np.array(right_request, dtype=float)
@@ -147,27 +153,35 @@ def first_of(state: QueueState, left_request: Triple = (1, 0, 0), right_request:
 
 
 def test_a_queue_over_its_fair_share_in_every_resource_goes_last_whatever_its_priority() -> None:
-    state = queue_state(QueueFacts("a", priority=200, fair=(2, 1000, 1e9), allocated=(3, 2000, 2e9)),
-                        QueueFacts("b", fair=(2, 1000, 1e9)))
+    state = queue_state(
+        QueueFacts("a", priority=200, fair=(2, 1000, 1e9), allocated=(3, 2000, 2e9)),
+        QueueFacts("b", fair=(2, 1000, 1e9)),
+    )
     assert first_of(state) == "b"
 
 
 def test_over_the_fair_share_in_some_resources_only_is_not_over_utilized() -> None:
-    state = queue_state(QueueFacts("a", priority=200, fair=(2, 5000, 5e9), allocated=(3, 2000, 2e9)),
-                        QueueFacts("b", fair=(2, 1000, 1e9)))
+    state = queue_state(
+        QueueFacts("a", priority=200, fair=(2, 5000, 5e9), allocated=(3, 2000, 2e9)),
+        QueueFacts("b", fair=(2, 1000, 1e9)),
+    )
     assert first_of(state) == "a"
 
 
 def test_a_starved_queue_goes_before_a_higher_priority_one() -> None:
     # Starved: what it holds plus the next job fits in its quota, in every resource.
-    state = queue_state(QueueFacts("a", deserved=(4, -1, -1), fair=(4, 0, 0), allocated=(1, 0, 0)),
-                        QueueFacts("b", priority=200, fair=(4, 0, 0)))
+    state = queue_state(
+        QueueFacts("a", deserved=(4, -1, -1), fair=(4, 0, 0), allocated=(1, 0, 0)),
+        QueueFacts("b", priority=200, fair=(4, 0, 0)),
+    )
     assert first_of(state) == "a"
 
 
 def test_otherwise_the_higher_priority_queue_goes_first() -> None:
-    state = queue_state(QueueFacts("a", fair=(4, 0, 0), allocated=(0, 0, 0)),
-                        QueueFacts("b", priority=200, fair=(4, 0, 0), allocated=(3, 0, 0)))
+    state = queue_state(
+        QueueFacts("a", fair=(4, 0, 0), allocated=(0, 0, 0)),
+        QueueFacts("b", priority=200, fair=(4, 0, 0), allocated=(3, 0, 0)),
+    )
     assert first_of(state) == "b"
 
 
@@ -179,36 +193,43 @@ def test_a_queue_with_nothing_allocatable_in_a_requested_resource_goes_after() -
 
 def test_the_smaller_dominant_share_with_the_job_goes_first() -> None:
     # a: (2 + 1) / 8 = 0.375; b: (1 + 1) / 4 = 0.5.
-    state = queue_state(QueueFacts("a", fair=(8, 0, 0), allocated=(2, 0, 0)),
-                        QueueFacts("b", fair=(4, 0, 0), allocated=(1, 0, 0)))
+    state = queue_state(
+        QueueFacts("a", fair=(8, 0, 0), allocated=(2, 0, 0)), QueueFacts("b", fair=(4, 0, 0), allocated=(1, 0, 0))
+    )
     assert first_of(state) == "a"
 
 
 def test_the_dominant_share_is_the_largest_over_resources() -> None:
     # a's gpu share is small but its cpu share (3000 + 0) / 4000 = 0.75 dominates b's 0.5.
-    state = queue_state(QueueFacts("a", fair=(8, 4000, 0), allocated=(1, 3000, 0)),
-                        QueueFacts("b", fair=(4, 4000, 0), allocated=(1, 1000, 0)))
+    state = queue_state(
+        QueueFacts("a", fair=(8, 4000, 0), allocated=(1, 3000, 0)),
+        QueueFacts("b", fair=(4, 4000, 0), allocated=(1, 1000, 0)),
+    )
     assert first_of(state) == "b"
 
 
 def test_victims_being_reclaimed_lower_the_dominant_share() -> None:
-    state = queue_state(QueueFacts("a", fair=(8, 0, 0), allocated=(6, 0, 0)),
-                        QueueFacts("b", fair=(8, 0, 0), allocated=(3, 0, 0)))
+    state = queue_state(
+        QueueFacts("a", fair=(8, 0, 0), allocated=(6, 0, 0)), QueueFacts("b", fair=(8, 0, 0), allocated=(3, 0, 0))
+    )
     assert first_of(state) == "b"
     assert first_of(state, left_victims=(4, 0, 0)) == "a"  # (6 + 1 - 4) / 8 < (3 + 1) / 8
 
 
 def test_an_unlimited_allocatable_share_is_measured_against_the_cluster_total() -> None:
     # Both starved; a: (12 + 1) / 16 (the cluster's gpus), b: (3 + 1) / 8.
-    state = queue_state(QueueFacts("a", deserved=(-1, -1, -1), fair=(16, 0, 0), allocated=(12, 0, 0)),
-                        QueueFacts("b", deserved=(8, -1, -1), fair=(8, 0, 0), allocated=(3, 0, 0)))
+    state = queue_state(
+        QueueFacts("a", deserved=(-1, -1, -1), fair=(16, 0, 0), allocated=(12, 0, 0)),
+        QueueFacts("b", deserved=(8, -1, -1), fair=(8, 0, 0), allocated=(3, 0, 0)),
+    )
     assert first_of(state) == "b"
 
 
 def test_equal_shares_with_the_job_fall_back_to_the_share_without_it() -> None:
     # With the job both are 4/8; without it a holds 2/8 and b 3/8.
-    state = queue_state(QueueFacts("a", fair=(8, 0, 0), allocated=(2, 0, 0)),
-                        QueueFacts("b", fair=(8, 0, 0), allocated=(3, 0, 0)))
+    state = queue_state(
+        QueueFacts("a", fair=(8, 0, 0), allocated=(2, 0, 0)), QueueFacts("b", fair=(8, 0, 0), allocated=(3, 0, 0))
+    )
     assert first_of(state, left_request=(2, 0, 0), right_request=(1, 0, 0)) == "a"
 
 

@@ -50,7 +50,8 @@ def render(values: Mapping[str, Any] | None = None, *, api_versions: Iterable[st
     options = {"name": RELEASE, "namespace": NAMESPACE, "is_install": True, "api_versions": list(api_versions)}
     chart = _chart()
     manifests: dict[str, str] = json.loads(
-        _native.call_string("helm_render", chart._raw(), json.dumps(dict(values or {})), json.dumps(options)))
+        _native.call_string("helm_render", chart._raw(), json.dumps(dict(values or {})), json.dumps(options))
+    )
     return [doc for _, text in sorted(manifests.items()) for doc in yaml.safe_load_all(text) if doc]
 
 
@@ -82,6 +83,7 @@ def manifests_in(path: Path) -> Iterator[Obj]:
 
 # ---------------------------------------------------------------- Kubernetes schemas
 
+
 def kubernetes_problem(obj: Obj, version: str) -> str | None:
     """Why the API server of ``version`` would refuse ``obj`` (strict: unknown fields too), or None.
 
@@ -103,6 +105,7 @@ def pod_template_problem(template: Obj, version: str) -> str | None:
 
 # ---------------------------------------------------------------- CRD schemas
 
+
 def crd_named(name: str) -> Obj:
     [crd] = [c for c in crds() if c["metadata"]["name"] == name]
     return crd
@@ -121,8 +124,7 @@ def _strict(node: Any) -> Any:
         return node
     out = {k: _strict(v) for k, v in node.items()}
     open_object = node.get("x-kubernetes-preserve-unknown-fields") is True
-    if node.get("type") == "object" and "properties" in node and "additionalProperties" not in node \
-            and not open_object:
+    if node.get("type") == "object" and "properties" in node and "additionalProperties" not in node and not open_object:
         out["additionalProperties"] = False
     return out
 
@@ -139,8 +141,10 @@ def custom_resource_problems(obj: Obj) -> list[str]:
     schema = _strict(copy.deepcopy(served[0]["schema"]["openAPIV3Schema"]))
     validator = jsonschema.Draft7Validator(schema, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
     name = obj.get("metadata", {}).get("name")
-    return [f"{obj['kind']} {name}: {'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
-            for e in validator.iter_errors(obj)]
+    return [
+        f"{obj['kind']} {name}: {'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
+        for e in validator.iter_errors(obj)
+    ]
 
 
 def structural_problems(node: Obj, path: str = "", root: bool = True) -> list[str]:
@@ -189,8 +193,10 @@ def resource_problems(obj: Obj) -> list[str]:
             limits = resources.get("limits") or {}
             for name, request in (resources.get("requests") or {}).items():
                 if name in limits and parse_quantity(request) > parse_quantity(limits[name]):
-                    problems.append(f"{obj['kind']} {obj['metadata']['name']} container {container['name']}: "
-                                    f"{name} request {request} is above its limit {limits[name]}")
+                    problems.append(
+                        f"{obj['kind']} {obj['metadata']['name']} container {container['name']}: "
+                        f"{name} request {request} is above its limit {limits[name]}"
+                    )
     return problems
 
 
@@ -215,6 +221,7 @@ def problems_of(objects: Iterable[Obj]) -> list[str]:
 
 # ---------------------------------------------------------------- kinds without a published schema
 
+
 def service_monitor_problems(monitor: Obj) -> list[str]:
     """The fields the Prometheus operator needs: a selector and at least one endpoint naming a port."""
     problems = []
@@ -238,8 +245,9 @@ def ray_cluster_problems(cluster: Obj) -> list[str]:
         problems.append(f"RayCluster apiVersion {cluster.get('apiVersion')}")
     spec = cluster.get("spec") or {}
     head = spec.get("headGroupSpec") or {}
-    groups = [("headGroupSpec", head)] + [(f"workerGroupSpecs/{i}", g)
-                                          for i, g in enumerate(spec.get("workerGroupSpecs") or [])]
+    groups = [("headGroupSpec", head)] + [
+        (f"workerGroupSpecs/{i}", g) for i, g in enumerate(spec.get("workerGroupSpecs") or [])
+    ]
     for where, group in groups:
         params = group.get("rayStartParams")
         if not isinstance(params, dict) or not all(isinstance(v, str) for v in params.values()):

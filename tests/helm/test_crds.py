@@ -145,28 +145,52 @@ def test_a_mistake_in_a_manifest_is_refused(kind: str, body: dict[str, Any], com
 
 
 def test_the_repositorys_examples_fit_the_crds() -> None:
-    found = [obj for path in sorted((REPO / "examples").glob("*.yaml")) for obj in manifests_in(path)
-             if obj.get("kind") in API_VERSIONS]
+    found = [
+        obj
+        for path in sorted((REPO / "examples").glob("*.yaml"))
+        for obj in manifests_in(path)
+        if obj.get("kind") in API_VERSIONS
+    ]
     assert {o["kind"] for o in found} == {"Queue", "PodGroup"}
     assert [p for obj in found for p in custom_resource_problems(obj)] == []
 
 
 async def test_what_the_adapter_writes_fits_the_crds() -> None:
     """The PodGroup the pod grouper creates and the status the scheduler explains with."""
+
     def handler(method: str, path: str, query: object, body: object) -> Response:
         if method == "GET":  # the pod's owner, a PyTorchJob of four pods
-            return ok({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-                       "metadata": {"name": "llama", "uid": "u-1", "labels": {"kai.scheduler/queue": "team-vision"}},
-                       "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1}, "Worker": {"replicas": 3}}}})
+            return ok(
+                {
+                    "apiVersion": "kubeflow.org/v1",
+                    "kind": "PyTorchJob",
+                    "metadata": {"name": "llama", "uid": "u-1", "labels": {"kai.scheduler/queue": "team-vision"}},
+                    "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1}, "Worker": {"replicas": 3}}},
+                }
+            )
         return ok()
 
     api = FakeApi(handler)
-    pod = {"metadata": {"name": "llama-master-0", "namespace": "ml", "ownerReferences": [
-        {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "llama", "uid": "u-1", "controller": True}]},
-        "spec": {"schedulerName": "kai-scheduler"}}
+    pod = {
+        "metadata": {
+            "name": "llama-master-0",
+            "namespace": "ml",
+            "ownerReferences": [
+                {
+                    "apiVersion": "kubeflow.org/v1",
+                    "kind": "PyTorchJob",
+                    "name": "llama",
+                    "uid": "u-1",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"schedulerName": "kai-scheduler"},
+    }
     await PodGrouper(api).group([pod])  # type: ignore[arg-type]
     await StatusWriter(api, report_after=0).publish(  # type: ignore[arg-type]
-        {"ml/pg-llama-u-1": ("Pending", "OverLimit: the queue team-vision is over its GPU limit")})
+        {"ml/pg-llama-u-1": ("Pending", "OverLimit: the queue team-vision is over its GPU limit")}
+    )
     [created] = [body for method, path, body in api.calls if method == "POST" and path.endswith("/podgroups")]
     [status] = [body for method, path, body in api.calls if path.endswith("/podgroups/pg-llama-u-1/status")]
     assert created["spec"]["minMember"] == 4

@@ -49,8 +49,14 @@ def permission(method: str, path: str, query: Any = None) -> Permission:
         rest = rest[2:]
     resource = "/".join([rest[0], *rest[2:3]])
     named = len(rest) > 1
-    verb = {"GET": "get" if named else "list", "WATCH": "watch", "POST": "create", "PATCH": "patch",
-            "PUT": "update", "DELETE": "delete" if named else "deletecollection"}[method]
+    verb = {
+        "GET": "get" if named else "list",
+        "WATCH": "watch",
+        "POST": "create",
+        "PATCH": "patch",
+        "PUT": "update",
+        "DELETE": "delete" if named else "deletecollection",
+    }[method]
     return group, resource, verb
 
 
@@ -74,14 +80,19 @@ async def _watching() -> set[Permission]:
 
 async def _binding(gpu_groups: tuple[str, ...]) -> set[Permission]:
     """A bind, and a bind answered 409 (the binder then reads the pod to see where it went)."""
+
     def handler(method: str, path: str, query: object, body: object) -> Response:
         if path.endswith("/taken/binding"):
             raise KubeError(409, "Conflict")
         return ok({"metadata": {"uid": "u"}, "spec": {"nodeName": "n1"}})
 
     api = FakeApi(handler)
-    await Binder(api, base_delay=0).bind_all([BindRequest("ns/p", "u", "n1", gpu_groups),  # type: ignore[arg-type]
-                                              BindRequest("ns/taken", "u", "n1", gpu_groups)])
+    await Binder(api, base_delay=0).bind_all(
+        [
+            BindRequest("ns/p", "u", "n1", gpu_groups),  # type: ignore[arg-type]
+            BindRequest("ns/taken", "u", "n1", gpu_groups),
+        ]
+    )
     return recorded(api)
 
 
@@ -102,9 +113,18 @@ async def _explaining() -> set[Permission]:
 async def _grouping() -> set[Permission]:
     """One pod under each owner kind the grouper knows, so it reads every kind of owner once."""
     api = FakeApi(lambda m, p, q, b: ok({"metadata": {"name": "owner", "uid": "o"}, "spec": {}}))
-    pods = [{"metadata": {"name": f"p{i}", "namespace": "ns", "ownerReferences": [
-        {"apiVersion": api_version, "kind": kind, "name": "owner", "uid": "o", "controller": True}]}}
-        for i, (api_version, kind) in enumerate(OWNER_KINDS)]
+    pods = [
+        {
+            "metadata": {
+                "name": f"p{i}",
+                "namespace": "ns",
+                "ownerReferences": [
+                    {"apiVersion": api_version, "kind": kind, "name": "owner", "uid": "o", "controller": True}
+                ],
+            }
+        }
+        for i, (api_version, kind) in enumerate(OWNER_KINDS)
+    ]
     await PodGrouper(api).group(pods)  # type: ignore[arg-type]
     return recorded(api)
 
@@ -115,8 +135,14 @@ async def _leasing() -> set[Permission]:
     from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
     from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
-    verbs = {"read": "get", "list": "list", "create": "create", "replace": "update", "patch": "patch",
-             "delete": "delete"}
+    verbs = {
+        "read": "get",
+        "list": "list",
+        "create": "create",
+        "replace": "update",
+        "patch": "patch",
+        "delete": "delete",
+    }
     used: set[Permission] = set()
 
     class RecordingLeaseApi:
@@ -126,6 +152,7 @@ async def _leasing() -> set[Permission]:
             async def call(*args: Any, **kwargs: Any) -> Any:
                 used.add(("coordination.k8s.io", "leases", verbs[name.split("_", 1)[0]]))
                 return client.V1Lease(spec=client.V1LeaseSpec(holder_identity="other", lease_duration_seconds=15))
+
             return call
 
     lock = LeaseLock("kai-ray", NAMESPACE, "me", api_client=object())  # type: ignore[arg-type]
@@ -140,10 +167,19 @@ async def _leasing() -> set[Permission]:
 @functools.cache
 def adapter_requests() -> dict[str, frozenset[Permission]]:
     async def everything() -> dict[str, frozenset[Permission]]:
-        return {name: frozenset(await scenario) for name, scenario in {
-            "watch": _watching(), "bind": _binding(()), "bind-fraction": _binding(("g1",)),
-            "evict": _evicting("eviction"), "evict-delete": _evicting("delete"), "explain": _explaining(),
-            "group": _grouping(), "lease": _leasing()}.items()}
+        return {
+            name: frozenset(await scenario)
+            for name, scenario in {
+                "watch": _watching(),
+                "bind": _binding(()),
+                "bind-fraction": _binding(("g1",)),
+                "evict": _evicting("eviction"),
+                "evict-delete": _evicting("delete"),
+                "explain": _explaining(),
+                "group": _grouping(),
+                "lease": _leasing(),
+            }.items()
+        }
 
     return asyncio.run(everything())
 
@@ -208,7 +244,9 @@ def test_each_option_adds_only_its_own_grants() -> None:
     core, _ = rendered_grants(VALUE_SETS["every-option-off"])
     base = VALUE_SETS["every-option-off"]
     assert rendered_grants({**base, "eviction": {"mode": "delete"}})[0] ^ core == {
-        ("", "pods", "delete"), ("", "pods/eviction", "create")}
+        ("", "pods", "delete"),
+        ("", "pods/eviction", "create"),
+    }
     assert rendered_grants({**base, "eviction": {"markDisruptionTarget": True}})[0] - core == {MARK_DISRUPTION}
     assert rendered_grants({**base, "gpuSharing": {"enabled": True}})[0] - core == {("", "pods", "patch")}
     grouper = rendered_grants({**base, "podGrouper": {"enabled": True}})[0] - core
@@ -223,8 +261,12 @@ def test_the_bindings_give_the_roles_to_the_schedulers_service_account() -> None
     assert pod_account == account["name"]
     for binding_kind, role_kind in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
         binding, role = one(objects, binding_kind), one(objects, role_kind)
-        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind,
-                                      "name": role["metadata"]["name"]}
-        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["name"],
-                                        "namespace": account["namespace"]}]
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": role_kind,
+            "name": role["metadata"]["name"],
+        }
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
+        ]
     assert one(objects, "Role")["metadata"]["namespace"] == NAMESPACE  # leases only where the scheduler runs

@@ -26,25 +26,59 @@ from tests.helm.chart import (
 # which objects exist or how the scheduler runs.
 VALUE_SETS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "defaults": ({}, ()),
-    "service-monitor": ({"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
-                        (MONITORING_API,)),
+    "service-monitor": ({"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}}, (MONITORING_API,)),
     "external-ray": ({"ray": {"mode": "external", "address": "ray://ray-head.ray:10001"}}, ()),
-    "kuberay": ({"ray": {"mode": "kuberay", "kuberay": {"head": {"rayStartParams": {"object-store-memory": "1e9"}}}},
-                 "imagePullSecrets": [{"name": "registry"}], "tolerations": [{"operator": "Exists"}]}, ()),
-    "single-replica-minimal": ({"replicas": 1, "leaderElection": {"enabled": False},
-                                "defaultQueues": {"enabled": False}, "defaultPriorityClasses": {"enabled": False},
-                                "podGrouper": {"enabled": False}, "podDisruptionBudget": {"enabled": False}}, ()),
-    "delete-eviction-and-fractions": ({"eviction": {"mode": "delete", "markDisruptionTarget": True},
-                                       "gpuSharing": {"enabled": True}, "scheduler": {"shards": 4, "verbose": True,
-                                                                                       "extraArgs": ["--period=0.5"]}},
-                                      ()),
-    "own-service-account": ({"serviceAccount": {"create": False, "name": "scheduler"}, "rbac": {"create": False},
-                             "priorityClassName": "system-cluster-critical",
-                             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                                 "nodeSelectorTerms": [{"matchExpressions": [
-                                     {"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"}]}]}}},
-                             "scheduler": {"config": {"placementStrategy": {"gpu": "spread", "cpu": "spread"},
-                                                      "kValue": 0, "shards": 2}}}, ()),
+    "kuberay": (
+        {
+            "ray": {"mode": "kuberay", "kuberay": {"head": {"rayStartParams": {"object-store-memory": "1e9"}}}},
+            "imagePullSecrets": [{"name": "registry"}],
+            "tolerations": [{"operator": "Exists"}],
+        },
+        (),
+    ),
+    "single-replica-minimal": (
+        {
+            "replicas": 1,
+            "leaderElection": {"enabled": False},
+            "defaultQueues": {"enabled": False},
+            "defaultPriorityClasses": {"enabled": False},
+            "podGrouper": {"enabled": False},
+            "podDisruptionBudget": {"enabled": False},
+        },
+        (),
+    ),
+    "delete-eviction-and-fractions": (
+        {
+            "eviction": {"mode": "delete", "markDisruptionTarget": True},
+            "gpuSharing": {"enabled": True},
+            "scheduler": {"shards": 4, "verbose": True, "extraArgs": ["--period=0.5"]},
+        },
+        (),
+    ),
+    "own-service-account": (
+        {
+            "serviceAccount": {"create": False, "name": "scheduler"},
+            "rbac": {"create": False},
+            "priorityClassName": "system-cluster-critical",
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"}
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+            "scheduler": {
+                "config": {"placementStrategy": {"gpu": "spread", "cpu": "spread"}, "kValue": 0, "shards": 2}
+            },
+        },
+        (),
+    ),
 }
 
 
@@ -67,16 +101,19 @@ def test_every_rendered_object_would_be_accepted(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["defaults", "kuberay"])
 def test_helm_lint_finds_nothing_to_warn_about(name: str) -> None:
-    report = helm_python.lint(str(CHART), VALUE_SETS[name][0], strict=True, namespace=NAMESPACE,
-                              kube_version=f"v{KUBE_VERSIONS[0]}")
+    report = helm_python.lint(
+        str(CHART), VALUE_SETS[name][0], strict=True, namespace=NAMESPACE, kube_version=f"v{KUBE_VERSIONS[0]}"
+    )
     assert report["errors"] == []
     assert [m for m in report["messages"] if m["severity"] >= 2] == []  # 2 = warning, 3 = error
 
 
 def test_the_crds_are_valid_structural_definitions() -> None:
     definitions = crds()
-    assert sorted(c["metadata"]["name"] for c in definitions) == ["podgroups.scheduling.run.ai",
-                                                                   "queues.scheduling.run.ai"]
+    assert sorted(c["metadata"]["name"] for c in definitions) == [
+        "podgroups.scheduling.run.ai",
+        "queues.scheduling.run.ai",
+    ]
     assert problems_of(definitions) == []
     for crd in definitions:
         for version in crd["spec"]["versions"]:
@@ -103,7 +140,8 @@ def test_kai_ray_accepts_the_command_line_and_the_config(name: str) -> None:
     config_text = config_map["data"][args.config.rsplit("/", 1)[1]]
     config = config_from_mapping(yaml.safe_load(config_text), "chart config")  # unknown keys raise
     assert config.schedulerName == VALUE_SETS[name][0].get("scheduler", {}).get("config", {}).get(
-        "schedulerName", "kai-scheduler")
+        "schedulerName", "kai-scheduler"
+    )
     [port] = container["ports"]
     assert port["name"] == "http-metrics" and port["containerPort"] == args.metrics_port
     assert args.leader_elect == (name != "single-replica-minimal")

@@ -20,18 +20,26 @@ def env_of(objects: list[dict[str, Any]]) -> dict[str, Any]:
     return {e["name"]: e.get("value") for e in container["env"]}
 
 
-@pytest.mark.parametrize(("enabled", "api_served", "expected"), [
-    (True, True, 1), (True, False, 0), (False, True, 0), (False, False, 0),
-])
+@pytest.mark.parametrize(
+    ("enabled", "api_served", "expected"),
+    [
+        (True, True, 1),
+        (True, False, 0),
+        (False, True, 0),
+        (False, False, 0),
+    ],
+)
 def test_a_service_monitor_needs_the_value_and_the_prometheus_operator_api(
-        enabled: bool, api_served: bool, expected: int) -> None:
+    enabled: bool, api_served: bool, expected: int
+) -> None:
     objects = render({"serviceMonitor": {"enabled": enabled}}, api_versions=[MONITORING_API] if api_served else [])
     assert len(find(objects, "ServiceMonitor")) == expected
 
 
 def test_the_service_monitor_scrapes_the_metrics_service() -> None:
-    objects = render({"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
-                     api_versions=[MONITORING_API])
+    objects = render(
+        {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}, api_versions=[MONITORING_API]
+    )
     monitor, service = one(objects, "ServiceMonitor"), one(objects, "Service")
     assert monitor["metadata"]["labels"]["release"] == "prom"
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
@@ -53,7 +61,11 @@ def test_default_queues_are_kais_pair_and_can_be_switched_off() -> None:
 def test_kais_priority_classes_and_their_preemptibility_can_be_switched_off() -> None:
     classes = {c["metadata"]["name"]: c for c in find(render(), "PriorityClass")}
     assert {name: c["value"] for name, c in classes.items()} == {
-        "train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
+        "train": 50,
+        "build-preemptible": 75,
+        "build": 100,
+        "inference": 125,
+    }
     preemptible = {name for name, c in classes.items() if c["value"] < L.PREEMPTIBLE_BELOW}
     assert preemptible == {"train", "build-preemptible"}
     assert not any(c["globalDefault"] for c in classes.values())
@@ -105,8 +117,12 @@ def test_an_existing_service_account_is_used_and_no_rbac_is_rendered() -> None:
 
 def test_image_and_resources_come_from_values() -> None:
     resources = {"requests": {"cpu": "4", "memory": "8Gi"}, "limits": {"memory": "16Gi"}}
-    objects = render({"image": {"repository": "registry.example/kai-ray", "tag": "1.2.3", "pullPolicy": "Always"},
-                      "resources": resources})
+    objects = render(
+        {
+            "image": {"repository": "registry.example/kai-ray", "tag": "1.2.3", "pullPolicy": "Always"},
+            "resources": resources,
+        }
+    )
     [container] = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "registry.example/kai-ray:1.2.3" and container["imagePullPolicy"] == "Always"
     assert container["resources"] == resources
@@ -114,12 +130,15 @@ def test_image_and_resources_come_from_values() -> None:
     assert default["image"].endswith(":0.1.0")  # the chart's appVersion
 
 
-@pytest.mark.parametrize(("values", "message"), [
-    ({"replicas": 3, "leaderElection": {"enabled": False}}, "needs leaderElection.enabled"),
-    ({"eviction": {"mode": "drain"}}, "eviction.mode must be"),
-    ({"ray": {"mode": "cloud"}}, "ray.mode must be"),
-    ({"serviceAccount": {"create": False}}, "serviceAccount.name must name"),
-])
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"replicas": 3, "leaderElection": {"enabled": False}}, "needs leaderElection.enabled"),
+        ({"eviction": {"mode": "drain"}}, "eviction.mode must be"),
+        ({"ray": {"mode": "cloud"}}, "ray.mode must be"),
+        ({"serviceAccount": {"create": False}}, "serviceAccount.name must name"),
+    ],
+)
 def test_unsafe_or_unknown_settings_are_refused_at_render_time(values: dict[str, Any], message: str) -> None:
     with pytest.raises(HelmRenderError, match=message):
         render(values)

@@ -52,19 +52,22 @@ def test_an_explicit_gpu_device_strategy_wins() -> None:
     assert config.placementStrategy.gpu_device == "spread"
 
 
-@pytest.mark.parametrize(("settings", "field"), [
-    ({"placementStrategy": {"gpu": "tightly"}}, "placementStrategy.gpu"),
-    ({"placementStrategy": {"gpuDevice": "binpack"}}, "placementStrategy.gpuDevice"),
-    ({"placementStrategy": "spread"}, "placementStrategy"),
-    ({"defaultStalenessGracePeriod": "forever"}, "defaultStalenessGracePeriod"),
-    ({"defaultPreemptMinRuntime": "10 minutes"}, "defaultPreemptMinRuntime"),
-    ({"actions": ["allocate", "dance"]}, "actions.1"),
-    ({"actions": "allocate"}, "actions"),
-    ({"kValue": -1}, "kValue"),
-    ({"shards": 0}, "shards"),
-    ({"reclaimerSaturationMultiplier": 0.5}, "reclaimerSaturationMultiplier"),
-    ({"schedulerNmae": "typo"}, "schedulerNmae"),
-])
+@pytest.mark.parametrize(
+    ("settings", "field"),
+    [
+        ({"placementStrategy": {"gpu": "tightly"}}, "placementStrategy.gpu"),
+        ({"placementStrategy": {"gpuDevice": "binpack"}}, "placementStrategy.gpuDevice"),
+        ({"placementStrategy": "spread"}, "placementStrategy"),
+        ({"defaultStalenessGracePeriod": "forever"}, "defaultStalenessGracePeriod"),
+        ({"defaultPreemptMinRuntime": "10 minutes"}, "defaultPreemptMinRuntime"),
+        ({"actions": ["allocate", "dance"]}, "actions.1"),
+        ({"actions": "allocate"}, "actions"),
+        ({"kValue": -1}, "kValue"),
+        ({"shards": 0}, "shards"),
+        ({"reclaimerSaturationMultiplier": 0.5}, "reclaimerSaturationMultiplier"),
+        ({"schedulerNmae": "typo"}, "schedulerNmae"),
+    ],
+)
 def test_a_bad_setting_is_one_line_naming_the_file_and_the_field(settings: dict[str, object], field: str) -> None:
     with pytest.raises(ConfigError) as caught:
         config_from_mapping(settings, "cfg.yaml")

@@ -35,24 +35,29 @@ def test_omitted_fields_take_the_simulator_defaults() -> None:
     assert loaded.k_value == 0
 
 
-@pytest.mark.parametrize(("queues", "top", "message"), [
-    ([{"name": "q", "resources": {"gpu": {"request": -1}}}], {}, "queue q: resources.gpu.request: must not be"),
-    ([{"name": "q", "resources": {"gpu": {"quota": -2}}}], {}, "queue q: resources.gpu.quota: must be -1 or"),
-    ([{"name": "q", "resources": {"cpu": {"limit": "lots"}}}], {}, "queue q: resources.cpu.limit: not a number"),
-    ([{"name": "q", "resources": {"gpu": 3}}], {}, "queue q: resources.gpu: must be a mapping"),
-    ([{"name": "q", "priority": 1.5}], {}, "queue q: priority: must be a whole number"),
-    ([{"name": "q", "parent": "nobody"}], {}, "queue q: parent: no queue named 'nobody'"),
-    ([{"name": "a", "parent": "b"}, {"name": "b", "parent": "a"}], {}, "parent: cycle"),
-    ([{"name": "q"}, {"name": "q"}], {}, "queue q: name appears twice"),
-    ([{"resources": {}}], {}, "queues[0].name: missing"),
-    ([{"name": "q"}], {"kValue": -1}, "kValue: must not be negative"),
-    ([{"name": "q"}], {"total": {"gpu": -4}}, "total: amounts must not be negative"),
-    ([{"name": "q"}], {"total": {"gpu": "eight"}}, "total.gpu: not a number"),
-    ([{"name": "q"}], {"total": [8]}, "total: must be a mapping"),
-    ({"name": "q"}, {}, "queues: missing or not a list"),
-])
+@pytest.mark.parametrize(
+    ("queues", "top", "message"),
+    [
+        ([{"name": "q", "resources": {"gpu": {"request": -1}}}], {}, "queue q: resources.gpu.request: must not be"),
+        ([{"name": "q", "resources": {"gpu": {"quota": -2}}}], {}, "queue q: resources.gpu.quota: must be -1 or"),
+        ([{"name": "q", "resources": {"cpu": {"limit": "lots"}}}], {}, "queue q: resources.cpu.limit: not a number"),
+        ([{"name": "q", "resources": {"gpu": 3}}], {}, "queue q: resources.gpu: must be a mapping"),
+        ([{"name": "q", "priority": 1.5}], {}, "queue q: priority: must be a whole number"),
+        ([{"name": "q", "parent": "nobody"}], {}, "queue q: parent: no queue named 'nobody'"),
+        ([{"name": "a", "parent": "b"}, {"name": "b", "parent": "a"}], {}, "parent: cycle"),
+        ([{"name": "q"}, {"name": "q"}], {}, "queue q: name appears twice"),
+        ([{"resources": {}}], {}, "queues[0].name: missing"),
+        ([{"name": "q"}], {"kValue": -1}, "kValue: must not be negative"),
+        ([{"name": "q"}], {"total": {"gpu": -4}}, "total: amounts must not be negative"),
+        ([{"name": "q"}], {"total": {"gpu": "eight"}}, "total.gpu: not a number"),
+        ([{"name": "q"}], {"total": [8]}, "total: must be a mapping"),
+        ({"name": "q"}, {}, "queues: missing or not a list"),
+    ],
+)
 def test_bad_input_is_refused_naming_the_queue_and_field(
-    queues: Any, top: dict[str, Any], message: str,
+    queues: Any,
+    top: dict[str, Any],
+    message: str,
 ) -> None:
     with pytest.raises(InputError) as caught:
         fairshare_problem_from_mapping(problem(queues, **top), "fs.yaml")

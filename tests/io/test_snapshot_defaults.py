@@ -23,15 +23,18 @@ def group_named(snapshot: ClusterSnapshot, name: str) -> PodGroup:
 
 # ------------------------------------------------------------------ queues
 
+
 def test_a_queue_without_priority_gets_100() -> None:
     assert queue_named(load(m.queue("q")), "q").priority == 100
     assert queue_named(load(m.queue("q", priority=7)), "q").priority == 7
 
 
 def test_queue_memory_is_in_millions_of_bytes_and_cpu_in_millicores() -> None:
-    resources = {"gpu": {"quota": 2.5, "overQuotaWeight": 3, "limit": 4},
-                 "cpu": {"quota": 8000, "overQuotaWeight": 1, "limit": 16000},
-                 "memory": {"quota": 1000, "overQuotaWeight": 1, "limit": 2500}}
+    resources = {
+        "gpu": {"quota": 2.5, "overQuotaWeight": 3, "limit": 4},
+        "cpu": {"quota": 8000, "overQuotaWeight": 1, "limit": 16000},
+        "memory": {"quota": 1000, "overQuotaWeight": 1, "limit": 2500},
+    }
     q = queue_named(load(m.queue("q", resources=resources)), "q")
     assert (q.gpu.quota, q.gpu.over_quota_weight, q.gpu.limit) == (2.5, 3, 4)
     assert (q.cpu.quota, q.cpu.limit) == (8000, 16000)
@@ -58,6 +61,7 @@ def test_queue_creation_time_orders_ties() -> None:
 
 
 # ------------------------------------------------------------------ priority and preemptibility
+
 
 def test_priority_comes_from_the_named_priority_class() -> None:
     snapshot = load(m.priority_class("inference", 125), m.pod_group("g", "q", priority_class_name="inference"))
@@ -87,12 +91,17 @@ def test_preemptibility_follows_the_priority_value(value: int, preemptible: bool
     assert group_named(snapshot, "g").preemptible is preemptible
 
 
-@pytest.mark.parametrize(("value", "setting", "preemptible"), [
-    (125, "preemptible", True), (50, "non-preemptible", False),
-])
+@pytest.mark.parametrize(
+    ("value", "setting", "preemptible"),
+    [
+        (125, "preemptible", True),
+        (50, "non-preemptible", False),
+    ],
+)
 def test_spec_preemptibility_overrides_the_priority(value: int, setting: str, preemptible: bool) -> None:
-    snapshot = load(m.priority_class("pc", value),
-                    m.pod_group("g", "q", priority_class_name="pc", preemptibility=setting))
+    snapshot = load(
+        m.priority_class("pc", value), m.pod_group("g", "q", priority_class_name="pc", preemptibility=setting)
+    )
     group = group_named(snapshot, "g")
     assert group.preemptible is preemptible and group.priority == value
 
@@ -104,6 +113,7 @@ def test_the_preemptibility_label_on_a_pod_group_counts_too() -> None:
 
 
 # ------------------------------------------------------------------ queue of a job
+
 
 def test_a_pod_group_without_a_queue_takes_its_pods_queue_label() -> None:
     snapshot = load(m.pod_group("g", None), m.pod("p", queue_name="team-a", group="g"))
@@ -147,8 +157,7 @@ def test_an_invalid_preemptibility_label_on_a_pod_is_ignored_with_a_warning() ->
 def test_pods_of_one_owner_share_one_implicit_group_named_after_it() -> None:
     def owned(name: str) -> m.Manifest:
         manifest = m.pod(name, queue_name="q")
-        manifest["metadata"]["ownerReferences"] = [
-            {"kind": "Job", "name": "train", "uid": "u1", "controller": True}]
+        manifest["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "train", "uid": "u1", "controller": True}]
         return manifest
 
     snapshot = load(owned("train-a"), owned("train-b"))
@@ -162,6 +171,7 @@ def test_pods_of_other_schedulers_get_no_pod_group() -> None:
 
 
 # ------------------------------------------------------------------ nodes and pods
+
 
 def test_node_units_and_gpu_memory_label() -> None:
     snapshot = load(m.node("n1", gpu=4, cpu="32", memory="256Gi", labels={"nvidia.com/gpu.memory": "81559"}))
@@ -177,7 +187,8 @@ def test_a_node_that_is_not_ready_is_kept_but_marked() -> None:
 def test_pod_requests_add_up_over_containers_and_limits_stand_in_for_missing_requests() -> None:
     manifest = m.pod("p", cpu="500m", memory="1Gi")
     manifest["spec"]["containers"].append(
-        {"name": "side", "resources": {"limits": {"cpu": "250m", "memory": "512Mi", "nvidia.com/gpu": "1"}}})
+        {"name": "side", "resources": {"limits": {"cpu": "250m", "memory": "512Mi", "nvidia.com/gpu": "1"}}}
+    )
     requests = load(manifest).pods[0].requests
     assert (requests.cpu, requests.memory, requests.gpu) == (750, 1.5 * 2**30, 1)
 

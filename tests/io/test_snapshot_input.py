@@ -11,8 +11,12 @@ from kai_ray.io.snapshot_loader import load_snapshot, snapshot_from_documents
 from tests import manifests as m
 
 CLUSTER = [
-    m.node("n1"), m.queue("parent"), m.queue("child", parent="parent"),
-    m.pod_group("g", "child", min_member=2), m.pod("g-0", "child", group="g"), m.pod("g-1", "child", group="g"),
+    m.node("n1"),
+    m.queue("parent"),
+    m.queue("child", parent="parent"),
+    m.pod_group("g", "child", min_member=2),
+    m.pod("g-0", "child", group="g"),
+    m.pod("g-1", "child", group="g"),
 ]
 
 
@@ -35,7 +39,8 @@ def test_a_kubectl_get_all_dump_skips_and_counts_the_kinds_kai_ray_does_not_use(
     web = m.pod("web-7d4b9-abcde", scheduler="default-scheduler", node_name="n1", phase="Running")
     web["metadata"]["ownerReferences"] = [{"kind": "ReplicaSet", "name": "web-7d4b9", "uid": "r1", "controller": True}]
     dump = [
-        m.node("n1"), web,
+        m.node("n1"),
+        web,
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "team"}, "spec": {}},
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kubernetes", "namespace": "default"}},
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "team"}},
@@ -50,10 +55,14 @@ def test_a_kubectl_get_all_dump_skips_and_counts_the_kinds_kai_ray_does_not_use(
 
 
 def test_an_orphan_queue_and_its_subtree_are_dropped_with_a_warning() -> None:
-    snapshot = snapshot_from_documents([
-        m.queue("root"), m.queue("kept", parent="root"),
-        m.queue("orphan", parent="gone"), m.queue("orphan-child", parent="orphan"),
-    ])
+    snapshot = snapshot_from_documents(
+        [
+            m.queue("root"),
+            m.queue("kept", parent="root"),
+            m.queue("orphan", parent="gone"),
+            m.queue("orphan-child", parent="orphan"),
+        ]
+    )
     assert sorted(q.name for q in snapshot.queues) == ["kept", "root"]
     warnings = " | ".join(snapshot.report.warnings)
     assert "Queue orphan: dropped" in warnings and "Queue orphan-child: dropped" in warnings
@@ -61,9 +70,12 @@ def test_an_orphan_queue_and_its_subtree_are_dropped_with_a_warning() -> None:
 
 
 def test_pods_naming_a_missing_queue_or_pod_group_are_kept_for_the_session_to_explain() -> None:
-    snapshot = snapshot_from_documents([
-        m.pod("no-queue", queue_name="nowhere"), m.pod("no-group", queue_name="q", group="ghost"),
-    ])
+    snapshot = snapshot_from_documents(
+        [
+            m.pod("no-queue", queue_name="nowhere"),
+            m.pod("no-group", queue_name="q", group="ghost"),
+        ]
+    )
     assert sorted(p.name for p in snapshot.pods) == ["no-group", "no-queue"]
     assert next(p for p in snapshot.pods if p.name == "no-group").pod_group == "ghost"
     assert [g.queue for g in snapshot.pod_groups] == ["nowhere"]

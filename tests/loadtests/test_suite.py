@@ -29,9 +29,11 @@ def test_more_pods_than_fit_are_reported_not_placed() -> None:
 
 
 def test_targets_compare_the_best_kai_ray_row_with_the_goals() -> None:
-    rows = [BenchRow("SchedulingBasic 1,000 nodes / 2,000 pods", "baseline: per-pod full scan", 2000, 1.0),
-            BenchRow("SchedulingBasic 1,000 nodes / 2,000 pods", "kai-ray: in-process, 1 shard", 2000, 0.1),
-            BenchRow("KAI fill: 100 x 8-GPU nodes / 800 one-GPU jobs", "kai-ray: in-process, 1 shard", 800, 2.5)]
+    rows = [
+        BenchRow("SchedulingBasic 1,000 nodes / 2,000 pods", "baseline: per-pod full scan", 2000, 1.0),
+        BenchRow("SchedulingBasic 1,000 nodes / 2,000 pods", "kai-ray: in-process, 1 shard", 2000, 0.1),
+        BenchRow("KAI fill: 100 x 8-GPU nodes / 800 one-GPU jobs", "kai-ray: in-process, 1 shard", 800, 2.5),
+    ]
     compare(rows[:2], rows[0])
     checked = {target: met for target, _, met in targets(rows, quick=True)}
     assert checked[">= 10,000 pods/s at 1,000 nodes"] and checked[">= 5x the baseline"]

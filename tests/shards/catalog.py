@@ -41,10 +41,15 @@ def make_node(name: str, kind: str, scale: float = 1.0, ready: bool = True, zone
     spec = NODE_KINDS[kind]
     return Node(
         name,
-        ResourceVector.of(cpu=spec.cpu * scale, memory=spec.memory * scale, gpu=round(spec.gpu * scale),
-                          pods=max(1, round(spec.pods * scale)),
-                          scalars={k: round(v * scale) for k, v in spec.scalars.items()}),
-        labels={"kubernetes.io/hostname": name, "pool": kind, "zone": zone}, ready=ready,
+        ResourceVector.of(
+            cpu=spec.cpu * scale,
+            memory=spec.memory * scale,
+            gpu=round(spec.gpu * scale),
+            pods=max(1, round(spec.pods * scale)),
+            scalars={k: round(v * scale) for k, v in spec.scalars.items()},
+        ),
+        labels={"kubernetes.io/hostname": name, "pool": kind, "zone": zone},
+        ready=ready,
         gpu_memory_mib=spec.gpu_mem,
     )
 
@@ -95,14 +100,30 @@ class Held:
 
 def make_pod(key: str, ask: Ask, state: PodState, node: str | None, groups: tuple[str, ...] = ()) -> Pod:
     namespace, name = key.split("/")
-    return Pod(namespace, name, uid=f"uid-{name}", state=state, node=node, requests=ask.requests,
-               gpu_share=ask.share, gpu_groups=groups if ask.share else (), node_selector=dict(ask.selector))
+    return Pod(
+        namespace,
+        name,
+        uid=f"uid-{name}",
+        state=state,
+        node=node,
+        requests=ask.requests,
+        gpu_share=ask.share,
+        gpu_groups=groups if ask.share else (),
+        node_selector=dict(ask.selector),
+    )
 
 
-def placement(key: str, ask: Ask, node: str, pipelined: bool, shares: tuple[tuple[str, int], ...] = (),
-              create: tuple[str, ...] = ()) -> Placement:
-    return Placement(key, node, ask.requests, pipelined, ask.share, shares if ask.share else (),
-                     create if ask.share else ())
+def placement(
+    key: str,
+    ask: Ask,
+    node: str,
+    pipelined: bool,
+    shares: tuple[tuple[str, int], ...] = (),
+    create: tuple[str, ...] = (),
+) -> Placement:
+    return Placement(
+        key, node, ask.requests, pipelined, ask.share, shares if ask.share else (), create if ask.share else ()
+    )
 
 
 def placement_of(key: str, ask: Ask, node: str, choice: Choice) -> Placement:

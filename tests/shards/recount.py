@@ -88,16 +88,20 @@ def overcommitted(table: NodeTable, counted: Recount) -> list[str]:
         device = int(table.gpu_mem[row])
         for gid, (active, releasing, pipelined) in groups.items():
             if active + releasing > device or active + pipelined > device:
-                problems.append(f"{table.names[row]}: shared GPU {gid} holds {active}+{releasing}+{pipelined} MiB "
-                                f"of {device}")
+                problems.append(
+                    f"{table.names[row]}: shared GPU {gid} holds {active}+{releasing}+{pipelined} MiB of {device}"
+                )
     return problems
 
 
 def bookkeeping_errors(table: NodeTable, counted: Recount) -> list[str]:
     """Where the shard's own sums and views differ from the recount (empty: none)."""
     problems = []
-    for label, mine, theirs in (("held", counted.held, table.held), ("idle", counted.idle, table.idle),
-                                ("future", counted.future, table.future)):
+    for label, mine, theirs in (
+        ("held", counted.held, table.held),
+        ("idle", counted.idle, table.idle),
+        ("future", counted.future, table.future),
+    ):
         if mine.shape != theirs.shape:
             problems.append(f"{label}: shape {theirs.shape}, recount {mine.shape}")
         elif np.max(np.abs(mine - theirs), initial=0.0) > TOLERANCE:

@@ -57,9 +57,17 @@ def test_a_new_shard_takes_about_its_share() -> None:
 
 def test_owners_are_the_same_in_another_process() -> None:
     nodes = [f"gpu-node-{i}" for i in range(50)]
-    script = ("import json, sys; from shards import partitioner; "
-              "print(json.dumps(partitioner.assign(json.loads(sys.argv[1]), [0, 1, 2, 3, 4])))")
+    script = (
+        "import json, sys; from shards import partitioner; "
+        "print(json.dumps(partitioner.assign(json.loads(sys.argv[1]), [0, 1, 2, 3, 4])))"
+    )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
-    out = subprocess.run([sys.executable, "-c", script, json.dumps(nodes)], capture_output=True, text=True,
-                         check=True, env=env, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    out = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(nodes)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+    )
     assert json.loads(out.stdout) == partitioner.assign(nodes, [0, 1, 2, 3, 4])

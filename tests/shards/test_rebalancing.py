@@ -72,25 +72,41 @@ def cluster_state(shards: dict[int, Shard], unsettled: set[str]) -> tuple[dict[s
     for shard in shards.values():
         table = shard.table
         columns = ["cpu", "memory", "gpu", "pods", *table.schema.scalars]
-        kept = [*((("pod", 0.0), h) for h in shard.pods.values()),
-                *(((r.rid, r.deadline), h) for r in shard.book.prepared() if r.rid not in unsettled
-                  for h in r.holdings)]
+        kept = [
+            *((("pod", 0.0), h) for h in shard.pods.values()),
+            *(((r.rid, r.deadline), h) for r in shard.book.prepared() if r.rid not in unsettled for h in r.holdings),
+        ]
         counted = recount(table, [h for _, h in kept])
         live: dict[int, list[tuple[object, ...]]] = {}
         for (holder, deadline), h in kept:
-            live.setdefault(h.node, []).append((holder, deadline, h.pod, int(h.kind), by_name(columns, h.vector),
-                                                tuple(sorted(h.shares)), tuple(sorted(h.created_groups))))
+            live.setdefault(h.node, []).append(
+                (
+                    holder,
+                    deadline,
+                    h.pod,
+                    int(h.kind),
+                    by_name(columns, h.vector),
+                    tuple(sorted(h.shares)),
+                    tuple(sorted(h.created_groups)),
+                )
+            )
         for row, name in enumerate(table.names):
             if not table.present[row]:
                 continue
             if name in nodes:
                 duplicated.append(name)
             nodes[name] = (
-                by_name(columns, table.alloc[row]), [by_name(columns, counted.held[k, row]) for k in Kind],
-                by_name(columns, counted.idle[row]), by_name(columns, counted.future[row]),
+                by_name(columns, table.alloc[row]),
+                [by_name(columns, counted.held[k, row]) for k in Kind],
+                by_name(columns, counted.idle[row]),
+                by_name(columns, counted.future[row]),
                 {g: (*mib, table.groups[row][g].owns_slot) for g, mib in counted.groups[row].items()},
-                table.labels[row], table.taints[row], bool(table.ready[row]), bool(table.unschedulable[row]),
-                int(table.gpu_mem[row]), sorted(live.get(row, []), key=repr),
+                table.labels[row],
+                table.taints[row],
+                bool(table.ready[row]),
+                bool(table.unschedulable[row]),
+                int(table.gpu_mem[row]),
+                sorted(live.get(row, []), key=repr),
             )
     return nodes, duplicated
 
@@ -202,7 +218,7 @@ class RebalancingMachine(RuleBasedStateMachine):
             ask, node = self._ask_and_node(data)
             pipelined = data.draw(st.booleans())
             shard = self._owner(node)
-            device = shard.table.gpu_mem[shard.table.index[node]:][:1]
+            device = shard.table.gpu_mem[shard.table.index[node] :][:1]
             mib = int(share_mib(ask.share, device)[0]) if ask.share else 0
             groups = tuple(self._next(f"{node}-new") for _ in range(ask.share.devices if ask.share else 0))
             key = self._next("default/p")
@@ -232,8 +248,13 @@ class RebalancingMachine(RuleBasedStateMachine):
             return ask, shard.table.names[choice.node]
         node = data.draw(st.sampled_from(sorted(self.present)))
         hardware = NODE_KINDS[self.hardware[node]]
-        suits = [a for a in ASKS if a.gpu <= hardware.gpu and (hardware.gpu or not a.share)
-                 and all(hardware.scalars.get(name, 0) >= amount for name, amount in a.scalars)]
+        suits = [
+            a
+            for a in ASKS
+            if a.gpu <= hardware.gpu
+            and (hardware.gpu or not a.share)
+            and all(hardware.scalars.get(name, 0) >= amount for name, amount in a.scalars)
+        ]
         return data.draw(st.sampled_from(suits)), node
 
     @rule(data=st.data())
@@ -349,7 +370,9 @@ class RebalancingMachine(RuleBasedStateMachine):
 
 
 RebalancingMachine.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=50, deadline=None,
+    max_examples=150,
+    stateful_step_count=50,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestRebalancing = RebalancingMachine.TestCase
@@ -362,8 +385,9 @@ def test_a_moved_part_of_a_reservation_follows_its_expiry_on_the_receiving_shard
     backend = InProcessShards([Shard(0, reservation_ttl=TTL)])
     shard_set = ShardSet(backend)
     shard_set.resize(2)
-    names = [n for n in NAMES if partitioner.owner(n, [0, 1]) == 1][:1] + \
-        [n for n in NAMES if partitioner.owner(n, [0, 1]) == 0][:1]
+    names = [n for n in NAMES if partitioner.owner(n, [0, 1]) == 1][:1] + [
+        n for n in NAMES if partitioner.owner(n, [0, 1]) == 0
+    ][:1]
     shard_set.apply(ClusterDeltas(nodes_upserted=tuple(make_node(n, "cpu") for n in names)))
     shard_set.flush()
     ask = ASKS[0]

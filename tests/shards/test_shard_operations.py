@@ -63,9 +63,11 @@ class TableState:
 def table_state(shard: Shard) -> TableState:
     table = shard.table
     names = ["cpu", "memory", "gpu", "pods", *table.schema.scalars]
-    columns = {f"{label} {name}": values[..., j].copy()
-               for label, values in (("held", table.held), ("idle", table.idle), ("future", table.future))
-               for j, name in enumerate(names)}
+    columns = {
+        f"{label} {name}": values[..., j].copy()
+        for label, values in (("held", table.held), ("idle", table.idle), ("future", table.future))
+        for j, name in enumerate(names)
+    }
     groups = [{g: (u.active, u.releasing, u.pipelined, u.owns_slot) for g, u in row.items()} for row in table.groups]
     return TableState(columns, groups)
 
@@ -108,10 +110,14 @@ class ShardMachine(RuleBasedStateMachine):
         return True
 
     # ------------------------------------------------------------------ node deltas
-    @initialize(data=st.data(), kinds=st.lists(st.sampled_from(sorted(NODE_KINDS)), min_size=1, max_size=3),
-                pods=st.lists(st.tuples(st.sampled_from(ASKS), STARTING_STATES), max_size=6))
-    def start_with_a_busy_cluster(self, data: st.DataObject, kinds: list[str],
-                                  pods: list[tuple[Ask, PodState]]) -> None:
+    @initialize(
+        data=st.data(),
+        kinds=st.lists(st.sampled_from(sorted(NODE_KINDS)), min_size=1, max_size=3),
+        pods=st.lists(st.tuples(st.sampled_from(ASKS), STARTING_STATES), max_size=6),
+    )
+    def start_with_a_busy_cluster(
+        self, data: st.DataObject, kinds: list[str], pods: list[tuple[Ask, PodState]]
+    ) -> None:
         for name, kind in zip(NAMES, kinds, strict=False):
             self.add_node(name, kind)
         for ask, state in pods:
@@ -155,8 +161,11 @@ class ShardMachine(RuleBasedStateMachine):
         return tuple(chosen)
 
     @precondition(lambda self: self.hardware)
-    @rule(data=st.data(), ask=st.sampled_from(ASKS),
-          state=st.sampled_from((PodState.RUNNING, PodState.BINDING, PodState.RELEASING)))
+    @rule(
+        data=st.data(),
+        ask=st.sampled_from(ASKS),
+        state=st.sampled_from((PodState.RUNNING, PodState.BINDING, PodState.RELEASING)),
+    )
     def pod_placed_elsewhere(self, data: st.DataObject, ask: Ask, state: PodState) -> None:
         """A pod the shard did not place shows up on a node (another scheduler, or before a restart)."""
         node = data.draw(st.sampled_from(sorted(self.hardware)))
@@ -172,8 +181,9 @@ class ShardMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def pod_terminating(self, data: st.DataObject) -> None:
         held = self.pods[data.draw(st.sampled_from(self._pods_of_kind(Kind.ACTIVE)))]
-        self.shard.apply(ShardDeltas(pods_upserted=(
-            make_pod(held.key, held.ask, PodState.RELEASING, held.node, held.groups),)))
+        self.shard.apply(
+            ShardDeltas(pods_upserted=(make_pod(held.key, held.ask, PodState.RELEASING, held.node, held.groups),))
+        )
         self.pods[held.key] = Held(held.key, held.ask, held.node, Kind.RELEASING, held.groups)
 
     @precondition(lambda self: self.pods)
@@ -189,8 +199,9 @@ class ShardMachine(RuleBasedStateMachine):
         """The watch reports the pod running where the shard already holds it: nothing changes."""
         held = self.pods[data.draw(st.sampled_from(self._pods_of_kind(Kind.ACTIVE)))]
         before = table_state(self.shard)
-        self.shard.apply(ShardDeltas(pods_upserted=(
-            make_pod(held.key, held.ask, PodState.RUNNING, held.node, held.groups),)))
+        self.shard.apply(
+            ShardDeltas(pods_upserted=(make_pod(held.key, held.ask, PodState.RUNNING, held.node, held.groups),))
+        )
         assert unchanged(before, table_state(self.shard))
 
     @precondition(lambda self: self._pods_of_kind(Kind.ACTIVE))
@@ -210,8 +221,9 @@ class ShardMachine(RuleBasedStateMachine):
             self.pods[held.key] = Held(held.key, held.ask, held.node, Kind.ACTIVE, held.groups)
 
     # ------------------------------------------------------------------ two-phase commit
-    def _placement(self, data: st.DataObject, node: str, ask: Ask | None = None,
-                   join: bool = False) -> tuple[Placement, Held]:
+    def _placement(
+        self, data: st.DataObject, node: str, ask: Ask | None = None, join: bool = False
+    ) -> tuple[Placement, Held]:
         ask = ask or data.draw(st.sampled_from(ASKS))
         pipelined = data.draw(st.booleans())
         key = self._next("default/p")
@@ -284,8 +296,11 @@ class ShardMachine(RuleBasedStateMachine):
         assert set(reply.held) | set(reply.refused) == {i.rid for i in items}
         assert not set(reply.held) & set(reply.refused)
         for item in items:
-            event("prepare held" if item.rid in reply.held else
-                  "prepare refused: " + reply.refused[item.rid].split(": ")[-1].split(" for pod")[0])
+            event(
+                "prepare held"
+                if item.rid in reply.held
+                else "prepare refused: " + reply.refused[item.rid].split(": ")[-1].split(" for pod")[0]
+            )
             known = self.reservations.get(item.rid)
             if known is not None:
                 assert (item.rid in reply.held) == (known.state == PREPARED), (item.rid, known.state, reply)
@@ -378,7 +393,9 @@ class ShardMachine(RuleBasedStateMachine):
 
 
 ShardMachine.TestCase.settings = settings(
-    max_examples=300, stateful_step_count=50, deadline=None,
+    max_examples=300,
+    stateful_step_count=50,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestShardOperations = ShardMachine.TestCase

@@ -16,17 +16,34 @@ from kai_ray.sim.engine import SimSettings, Simulation
 from kai_ray.sim.run import SimulationRun
 from kai_ray.sim.workload import generate
 
-DESIGN_KEYS = {"nodes", "pods", "podsPerSecond", "sessionLatencyP99Seconds", "partialGangs", "gpuUtilization",
-               "fairShareError", "rssBytes"}
-WALL_CLOCK_KEYS = {"podsPerSecond", "sessionLatencyP50Seconds", "sessionLatencyP99Seconds", "wallSeconds",
-                   "schedulerSeconds", "rssBytes", "setupSeconds", "metrics"}
+DESIGN_KEYS = {
+    "nodes",
+    "pods",
+    "podsPerSecond",
+    "sessionLatencyP99Seconds",
+    "partialGangs",
+    "gpuUtilization",
+    "fairShareError",
+    "rssBytes",
+}
+WALL_CLOCK_KEYS = {
+    "podsPerSecond",
+    "sessionLatencyP50Seconds",
+    "sessionLatencyP99Seconds",
+    "wallSeconds",
+    "schedulerSeconds",
+    "rssBytes",
+    "setupSeconds",
+    "metrics",
+}
 
 
 def simulate(nodes: int = 24, jobs: int = 60, hours: float = 3.0, seed: int = 5) -> Simulation:
     cluster = model_nodes(nodes, taint=True)
     workload = generate(sum(n.allocatable.gpu for n in cluster), seed, jobs=jobs, arrival_window=3600)
-    simulation = Simulation(in_process_coordinator(SchedulerConfig(), 1), cluster, workload,
-                            SimSettings(horizon=hours * 3600))
+    simulation = Simulation(
+        in_process_coordinator(SchedulerConfig(), 1), cluster, workload, SimSettings(horizon=hours * 3600)
+    )
     simulation.run()
     return simulation
 
@@ -85,8 +102,24 @@ def test_the_same_seed_gives_the_same_run_and_another_seed_another() -> None:
 
 def test_the_cli_writes_the_report_json_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out, plots = tmp_path / "report.json", tmp_path / "plots"
-    code = main(["simulate", "--nodes", "12", "--jobs", "20", "--hours", "1",
-                 "--shards", "1", "--no-progress", "--json", str(out), "--plot", str(plots)])
+    code = main(
+        [
+            "simulate",
+            "--nodes",
+            "12",
+            "--jobs",
+            "20",
+            "--hours",
+            "1",
+            "--shards",
+            "1",
+            "--no-progress",
+            "--json",
+            str(out),
+            "--plot",
+            str(plots),
+        ]
+    )
     assert code == 0
     text = capsys.readouterr().out
     assert "partial gangs      0" in text and "GPU utilization" in text
@@ -97,8 +130,9 @@ def test_the_cli_writes_the_report_json_and_plots(tmp_path: Path, capsys: pytest
     assert sorted(p.name for p in plots.iterdir()) == ["gpu-utilization.png", "queue-shares.png"]
 
 
-@pytest.mark.parametrize("flag, value", [("--nodes", "0"), ("--jobs", "-3"), ("--hours", "0"), ("--shards", "0"),
-                                         ("--load", "0")])
+@pytest.mark.parametrize(
+    "flag, value", [("--nodes", "0"), ("--jobs", "-3"), ("--hours", "0"), ("--shards", "0"), ("--load", "0")]
+)
 def test_bad_sizes_are_one_line_errors(flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", flag, value, "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
