@@ -83,10 +83,9 @@ class Shard:
         hold = pod_hold(self.table, pod)
         current = self.pods.get(pod.key)
         if hold is None:
-            if current is not None and pod.node is None and pod.state.value == "Pending":
-                self._drop_pod(pod.key)  # a failed bind: the pod is pending again
-            elif current is not None and (pod.node is None or pod.node not in self.table.index):
-                self._drop_pod(pod.key)
+            # The pod holds nothing here any more: pending again after a failed bind, finished
+            # (Succeeded/Failed keep their nodeName but free their node), or moved off this shard.
+            self._drop_pod(pod.key)
             return
         if (
             current is not None
