@@ -19,8 +19,11 @@ class ClusterModel:
     def apply(self, deltas: ClusterDeltas) -> ClusterDeltas:
         """Take in changes; returns them as the shards must see them (assumed binds kept)."""
         pods = tuple(self._keep_assumption(pod) for pod in deltas.pods_upserted)
+        arriving = {n.name for n in deltas.nodes_upserted if n.name not in self.nodes}
         for node in deltas.nodes_upserted:
             self.nodes[node.name] = node
+        if arriving:
+            pods += self._pods_on(arriving, {p.key for p in pods})
         for name in deltas.nodes_removed:
             self.nodes.pop(name, None)
         for pod in pods:
@@ -37,6 +40,11 @@ class ClusterModel:
         for key in deltas.pod_groups_removed:
             self.pod_groups.pop(key, None)
         return replace(deltas, pods_upserted=pods)
+
+    def _pods_on(self, nodes: set[str], skip: set[str]) -> tuple[Pod, ...]:
+        """Pods this model still places on ``nodes``: a node that was deleted and registers again
+        brings back what is bound to it (the shards forgot those pods when it went away)."""
+        return tuple(p for p in self.pods.values() if p.node in nodes and p.key not in skip)
 
     def _keep_assumption(self, pod: Pod) -> Pod:
         """An update that predates our bind (the watch has not seen it yet) must not undo it:
