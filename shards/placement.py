@@ -297,10 +297,15 @@ class Placer:
             counts[why] = n
         remaining = present & admitted
         request = table.schema.vector(shape.request)
-        largest = {
-            name: float(table.alloc[remaining, column].max(initial=0.0))
-            for column, name in ((CPU, "cpu"), (MEMORY, "memory"), (GPU, "gpu"))
-        }
+        # No node the pod may use at all: there is no "largest" one to compare its request with.
+        largest = (
+            {
+                name: float(table.alloc[remaining, column].max(initial=0.0))
+                for column, name in ((CPU, "cpu"), (MEMORY, "memory"), (GPU, "gpu"))
+            }
+            if remaining.any()
+            else {}
+        )
         checks = [(CPU, "too little free CPU"), (MEMORY, "too little free memory"), (GPU, "too few free GPUs")]
         for column, label in checks:
             if column == GPU and shape.share is not None:
@@ -335,7 +340,7 @@ class Diagnosis:
         counts = dict(self.counts)
         for why, n in other.counts.items():
             counts[why] = counts.get(why, 0) + n
-        largest = {k: max(v, other.largest.get(k, 0.0)) for k, v in self.largest.items()}
+        largest = {k: max(self.largest.get(k, 0.0), other.largest.get(k, 0.0)) for k in {*self.largest, *other.largest}}
         return Diagnosis(self.nodes + other.nodes, counts, largest)
 
     def describe(self, shape: TaskShape) -> str:
@@ -345,6 +350,10 @@ class Diagnosis:
         ranked = sorted(self.counts.items(), key=lambda item: (-item[1], item[0]))
         detail = ", ".join(f"{n} {why}" for why, n in ranked) or "no node fits"
         text = f"0/{self.nodes} nodes fit: {detail}"
+        if not self.largest:  # every node was turned away before its capacity was looked at
+            if set(self.counts) <= {"not ready", "unschedulable"}:
+                text += "; every node is not ready or cordoned"
+            return text
         asks = shape.request
         for name, wanted, unit in (
             ("gpu", asks.gpu, "GPUs"),
