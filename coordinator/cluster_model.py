@@ -15,6 +15,7 @@ class ClusterModel:
         self.pods: dict[str, Pod] = {}
         self.pod_groups: dict[str, PodGroup] = {}
         self.queues: dict[str, Queue] = {}
+        self.unusable_queues: dict[str, str] = {}  # left out of the tree: name -> why
 
     def apply(self, deltas: ClusterDeltas) -> ClusterDeltas:
         """Take in changes; returns them as the shards must see them (assumed binds kept)."""
@@ -35,6 +36,8 @@ class ClusterModel:
             self.queues[queue.name] = queue
         for name in deltas.queues_removed:
             self.queues.pop(name, None)
+        if deltas.unusable_queues is not None:
+            self.unusable_queues = dict(deltas.unusable_queues)
         for group in deltas.pod_groups_upserted:
             self.pod_groups[group.key] = group
         for key in deltas.pod_groups_removed:
@@ -65,6 +68,7 @@ class ClusterModel:
             pods=tuple(self.pods.values()),
             pod_groups=tuple(self.pod_groups.values()),
             queues=tuple(self.queues.values()),
+            unusable_queues=self.unusable_queues,
         )
 
     def assume_bound(self, key: str, node: str, gpu_groups: tuple[str, ...]) -> Pod | None:

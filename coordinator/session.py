@@ -9,7 +9,7 @@ schedulers' pods.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,6 +45,7 @@ class SessionState:
     placer_type: type[Placer] = Placer  # how pods find nodes (benchmarks swap in a full scan)
     search_paused: frozenset[str] = frozenset()  # jobs whose victim search is backed off this session
     search_failed: set[str] = field(default_factory=set)  # jobs whose victim search failed this session
+    unusable_queues: Mapping[str, str] = field(default_factory=dict)  # queues that exist outside the tree
 
     def explain(self, shape: TaskShape) -> str:
         """Why no node takes ``shape``: this table's nodes now, plus what the shards said of the rest."""
@@ -126,6 +127,7 @@ def open_session(
         all_pods=list(snapshot.pods),
         min_gpu_memory=min_gpu_memory,
         placer_type=placer_type,
+        unusable_queues=snapshot.unusable_queues,
     )
     _attach_placed_pods(state, snapshot.pods, apply=built_here)
     _build_jobs(state, snapshot.pod_groups, ours)

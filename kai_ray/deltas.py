@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kai_ray.model import ClusterSnapshot, Node, Pod, PodGroup, Queue
@@ -17,6 +18,7 @@ class ClusterDeltas:
     queues_removed: tuple[str, ...] = ()
     pod_groups_upserted: tuple[PodGroup, ...] = ()  # priorities and preemptibility already resolved
     pod_groups_removed: tuple[str, ...] = ()  # "namespace/name"
+    unusable_queues: Mapping[str, str] | None = None  # queues left out of the tree and why; None: unchanged
 
     def __bool__(self) -> bool:
         return any(
@@ -29,6 +31,7 @@ class ClusterDeltas:
                 self.queues_removed,
                 self.pod_groups_upserted,
                 self.pod_groups_removed,
+                self.unusable_queues is not None,
             )
         )
 
@@ -40,4 +43,5 @@ class ClusterDeltas:
             pods_upserted=snapshot.pods,
             queues_upserted=snapshot.queues,
             pod_groups_upserted=snapshot.pod_groups,
+            unusable_queues=dict(snapshot.unusable_queues),
         )

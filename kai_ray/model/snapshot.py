@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kai_ray.model.objects import Node, Pod, PodGroup, PriorityClass, Queue
@@ -23,3 +24,6 @@ class ClusterSnapshot:
     queues: tuple[Queue, ...] = ()
     priority_classes: tuple[PriorityClass, ...] = ()
     report: LoadReport = field(default_factory=LoadReport)
+    # Queues that exist but are left out of the tree (orphans, cycles, invalid ones): name -> why.
+    # Jobs naming one wait with that reason rather than "the queue does not exist".
+    unusable_queues: Mapping[str, str] = field(default_factory=dict)
