@@ -21,6 +21,7 @@ from kai_ray.io.documents import iter_objects, parse_documents, read_text
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
+from kai_ray.io.queue_tree import classify
 from kai_ray.model import ClusterSnapshot, LoadReport, Node, Pod, PodGroup, PriorityClass, Queue
 
 
@@ -68,7 +69,7 @@ def snapshot_from_documents(
             _put(classes, reader.name, parse_priority_class(reader), reader, False)
         else:
             skipped[kind] += 1
-    kept_queues = _valid_queue_tree(queues, warnings)
+    kept_queues, unusable_queues = _valid_queue_tree(queues, warnings)
     groups = _resolve_groups(raw_groups, pods, owners, classes, warnings, scheduler_name)
     return ClusterSnapshot(
         nodes=tuple(nodes.values()),
@@ -77,6 +78,7 @@ def snapshot_from_documents(
         queues=tuple(kept_queues),
         priority_classes=tuple(classes.values()),
         report=LoadReport(dict(sorted(skipped.items())), tuple(warnings)),
+        unusable_queues=unusable_queues,
     )
 
 
@@ -94,27 +96,15 @@ def _owner_refs(reader: ObjectReader) -> tuple[OwnerRef, ...]:
     return tuple(refs)
 
 
-def _valid_queue_tree(queues: dict[str, Queue], warnings: list[str]) -> list[Queue]:
-    """Refuse cycles; drop queues whose ancestry leads to a missing parent (KAI's orphans)."""
-    for name in queues:
-        seen = [name]
-        parent = queues[name].parent
-        while parent is not None and parent in queues:
-            if parent in seen:
-                cycle = " -> ".join([*seen[seen.index(parent) :], parent])
-                raise InputError(f"Queue {name}: spec.parentQueue: cycle {cycle}")
-            seen.append(parent)
-            parent = queues[parent].parent
-    kept = []
-    for name, queue in queues.items():
-        ancestor = queue.parent
-        while ancestor is not None and ancestor in queues:
-            ancestor = queues[ancestor].parent
-        if ancestor is not None:
-            warnings.append(f"Queue {name}: dropped, its ancestor queue {ancestor!r} does not exist")
-            continue
-        kept.append(queue)
-    return kept
+def _valid_queue_tree(queues: dict[str, Queue], warnings: list[str]) -> tuple[list[Queue], dict[str, str]]:
+    """Refuse cycles (a snapshot is input to fix); drop orphans as KAI does, with a warning each.
+    Returns the tree's queues and the dropped ones with why."""
+    forest = classify(queues)
+    for name, cycle in forest.cycles.items():
+        raise InputError(f"Queue {name}: spec.parentQueue: cycle {cycle}")
+    for name, why in forest.unusable.items():
+        warnings.append(f"Queue {name}: dropped, {why}")
+    return [queues[name] for name in forest.usable], forest.unusable
 
 
 def _priority(name: str | None, classes: Mapping[str, PriorityClass], where: str, warnings: list[str]) -> int:
