@@ -35,7 +35,7 @@ class PlacementStrategy(BaseModel):
 class SchedulerConfig(BaseModel):
     """One scheduler's settings; field names follow the YAML (KAI SchedulingShard-like)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
 
     schedulerName: str = L.DEFAULT_SCHEDULER_NAME  # noqa: N815
     actions: tuple[ActionName, ...] = DEFAULT_ACTIONS
@@ -53,19 +53,19 @@ class SchedulerConfig(BaseModel):
     defaultPreemptMinRuntime: float = 0.0  # noqa: N815 - seconds
     defaultReclaimMinRuntime: float = 0.0  # noqa: N815 - seconds
 
-    @field_validator(
-        "defaultStalenessGracePeriod",
-        "defaultPreemptMinRuntime",
-        "defaultReclaimMinRuntime",
-        "victimSearchBackoff",
-        mode="before",
-    )
+    @field_validator("defaultStalenessGracePeriod", mode="before")
     @classmethod
-    def _duration(cls, value: Any) -> float:
-        try:
-            return parse_duration(value)
-        except ValueError:
-            raise ValueError(f"bad duration {value!r}") from None
+    def _grace(cls, value: Any) -> float:
+        """A negative grace period means 'never evict a stale gang', as KAI's flag says."""
+        return _duration(value)
+
+    @field_validator("defaultPreemptMinRuntime", "defaultReclaimMinRuntime", "victimSearchBackoff", mode="before")
+    @classmethod
+    def _non_negative_duration(cls, value: Any) -> float:
+        seconds = _duration(value)
+        if seconds < 0:
+            raise ValueError(f"must not be negative, got {value!r}")
+        return seconds
 
     @field_validator("shards")
     @classmethod
@@ -79,3 +79,10 @@ class SchedulerConfig(BaseModel):
         """KAI disables consolidation when either placement strategy is spread."""
         spread = "spread" in (self.placementStrategy.gpu, self.placementStrategy.cpu)
         return tuple(a for a in self.actions if not (spread and a == "consolidation"))
+
+
+def _duration(value: Any) -> float:
+    try:
+        return parse_duration(value)
+    except ValueError:
+        raise ValueError(f"bad duration {value!r}") from None
