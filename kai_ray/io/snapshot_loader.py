@@ -9,7 +9,7 @@ queue or PodGroup are kept (the session leaves them pending with a reason).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from kai_ray.io.documents import iter_objects, parse_documents, read_text
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
+from kai_ray.io.pod_groups import implicit, resolve
 from kai_ray.io.queue_tree import classify
 from kai_ray.model import ClusterSnapshot, LoadReport, Node, Pod, PodGroup, PriorityClass, Queue
 
@@ -52,12 +53,14 @@ def snapshot_from_documents(
         kind = doc.get("kind")
         if not isinstance(kind, str) or not kind:
             raise InputError(f"{source}: document {index}: kind: missing")
-        api_group = str(doc.get("apiVersion", "")).split("/")[0] if "/" in str(doc.get("apiVersion", "")) else ""
+        api_version = str(doc.get("apiVersion") or "")
+        api_group = api_version.split("/")[0] if "/" in api_version else ""
         reader = ObjectReader(doc, index)
+        _check_version(kind, api_group, api_version, reader)
         if kind == "Node" and api_group == "":
             _put(nodes, reader.name, parse_node(reader), reader, False)
         elif kind == "Pod" and api_group == "":
-            pod = parse_pod(reader)
+            pod = parse_pod(reader, warnings)
             _put(pods, pod.key, pod, reader, True)
             owners[pod.key] = _owner_refs(reader)
         elif kind == "Queue" and api_group == "scheduling.run.ai":
@@ -80,6 +83,28 @@ def snapshot_from_documents(
         report=LoadReport(dict(sorted(skipped.items())), tuple(warnings)),
         unusable_queues=unusable_queues,
     )
+
+
+# The versions of each kind this reader understands: another version of a kind it knows could
+# mean other fields (or the same fields meaning other things), so it is refused, not guessed at.
+READ_VERSIONS = {
+    ("Node", ""): ("v1",),
+    ("Pod", ""): ("v1",),
+    ("Queue", "scheduling.run.ai"): ("scheduling.run.ai/v2",),
+    ("PodGroup", "scheduling.run.ai"): ("scheduling.run.ai/v2alpha2",),
+    ("PriorityClass", "scheduling.k8s.io"): ("scheduling.k8s.io/v1",),
+}
+
+
+def _check_version(kind: str, group: str, api_version: str, reader: ObjectReader) -> None:
+    versions = READ_VERSIONS.get((kind, group))
+    if versions is not None and api_version not in versions:
+        namespaced = kind in ("Pod", "PodGroup")
+        raise reader.fail(
+            "apiVersion",
+            f"{api_version or '(missing)'!r} is not read; kai-ray reads {kind} as {', '.join(versions)}",
+            namespaced,
+        )
 
 
 def _put(store: dict[str, Any], key: str, value: Any, reader: ObjectReader, namespaced: bool) -> None:
@@ -107,15 +132,6 @@ def _valid_queue_tree(queues: dict[str, Queue], warnings: list[str]) -> tuple[li
     return [queues[name] for name in forest.usable], forest.unusable
 
 
-def _priority(name: str | None, classes: Mapping[str, PriorityClass], where: str, warnings: list[str]) -> int:
-    if name and name in classes:
-        return classes[name].value
-    if name:
-        warnings.append(f"{where}: PriorityClass {name!r} does not exist, using the default priority")
-    default = next((c.value for c in classes.values() if c.global_default), None)
-    return default if default is not None else L.DEFAULT_JOB_PRIORITY
-
-
 def _resolve_groups(
     raw_groups: Mapping[str, RawPodGroup],
     pods: dict[str, Pod],
@@ -128,72 +144,17 @@ def _resolve_groups(
     for pod in pods.values():
         if pod.pod_group:
             members.setdefault(f"{pod.namespace}/{pod.pod_group}", []).append(pod)
-    groups = []
-    for key, raw in raw_groups.items():
-        queue = raw.queue or next((p.queue_label for p in members.get(key, []) if p.queue_label), None)
-        priority = _priority(raw.priority_class_name, classes, f"PodGroup {key}", warnings)
-        preemptible = (
-            priority < L.PREEMPTIBLE_BELOW if raw.preemptibility is None else (raw.preemptibility == "preemptible")
-        )
-        groups.append(
-            PodGroup(
-                namespace=raw.namespace,
-                name=raw.name,
-                uid=raw.uid,
-                queue=queue or L.DEFAULT_QUEUE,
-                priority=priority,
-                preemptible=preemptible,
-                min_member=raw.min_member,
-                sub_groups=raw.sub_groups,
-                priority_class_name=raw.priority_class_name,
-                created=raw.created,
-                staleness_grace_seconds=raw.staleness_grace_seconds,
-                stale_since=raw.stale_since,
-                last_start=raw.last_start,
-            )
-        )
-    groups.extend(_implicit_groups(pods, owners, classes, warnings, scheduler_name))
-    return groups
-
-
-def _implicit_groups(
-    pods: dict[str, Pod],
-    owners: Mapping[str, tuple[OwnerRef, ...]],
-    classes: Mapping[str, PriorityClass],
-    warnings: list[str],
-    scheduler_name: str,
-) -> Iterable[PodGroup]:
-    """PodGroups for our pods that name none, as KAI's pod grouper would create them."""
-    created: dict[str, PodGroup] = {}
+    groups = [resolve(raw, members.get(key, ()), classes, warnings) for key, raw in raw_groups.items()]
+    # Pods of ours that name no PodGroup get the one KAI's pod grouper would create.
+    implicit_members: dict[str, list[Pod]] = {}
     for key, pod in list(pods.items()):
         if pod.pod_group or pod.scheduler_name != scheduler_name:
             continue
-        spec = implicit_group(pod, owners.get(key, ()))
-        group_key = f"{pod.namespace}/{spec.name}"
-        if group_key not in created:
-            priority = _priority(spec.priority_class_name, classes, f"Pod {key}", warnings)
-            created[group_key] = PodGroup(
-                namespace=pod.namespace,
-                name=spec.name,
-                queue=spec.queue,
-                priority=priority,
-                preemptible=_implicit_preemptible(spec.preemptibility, priority, f"Pod {key}", warnings),
-                min_member=spec.min_member,
-                priority_class_name=spec.priority_class_name,
-                created=pod.created,
-            )
-        pods[key] = replace(pod, pod_group=spec.name)
-    return created.values()
-
-
-def _implicit_preemptible(label: str | None, priority: int, where: str, warnings: list[str]) -> bool:
-    """The pod's preemptibility label if it is valid, else the priority decides. KAI's pod grouper
-    logs an invalid label and ignores it, so it is a warning here, not an input error."""
-    if label in ("preemptible", "non-preemptible"):
-        return label == "preemptible"
-    if label is not None:
-        warnings.append(
-            f"{where}: metadata.labels.{L.PREEMPTIBILITY_LABEL}: ignored {label!r} "
-            "(must be preemptible or non-preemptible)"
-        )
-    return priority < L.PREEMPTIBLE_BELOW
+        name = implicit_group(pod, owners.get(key, ())).name
+        implicit_members.setdefault(f"{pod.namespace}/{name}", []).append(pod)
+        pods[key] = replace(pod, pod_group=name)
+    # A PodGroup object of the same name wins (the pod grouper made it; the pods are not annotated yet).
+    groups.extend(
+        implicit(found, owners, classes, warnings) for k, found in implicit_members.items() if k not in raw_groups
+    )
+    return groups
