@@ -19,16 +19,19 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from coordinator.coordinator import CycleResult
 from k8s_adapter.api import KubeApi
-from k8s_adapter.binder import Binder, BindRequest
+from k8s_adapter.binder import BindBackoff, Binder, BindRequest
 from k8s_adapter.cache import ClusterCache
 from k8s_adapter.evictor import Evictor, EvictRequest
+from k8s_adapter.explain import group_statuses
 from k8s_adapter.grouper import PodGrouper
 from k8s_adapter.kinds import WATCHED
 from k8s_adapter.leader import Leadership
+from k8s_adapter.problems import ProblemReporter
 from k8s_adapter.reflector import Reflector
 from k8s_adapter.status import StatusWriter
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.metrics import SECONDS_BUCKETS, SchedulerMetrics
+from kai_ray.model import PodState
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,7 @@ class SchedulerLoop:
         period: float = 1.0,
         eviction_mode: str = "eviction",
         sync_timeout: float = 30.0,
+        bind_backoff: BindBackoff | None = None,
     ) -> None:
         self.api = api
         self.cache = cache
@@ -83,6 +87,9 @@ class SchedulerLoop:
         self.binder = Binder(api)
         self.evictor = Evictor(api, mode=eviction_mode)
         self.status = StatusWriter(api)
+        self.problems = ProblemReporter(api)
+        self.bind_backoff = bind_backoff or BindBackoff()
+        self.last_outcome: CycleResult | None = None  # the latest cycle's result (for tests and debugging)
         self.grouper = PodGrouper(api)
         self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event) for kind in WATCHED]
         self.state = LoopState()
@@ -100,7 +107,9 @@ class SchedulerLoop:
         watches = [asyncio.create_task(r.run(), name=f"watch-{r.kind.plural}") for r in self.reflectors]
         try:
             await self._wait_for_sync()
+            first = await asyncio.to_thread(self.cache.take_deltas, time.monotonic())
             self.coordinator = self.coordinator_factory(len(self.cache.nodes))
+            await self._locked(self.coordinator.apply, first)
             while not self._stop.is_set():
                 started = time.monotonic()
                 await self.iterate()
@@ -134,7 +143,9 @@ class SchedulerLoop:
         self.state.iterations += 1
         coordinator = self.coordinator
         assert coordinator is not None
-        await self._step("apply", lambda: self._locked(coordinator.apply, self.cache.take_deltas()))
+        # The cache turns watch events into deltas in the worker thread too: at a hundred thousand
+        # pods, that work must not stall the watches and health checks on the event loop.
+        await self._step("apply", lambda: self._locked(self._feed, coordinator))
         await self._step("group", lambda: self.grouper.group(self.cache.ungrouped()))
         if not self.leadership.is_leader():
             return
@@ -146,7 +157,7 @@ class SchedulerLoop:
         await self._step("cycle", cycle)
         if not result:
             return
-        outcome = result[0]
+        outcome = self.last_outcome = result[0]
         # Binds and explanations go on in the background while the next cycle is computed:
         # the coordinator already counts the binds as placed, and only the latest
         # explanation matters. Their failures come back through bind_failed.
@@ -155,6 +166,9 @@ class SchedulerLoop:
         if self._explaining is None or self._explaining.done():
             self._explaining = self._background(self._step("status", lambda: self._explain(outcome)))
         await self._step("metrics", lambda: _sync(lambda: self.metrics.observe_cycle(outcome)))
+
+    def _feed(self, coordinator: CoordinatorLike) -> None:
+        coordinator.apply(self.cache.take_deltas(time.monotonic()))
 
     async def _locked(self, method: Callable[..., Any], *args: Any) -> Any:
         """Coordinator calls one at a time, off the event loop (a cycle takes CPU)."""
@@ -190,21 +204,56 @@ class SchedulerLoop:
             for b in outcome.binds
         ]
         results = await self.binder.bind_all(requests)
-        failed = [r.pod for r in results if not r.ok]
+        failed = [r for r in results if not r.ok]
+        now = time.monotonic()
+        for outcome_of_pod in results:
+            if outcome_of_pod.ok:
+                self.bind_backoff.bound(outcome_of_pod.pod)
+            elif outcome_of_pod.reason != "the pod no longer exists":
+                until = self.bind_backoff.failed(outcome_of_pod.pod, outcome_of_pod.reason, now)
+                self.cache.hold_back(outcome_of_pod.pod, until, outcome_of_pod.reason)
         if failed:
-            await self._locked(coordinator.bind_failed, failed)
+            await self._locked(coordinator.bind_failed, [r.pod for r in failed])
         self.state.binds += len(results) - len(failed)
         self.metrics.observe_binds(len(results) - len(failed), len(failed))
 
     async def _evict(self, outcome: CycleResult) -> None:
-        requests = [EvictRequest(e.pod, e.action, e.preemptor) for e in outcome.evictions]
+        requests = [EvictRequest(e.pod, e.action, e.preemptor, self._uid(e.pod)) for e in outcome.evictions]
         if requests or self.evictor.waiting:
-            report = await self.evictor.evict_all(requests)
+            report = await self.evictor.evict_all(requests, self._still_wanted)
             self.state.evictions += len(report.evicted)
 
+    def _uid(self, pod: str) -> str:
+        record = self.cache.pods.get(pod)
+        return record.uid if record is not None else ""
+
+    def _still_wanted(self, request: EvictRequest) -> str | None:
+        """Why an eviction must not be sent now (None: send it): the state it was decided on is gone."""
+        victim = self.cache.pod_now(request.pod)
+        if victim is None:
+            return "the pod is gone"
+        if request.uid and victim.uid != request.uid:
+            return "the pod was re-created since"
+        if victim.state not in (PodState.RUNNING, PodState.BINDING):
+            return f"the pod is {victim.state.value} already"
+        if request.preemptor is None:
+            return None
+        members = (self.cache.pod_now(p) for p in self.cache.members(request.preemptor))
+        if not any(m is not None and m.state in (PodState.PENDING, PodState.PIPELINED) for m in members):
+            return f"{request.preemptor}, which it made room for, no longer waits"
+        return None
+
     async def _explain(self, outcome: CycleResult) -> None:
-        groups = {key: (d.status, d.reason) for key, d in outcome.decisions.pod_groups.items()}
+        decided = {key: (d.status, d.reason) for key, d in outcome.decisions.pod_groups.items()}
+        problems = self.cache.problems_view
+        await self.problems.publish(problems)
+        self.bind_backoff.forget(lambda pod: (now := self.cache.pod_now(pod)) is not None and now.node is None)
+        groups = group_statuses(decided, problems, self.bind_backoff.failures, self._group_of, time.monotonic())
         await self.status.publish(groups)
+
+    def _group_of(self, pod: str) -> str | None:
+        record = self.cache.pods.get(pod)
+        return f"{record.namespace}/{record.pod_group}" if record is not None and record.pod_group else None
 
 
 async def _sync(action: Callable[[], None]) -> None:

@@ -148,7 +148,12 @@ def _gpu_share(reader: ObjectReader, annotations: Mapping[str, str], whole_gpus:
         return None
     path = "metadata.annotations"
     if whole_gpus:
-        raise reader.fail(path, f"a pod may not request {GPU_RESOURCE} together with a GPU fraction or GPU memory")
+        shared = L.GPU_FRACTION_ANNOTATION if fraction_text is not None else L.GPU_MEMORY_ANNOTATION
+        raise reader.fail(
+            f"{path}.{shared}",
+            f"{(fraction_text if fraction_text is not None else memory_text)!r} together with {whole_gpus:g} "
+            f"{GPU_RESOURCE}: a pod may not request whole GPUs and a GPU fraction or GPU memory",
+        )
     if fraction_text is not None and memory_text is not None:
         raise reader.fail(path, f"set only one of {L.GPU_FRACTION_ANNOTATION} and {L.GPU_MEMORY_ANNOTATION}")
     devices_text = annotations.get(L.GPU_FRACTION_DEVICES_ANNOTATION, "1")
