@@ -78,4 +78,5 @@ def run(args: argparse.Namespace) -> int:
 
         for path in write_plots(outcome.metrics, Path(args.plot)):
             print(f"plot written to {path}", file=sys.stderr)
-    return 0 if outcome.metrics.partial_gangs == 0 and not outcome.metrics.overcommits else 1
+    metrics = outcome.metrics
+    return 0 if metrics.partial_gangs == 0 and not metrics.overcommits and not metrics.accounting_errors else 1

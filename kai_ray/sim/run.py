@@ -9,7 +9,7 @@ from typing import Any
 
 from kai_ray.config import SchedulerConfig
 from kai_ray.sim.cluster import model_nodes
-from kai_ray.sim.engine import Scheduler, SimSettings, Simulation
+from kai_ray.sim.engine import InProcess, Scheduler, SimSettings, Simulation
 from kai_ray.sim.report import SimMetrics
 from kai_ray.sim.summary import render_text
 from kai_ray.sim.workload import Workload, generate, offered_load
@@ -92,7 +92,7 @@ class SimulationRun:
         if self.shards <= 1:
             from kai_ray.runtime import in_process_coordinator
 
-            return in_process_coordinator(self.config, 1), lambda: None
+            return InProcess(in_process_coordinator(self.config, 1)), lambda: None
         from kai_ray.actors import RemoteCoordinator, ensure_ray
 
         ensure_ray()
