@@ -42,3 +42,17 @@ def test_orphan_and_cyclic_queues_are_not_said_to_be_missing() -> None:
     assert _reason(snapshot, "default/k-0") == "queue a is not usable: its parent queues form a cycle (a -> b -> a)"
     missing = build([node("n")], [queue("root")], [JobSpec("j", "nowhere")])
     assert _reason(missing).startswith("QueueDoesNotExist: queue nowhere does not exist")
+
+
+def test_a_running_job_whose_queue_was_deleted_does_not_stop_the_cycle() -> None:
+    """Found by the churn test: reclaim offered it as a victim and every cycle failed on its queue."""
+    snapshot = build(
+        [node("n", gpu=8)],
+        [queue("root"), queue("team", parent="root", gpu_quota=8)],
+        [JobSpec("orphaned", "gone", gpu=8, running_on=["n"], priority=50), JobSpec("j", "team", gpu=8)],
+    )
+    coordinator = in_process_coordinator(config(), shards=2)
+    coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+    result = coordinator.cycle(100.0)
+    assert result.decisions.pods["default/j-0"].status == "Pending"
+    assert result.decisions.pods["default/orphaned-0"].status == "Running"
