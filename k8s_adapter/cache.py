@@ -125,6 +125,16 @@ class ClusterCache:
             self._holds[pod] = (until, why)
 
     # ------------------------------------------------------------------ readers (event loop)
+    def versions_seen(self) -> dict[tuple[str, str], int]:
+        """The resourceVersion of every object the watches delivered, by (kind, key)."""
+        with self._lock:
+            return dict(self._versions)
+
+    def pending_events(self) -> int:
+        """Watch events and holds not yet turned into deltas."""
+        with self._lock:
+            return len(self._inbox) + len(self._relisted) + len(self._holds)
+
     def ungrouped(self) -> list[JSON]:
         """Our live pods that name no PodGroup yet (raw objects): the pod grouper's work list."""
         return list(self.ungrouped_view)
