@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from k8s_adapter.runner import SchedulerLoop
-from tests.adapter.conftest import Env, pod, pod_group, queue, until
+from tests.adapter.conftest import Env, budget, pod, pod_group, queue, until
 
 PODS = "/api/v1/namespaces/default/pods"
 QUEUES = "/apis/scheduling.run.ai/v2/queues"
@@ -94,15 +94,7 @@ async def test_faults_lose_no_pod_and_bind_none_twice(env: Env) -> None:
 
 async def test_evictions_blocked_by_a_budget_are_retried_not_dropped(env: Env) -> None:
     await env.create(QUEUES, queue("q", gpu_quota=0))
-    await env.create(
-        "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "keep"},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "keep"}}},
-        },
-    )
+    await env.create("/apis/policy/v1/namespaces/default/poddisruptionbudgets", budget("keep", "keep"))
     victim = pod("victim", gpus=1, queue_name="q")
     victim["metadata"]["labels"]["app"] = "keep"
     victim["spec"]["nodeName"] = "kwok-node-0"  # only a running pod is protected: Pending ones are always evictable

@@ -6,7 +6,6 @@ backed off and its gang goes stale, and one bad object blocks nobody."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,16 +13,14 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from devcluster import DevCluster
-from k8s_adapter.api import connect
 from k8s_adapter.binder import BindBackoff
 from k8s_adapter.cache import ClusterCache
 from k8s_adapter.leader import Leadership
 from k8s_adapter.runner import SchedulerLoop
 from kai_ray.config import SchedulerConfig
 from kai_ray.runtime import in_process_coordinator
-from kai_ray.sim.cluster import synthetic_nodes
-from tests.adapter.conftest import Env, pod, pod_group, queue, until
+from tests.adapter.conftest import Env, budget, dev_env, pod, pod_group, queue, until
+from tests.adapter.test_end_to_end import running
 
 PODS = "/api/v1/namespaces/default/pods"
 QUEUES = "/apis/scheduling.run.ai/v2/queues"
@@ -34,13 +31,8 @@ NODE = "kwok-node-0"
 @pytest.fixture
 async def one_node(tmp_path: Path) -> AsyncIterator[Env]:
     """One node with 8 GPUs: any GPU counted twice or not at all shows at once."""
-    cluster = DevCluster(nodes=synthetic_nodes(1), start_delay=0.05, max_grace=0.2, bookmark_seconds=0.5)
-    await cluster.start()
-    kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
-    api = await connect(str(kubeconfig))
-    yield Env(cluster, api, kubeconfig, CollectorRegistry())
-    await api.close()
-    await cluster.stop()
+    async with dev_env(tmp_path, 1) as made:
+        yield made
 
 
 def make_loop(env: Env, **config: Any) -> SchedulerLoop:
@@ -54,16 +46,6 @@ def make_loop(env: Env, **config: Any) -> SchedulerLoop:
         period=0.05,
         bind_backoff=BindBackoff(base=0.3, limit=5.0),
     )
-
-
-@contextlib.asynccontextmanager
-async def running(loop: SchedulerLoop) -> AsyncIterator[SchedulerLoop]:
-    task = asyncio.create_task(loop.run())
-    try:
-        yield loop
-    finally:
-        loop.stop()
-        await asyncio.wait_for(task, 10)
 
 
 def stored(env: Env, name: str) -> dict[str, Any] | None:
@@ -170,15 +152,7 @@ async def test_a_blocked_eviction_is_not_sent_once_its_preemptor_is_gone(one_nod
     env = one_node
     await env.create(QUEUES, queue("low", gpu_quota=0))
     await env.create(QUEUES, queue("high", gpu_quota=8))
-    await env.create(
-        "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "keep"},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "keep"}}},
-        },
-    )
+    await env.create("/apis/policy/v1/namespaces/default/poddisruptionbudgets", budget("keep", "keep"))
     victim = pod("victim", gpus=8, queue_name="low")
     victim["metadata"]["labels"]["app"] = "keep"
     await env.create(PODS, victim)

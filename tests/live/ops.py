@@ -4,12 +4,14 @@ controller or kubectl would, with the API's validation), and the faults it injec
 from __future__ import annotations
 
 import contextlib
+import copy
 import random
 from typing import Any
 
 from devcluster import DevCluster
 from devcluster.clock import ManualClock
 from devcluster.errors import ApiError
+from tests.adapter.conftest import queue
 
 Obj = dict[str, Any]
 LEAVES = ("team-a", "team-b", "team-c")
@@ -19,33 +21,19 @@ QUEUES = ("scheduling.run.ai", "v2", "queues")
 NS = "default"
 
 
-def _queue(name: str, parent: str | None, quota: float, limit: float = -1) -> Obj:
-    unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
-    spec: Obj = {
-        "resources": {
-            "gpu": {"quota": quota, "limit": limit, "overQuotaWeight": 1},
-            "cpu": unlimited,
-            "memory": unlimited,
-        }
-    }
-    if parent:
-        spec["parentQueue"] = parent
-    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
-
-
 QUEUE_SHAPES = {
-    "dept": _queue("dept", None, 16),
-    "team-a": _queue("team-a", "dept", 8),
-    "team-b": _queue("team-b", "dept", 4, 12),
-    "team-c": _queue("team-c", "dept", 0),
+    "dept": queue("dept", 16),
+    "team-a": queue("team-a", 8, parent="dept"),
+    "team-b": queue("team-b", 4, 12, parent="dept"),
+    "team-c": queue("team-c", 0, parent="dept"),
 }
 
 
 def seed_objects(cluster: DevCluster) -> None:
     for name, value in CLASSES:
         cluster.create("scheduling.k8s.io", "v1", "priorityclasses", {"metadata": {"name": name}, "value": value})
-    for queue in QUEUE_SHAPES.values():
-        cluster.create(*QUEUES, queue)
+    for shape in QUEUE_SHAPES.values():
+        cluster.create(*QUEUES, copy.deepcopy(shape))
 
 
 def _pod(name: str, rng: random.Random, gpus: int, group: str | None, queue: str, cpu: str = "1") -> Obj:
@@ -174,7 +162,7 @@ class Ops:
         name = rng.choice((*LEAVES, "team-c", "dept"))
         current = self.cluster.get(*QUEUES, name)
         if current is None:
-            self.cluster.create(*QUEUES, QUEUE_SHAPES[name])
+            self.cluster.create(*QUEUES, copy.deepcopy(QUEUE_SHAPES[name]))
         elif name in ("team-c", "dept") and rng.random() < 0.5:
             self.cluster.delete(*QUEUES, name)  # its jobs (or, for dept, every team) have no usable queue
         else:
