@@ -12,15 +12,23 @@ Messages follow the server's field errors, so clients see what a real cluster wo
 
 from __future__ import annotations
 
-from decimal import Decimal
+import re
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from devcluster import errors
 from devcluster.registry import Causes
-from kai_ray.quantity import QuantityError, parse_quantity
 
 Obj = dict[str, Any]
 QUANTITY_PATTERN = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
+# The dev cluster stands alone (it imports nothing of kai-ray), so it reads quantities itself.
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
+_SCALE = {
+    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50), "Ei": Decimal(2**60), "n": Decimal("1e-9"), "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"), "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"),
+    "T": Decimal("1e12"), "P": Decimal("1e15"), "E": Decimal("1e18"),
+}  # fmt: skip
 
 
 def _is_extended(name: str) -> bool:
@@ -29,10 +37,19 @@ def _is_extended(name: str) -> bool:
 
 
 def _quantity(value: Any) -> Decimal:
+    """A quantity's exact value; a JSON number is read as written, as the API server's decoder does."""
+    text = str(value).strip() if isinstance(value, str | int | float) and not isinstance(value, bool) else ""
+    match = _QUANTITY.match(text)
+    if match is None:
+        raise errors.bad_request(f"quantities must match the regular expression '{QUANTITY_PATTERN}'")
+    number, suffix = match.groups()
     try:
-        return parse_quantity(value)
-    except QuantityError:
+        amount = Decimal(number)
+    except InvalidOperation:  # pragma: no cover - the pattern admits only decimals
         raise errors.bad_request(f"quantities must match the regular expression '{QUANTITY_PATTERN}'") from None
+    if not suffix:
+        return amount
+    return amount.scaleb(int(suffix[1:])) if suffix[0] in "eE" else amount * _SCALE[suffix]
 
 
 def _container_causes(path: str, resources: Obj) -> Causes:
