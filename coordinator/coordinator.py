@@ -138,7 +138,14 @@ class Coordinator:
         commit_started = time.perf_counter()
         self._commit_binds(state, now, result)
         stats.commit_seconds = time.perf_counter() - commit_started
-        result.evictions = [EvictIntent(pod, action, by) for pod, action, by in decisions.evictions]
+        # Only a pod placed before this session is there to evict. One that an action placed and a
+        # later action evicted again in the same session is simply not bound; an eviction sent for
+        # it would delete a pending pod (the API deletes unbound pods on eviction).
+        result.evictions = [
+            EvictIntent(pod, action, by)
+            for pod, action, by in decisions.evictions
+            if state.tasks[pod].original_status.active_used
+        ]
         self._remember_job_clock(state)
         self.search_backoff.record(now, state.search_failed, {k for k, j in state.jobs.items() if j.has_pending()})
         stats.shard_calls = self.shards.calls - calls_before
