@@ -68,9 +68,11 @@ class Recorder:
         self.findings = findings
         self.last: CycleResult | None = None
         self.active_cycles = 0  # the cycle count when something last moved
+        self.unseen = False  # changes applied that no cycle has seen yet
 
     def apply(self, deltas: ClusterDeltas) -> None:
         self.coordinator.apply(deltas)
+        self.unseen = self.unseen or bool(deltas)
 
     def bind_failed(self, pods: list[str]) -> None:
         self.coordinator.bind_failed(pods)
@@ -78,6 +80,7 @@ class Recorder:
     def cycle(self, now: float) -> CycleResult:
         result = self.coordinator.cycle(now)
         self.last = result
+        self.unseen = False
         self.findings.cycles += 1
         if result.binds or result.evictions:
             self.active_cycles = self.findings.cycles
@@ -192,18 +195,31 @@ class Churn:
         }
         return stored == self.loop.cache.versions_seen()
 
-    def _quiet(self) -> bool:
+    def _not_quiet(self) -> list[str]:
+        """What still moves (empty: quiet)."""
         loop, recorder = self.loop, self.recorder
         assert loop is not None and recorder is not None
-        return (
-            self.findings.cycles - recorder.active_cycles >= QUIET_CYCLES
-            and not loop._in_flight
-            and not loop.evictor.waiting
-            and not loop.cache.held_view
-            and loop.cache.pending_events() == 0
-            and not loop.cache.ungrouped_view
-            and self._caught_up()
-        )
+        last = recorder.last
+        checks = {
+            f"the last cycle bound {len(last.binds) if last else 0} and evicted {len(last.evictions) if last else 0}": (
+                self.findings.cycles - recorder.active_cycles >= QUIET_CYCLES
+            ),
+            "changes applied but not yet cycled": not recorder.unseen,
+            f"in flight: {_where(loop._in_flight)}": not loop._in_flight,
+            f"evictions waiting {sorted(loop.evictor.waiting)}": not loop.evictor.waiting,
+            f"pods held back {sorted(loop.cache.held_view)}": not loop.cache.held_view,
+            "watch events not yet taken": loop.cache.pending_events() == 0,
+            f"{len(loop.cache.ungrouped_view)} pods not grouped": not loop.cache.ungrouped_view,
+            "the watches have not delivered everything": self._caught_up(),
+        }
+        moving = [what for what, fine in checks.items() if not fine]
+        if moving and last is not None and last.evictions:
+            now = {e.pod: loop.cache.pod_now(e.pod) for e in last.evictions}
+            moving.append(f"evictions {[(e.pod, e.action, e.preemptor, now[e.pod]) for e in last.evictions]}")
+        if moving and loop._in_flight:
+            connector = loop.api.client.rest_client.pool_manager.connector
+            moving.append(f"connections in use {len(connector._acquired)} of {connector.limit}")
+        return moving
 
     async def quiet_point(self, timeout: float = 60.0) -> None:
         """Faults off, clock stopped; once nothing moves for a few cycles, compare and check."""
@@ -213,7 +229,8 @@ class Churn:
         deadline = time.monotonic() + timeout
         while True:
             async with loop._coordinator_lock:  # no cycle runs while quiet is judged and the view is read
-                if self._quiet():
+                moving = self._not_quiet()
+                if not moving:
                     assert recorder.last is not None
                     objects = self._objects()
                     found = compare(
@@ -221,12 +238,21 @@ class Churn:
                     )
                     break
             if time.monotonic() > deadline:
-                self.findings.problems.append("the scheduler never became quiet")
+                self.findings.problems.append(f"the scheduler never became quiet: {'; '.join(moving)}")
                 return
             await asyncio.sleep(0.03)
         self.findings.quiet_points += 1
         self.findings.add(f"quiet point {self.findings.quiet_points}", found)
         self.findings.add(f"quiet point {self.findings.quiet_points} over-commit", overcommitted(objects))
+
+
+def _where(tasks: set[asyncio.Task[None]]) -> str:
+    """Where each background task waits (the innermost frames of its coroutine)."""
+    places = []
+    for task in tasks:
+        frames = task.get_stack(limit=8)
+        places.append(" > ".join(f"{f.f_code.co_name}:{f.f_lineno}" for f in frames))
+    return "; ".join(places)
 
 
 async def run_seed(seed: int, rounds: int = 3, steps: int = 25) -> Findings:
