@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import random
 import sys
 import tempfile
@@ -205,7 +206,7 @@ class Churn:
                 self.findings.cycles - recorder.active_cycles >= QUIET_CYCLES
             ),
             "changes applied but not yet cycled": not recorder.unseen,
-            f"in flight: {_where(loop._in_flight)}": not loop._in_flight,
+            f"in flight: {_where(_started(loop._in_flight))}": not _started(loop._in_flight),
             f"evictions waiting {sorted(loop.evictor.waiting)}": not loop.evictor.waiting,
             f"pods held back {sorted(loop.cache.held_view)}": not loop.cache.held_view,
             "watch events not yet taken": loop.cache.pending_events() == 0,
@@ -216,9 +217,6 @@ class Churn:
         if moving and last is not None and last.evictions:
             now = {e.pod: loop.cache.pod_now(e.pod) for e in last.evictions}
             moving.append(f"evictions {[(e.pod, e.action, e.preemptor, now[e.pod]) for e in last.evictions]}")
-        if moving and loop._in_flight:
-            connector = loop.api.client.rest_client.pool_manager.connector
-            moving.append(f"connections in use {len(connector._acquired)} of {connector.limit}")
         return moving
 
     async def quiet_point(self, timeout: float = 60.0) -> None:
@@ -246,12 +244,22 @@ class Churn:
         self.findings.add(f"quiet point {self.findings.quiet_points} over-commit", overcommitted(objects))
 
 
-def _where(tasks: set[asyncio.Task[None]]) -> str:
-    """Where each background task waits (the innermost frames of its coroutine)."""
+def _started(tasks: set[asyncio.Task[None]]) -> list[asyncio.Task[None]]:
+    """Background tasks that began their work. The loop queues a bind and a status task after every
+    cycle; one that has not run its first step yet holds nothing up (a cycle with binds is already
+    counted as activity), and polling in step with the loop's period would otherwise always see one."""
+    return [t for t in tasks if inspect.getcoroutinestate(t.get_coro()) != inspect.CORO_CREATED]  # type: ignore[arg-type]
+
+
+def _where(tasks: list[asyncio.Task[None]]) -> str:
+    """Where each background task waits (its chain of coroutines)."""
     places = []
     for task in tasks:
-        frames = task.get_stack(limit=8)
-        places.append(" > ".join(f"{f.f_code.co_name}:{f.f_lineno}" for f in frames))
+        chain, awaited = [], task.get_coro()
+        while hasattr(awaited, "cr_frame") and awaited.cr_frame is not None:
+            chain.append(f"{awaited.cr_frame.f_code.co_name}:{awaited.cr_frame.f_lineno}")
+            awaited = awaited.cr_await
+        places.append(" > ".join(chain) + f" awaiting {type(awaited).__name__}")
     return "; ".join(places)
 
 
