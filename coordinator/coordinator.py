@@ -21,16 +21,16 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from coordinator.actions.registry import build_actions
 from coordinator.cluster_model import ClusterModel
 from coordinator.decisions import Decisions, PodDecision, collect
 from coordinator.jobs import Status, Task
 from coordinator.search_backoff import SearchBackoff
-from coordinator.session import build_actions
-from coordinator.session_state import SessionState, open_session, rebase_session
+from coordinator.session import SessionState, open_session, rebase_session
 from coordinator.shard_set import ShardSet
 from coordinator.statement import Statement
+from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.io.config import SchedulerConfig
 from shards.messages import Placement, PrepareItem, ProposeRequest
 from shards.node_table import NodeTable
 from shards.placement import Diagnosis, Placer

@@ -7,7 +7,7 @@ from typing import Any
 
 from coordinator.fairshare import RESOURCES
 from coordinator.jobs import Job, Status, Task
-from coordinator.session_state import SessionState
+from coordinator.session import SessionState
 from coordinator.statement import Eviction
 from kai_ray.model import Pod, PodState
 

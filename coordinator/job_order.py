@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from coordinator.fairshare.tree import Array
 from coordinator.jobs import Job
 from coordinator.queue_state import QueueState
+from kai_ray.model.fairshare import Array
 
 RequestOf = Callable[[Job], Array]
 ROOT = -1

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from coordinator.fairshare import QueueTree
-from coordinator.fairshare.tree import UNLIMITED, Array
+from kai_ray.model.fairshare import UNLIMITED, Array
 
 DRF_NO_SHARE_MULTIPLIER = 1000.0
 RESOURCE_NAMES = ("gpu", "cpu", "memory")

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from coordinator.fairshare.tree import UNLIMITED, Array
 from coordinator.jobs import Job, Task
 from coordinator.queue_state import QueueState, less_equal
+from kai_ray.model.fairshare import UNLIMITED, Array
 
 
 def can_reclaim(queues: QueueState, queue: str, request: Array, preemptible: bool) -> bool:

@@ -1,49 +1,284 @@
-"""One scheduling session: open, run the configured actions in order, close with decisions."""
+"""Opening a session: a snapshot becomes node arrays, jobs, tasks and queue shares.
+
+Mirrors KAI's session open: nodes and every pod that holds capacity go into the node
+table; pods of this scheduler are grouped into jobs; queue requests and allocations
+are rolled up the tree; the fair share is divided over the capacity left after other
+schedulers' pods.
+"""
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Sequence
-from typing import Protocol
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
-from coordinator.decisions import Decisions, collect
-from coordinator.session_state import SessionState, open_session
-from coordinator.statement import Statement
-from kai_ray.io.config import SchedulerConfig
-from kai_ray.model import ClusterSnapshot
+import numpy as np
 
+from coordinator.fairshare import QueueSpec, QueueTree, divide
+from coordinator.jobs import DEFAULT_SUBGROUP, Job, PodSet, Status, Task, task_status
+from coordinator.queue_state import QueueState
+from kai_ray.config import SchedulerConfig
+from kai_ray.model import ClusterSnapshot, Pod, PodGroup, ResourceVector
+from shards.node_table import Holding, NodeTable
+from shards.placement import Diagnosis, PlacementPolicy, Placer
+from shards.pod_holds import pod_hold
+from shards.shapes import ResourceSchema, TaskShape
 
-class Action(Protocol):
-    name: str
-
-    def execute(self, state: SessionState, stmt: Statement) -> None: ...
-
-
-ACTION_MODULES = {
-    "allocate": ("coordinator.actions.allocate", "AllocateAction"),
-    "consolidation": ("coordinator.actions.consolidation", "ConsolidationAction"),
-    "reclaim": ("coordinator.actions.reclaim", "ReclaimAction"),
-    "preempt": ("coordinator.actions.preempt", "PreemptAction"),
-    "stalegangeviction": ("coordinator.actions.stale_gang", "StaleGangEvictionAction"),
-}
+Quota = tuple[float, float, float]
 
 
-def build_actions(names: Sequence[str]) -> list[Action]:
-    actions: list[Action] = []
-    for name in names:
-        module_name, class_name = ACTION_MODULES[name]
-        module = importlib.import_module(module_name)
-        actions.append(getattr(module, class_name)())
-    return actions
+@dataclass(slots=True)
+class SessionState:
+    config: SchedulerConfig
+    now: float
+    table: NodeTable
+    placer: Placer
+    queues: QueueState
+    jobs: dict[str, Job]
+    tasks: dict[str, Task]
+    jobs_by_task: dict[str, Job]
+    all_pods: list[Pod]
+    pod_notes: dict[str, str] = field(default_factory=dict)  # why a pod is not schedulable at all
+    min_gpu_memory: float = 100.0
+    last_start: dict[str, float] = field(default_factory=dict)
+    remote_diagnoses: dict[TaskShape, Diagnosis] = field(default_factory=dict)  # nodes outside this table
+    placer_type: type[Placer] = Placer  # how pods find nodes (benchmarks swap in a full scan)
+    search_paused: frozenset[str] = frozenset()  # jobs whose victim search is backed off this session
+    search_failed: set[str] = field(default_factory=set)  # jobs whose victim search failed this session
+
+    def explain(self, shape: TaskShape) -> str:
+        """Why no node takes ``shape``: this table's nodes now, plus what the shards said of the rest."""
+        diagnosis = self.placer.diagnose(shape)
+        remote = self.remote_diagnoses.get(shape)
+        return (diagnosis.merged(remote) if remote is not None else diagnosis).describe(shape)
+
+    def requested_quota(self, task: Task) -> Quota:
+        """What a pending pod asks of its queue (KAI converts GPU memory with the smallest GPU)."""
+        pod = task.pod
+        gpu = pod.requests.gpu
+        if pod.gpu_share is not None:
+            gpu += pod.gpu_share.quota_gpus(self.min_gpu_memory)
+        return (gpu, pod.requests.cpu, pod.requests.memory)
+
+    def accepted_quota(self, task: Task, row: int) -> Quota:
+        """What a pod placed on table row ``row`` holds of its queue."""
+        return accepted_on(task, float(self.table.gpu_mem[row]))
+
+    def job_request(self, job: Job, real: bool = False) -> np.ndarray:
+        """What the job's next tasks to allocate ask of its queue (KAI's job init request)."""
+
+        def compute() -> np.ndarray:
+            total = np.zeros(3)
+            for task in job.tasks_to_allocate(real):
+                total += self.requested_quota(task)
+            return total
+
+        return job.cached(("request", real), compute)
+
+    def job_allocated(self, job: Job) -> np.ndarray:
+        def compute() -> np.ndarray:
+            total = np.zeros(3)
+            for task in job.tasks:
+                if task.status.active_allocated:
+                    total += task.accepted
+            return total
+
+        return job.cached("allocated", compute)
 
 
-def run_session(
-    snapshot: ClusterSnapshot, config: SchedulerConfig, now: float, actions: Sequence[str] | None = None
-) -> Decisions:
-    state = open_session(snapshot, config, now)
-    names = config.effective_actions if actions is None else actions
-    stmt = Statement(state.table, state.queues, state.jobs_by_task)
-    for action in build_actions(names):
-        action.execute(state, stmt)
-        stmt.commit()
-    return collect(state, stmt.evictions)
+def open_session(
+    snapshot: ClusterSnapshot,
+    config: SchedulerConfig,
+    now: float,
+    table: NodeTable | None = None,
+    placer_type: type[Placer] = Placer,
+) -> SessionState:
+    """A session over ``table`` (rows that already carry their usage, e.g. from shards), or
+    over a table built here from every node and placed pod of the snapshot."""
+    ours = [p for p in snapshot.pods if p.scheduler_name == config.schedulerName]
+    vectors = [n.allocatable for n in snapshot.nodes] + [p.requests for p in snapshot.pods]
+    built_here = table is None
+    if table is None:
+        table = NodeTable(ResourceSchema.covering(vectors), sorted(snapshot.nodes, key=lambda n: n.name))
+    else:
+        table.widen(_grown(table.schema, vectors))
+    gpu_mems = [n.gpu_memory_mib for n in snapshot.nodes if n.allocatable.gpu > 0]
+    min_gpu_memory = min(gpu_mems) if gpu_mems else 100.0
+    device_mib = {n.name: n.gpu_memory_mib for n in snapshot.nodes}
+    tasks: dict[str, Task] = {}
+    for pod in ours:
+        status = task_status(pod)
+        task = Task(
+            pod, TaskShape.of_pod(pod), status, pod.node, pod.gpu_groups, original_status=status, original_node=pod.node
+        )
+        if pod.node is not None and status.active_used:
+            task.accepted = accepted_on(task, device_mib.get(pod.node, 100.0))
+        tasks[pod.key] = task
+    state = SessionState(
+        config=config,
+        now=now,
+        table=table,
+        placer=_placer(placer_type, table, config),
+        queues=_empty_queues(),
+        jobs={},
+        tasks=tasks,
+        jobs_by_task={},
+        all_pods=list(snapshot.pods),
+        min_gpu_memory=min_gpu_memory,
+        placer_type=placer_type,
+    )
+    _attach_placed_pods(state, snapshot.pods, apply=built_here)
+    _build_jobs(state, snapshot.pod_groups, ours)
+    state.queues = _queue_state(state, snapshot)
+    return state
+
+
+def rebase_session(state: SessionState, table: NodeTable) -> None:
+    """Move a session onto another table (e.g. from candidate nodes to all nodes). The new
+    table carries the cluster's usage; what this session placed so far is held again on it."""
+    old = state.table
+    table.widen(_grown(table.schema, [old.schema.scalars_vector()]))
+    for task in state.tasks.values():
+        previous, task.holdings = task.holdings, []
+        if task.status is task.original_status:  # untouched: its usage is already in the new table
+            hold = pod_hold(table, task.pod)
+            if hold is not None:
+                task.holdings.append(Holding(task.key, hold.row, hold.kind, hold.vector, hold.shares))
+            continue
+        for holding in previous:  # placed by this session: hold it again on the new table
+            row = table.index[old.names[holding.node]]
+            vector = table.schema.vector_from(holding.vector, old.schema)
+            task.holdings.append(
+                table.hold(holding.pod, row, holding.kind, vector, holding.shares, holding.created_groups)
+            )
+    state.table = table
+    state.placer = _placer(state.placer_type, table, state.config)
+
+
+def _placer(placer_type: type[Placer], table: NodeTable, config: SchedulerConfig) -> Placer:
+    placement = config.placementStrategy
+    return placer_type(table, PlacementPolicy(placement.gpu, placement.cpu, placement.gpu_device))
+
+
+def _grown(schema: ResourceSchema, vectors: list[ResourceVector]) -> ResourceSchema:
+    names = set(schema.scalars) | {n for v in vectors for n in v.scalars}
+    return schema if len(names) == len(schema.scalars) else ResourceSchema(tuple(sorted(names)))
+
+
+def _empty_queues() -> QueueState:
+    tree = QueueTree.build([])
+    empty = np.zeros((0, 3))
+    return QueueState(tree, empty, empty, empty.copy(), empty.copy(), np.zeros(3))
+
+
+def _attach_placed_pods(state: SessionState, pods: Iterable[Pod], apply: bool) -> None:
+    """Record what placed pods hold; ``apply`` also adds it to the table (when the table was
+    built from the snapshot rather than handed over with usage already in it)."""
+    table = state.table
+    for pod in pods:
+        hold = pod_hold(table, pod)
+        if hold is None:
+            if pod.node is not None and pod.node not in table.index and apply and task_status(pod).active_used:
+                state.pod_notes.setdefault(pod.key, f"its node {pod.node} is not in the cluster")
+            continue
+        if apply:
+            holding = table.hold(pod.key, hold.row, hold.kind, hold.vector, hold.shares)
+        else:
+            holding = Holding(pod.key, hold.row, hold.kind, hold.vector, hold.shares)
+        task = state.tasks.get(pod.key)
+        if task is not None:
+            task.holdings.append(holding)
+            task.gpu_groups = tuple(g for g, _ in hold.shares)
+
+
+def _build_jobs(state: SessionState, groups: Iterable[PodGroup], ours: list[Pod]) -> None:
+    members: dict[str, list[Task]] = {}
+    for pod in ours:
+        if pod.pod_group:
+            members.setdefault(f"{pod.namespace}/{pod.pod_group}", []).append(state.tasks[pod.key])
+    known = set()
+    for group in groups:
+        known.add(group.key)
+        tasks = members.get(group.key, [])
+        if group.sub_groups:
+            pod_sets = {s.name: PodSet(s.name, s.min_member) for s in group.sub_groups}
+        else:
+            pod_sets = {DEFAULT_SUBGROUP: PodSet(DEFAULT_SUBGROUP, max(group.min_member, 1))}
+        for task in tasks:
+            name = task.subgroup if task.subgroup in pod_sets else DEFAULT_SUBGROUP
+            pod_sets.setdefault(name, PodSet(name, 0)).tasks.append(task)
+        job = Job(group, group.queue, pod_sets, group.preemptible, group.priority, stale_since=group.stale_since)
+        state.jobs[group.key] = job
+        for task in tasks:
+            state.jobs_by_task[task.key] = job
+        if group.last_start is not None:
+            state.last_start[group.key] = group.last_start
+    for key, tasks in members.items():
+        if key not in known:
+            for task in tasks:
+                state.pod_notes[task.key] = f"PodGroup {key} does not exist"
+
+
+def _queue_state(state: SessionState, snapshot: ClusterSnapshot) -> QueueState:
+    specs = [
+        QueueSpec(
+            name=q.name,
+            parent=q.parent,
+            priority=q.priority,
+            created=q.created,
+            deserved=(q.gpu.quota, q.cpu.quota, q.memory.quota),
+            over_quota_weight=(q.gpu.over_quota_weight, q.cpu.over_quota_weight, q.memory.over_quota_weight),
+            limit=(q.gpu.limit, q.cpu.limit, q.memory.limit),
+        )
+        for q in snapshot.queues
+    ]
+    tree = QueueTree.build(specs)
+    n = len(tree)
+    request, allocated, allocated_np = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3))
+    for job in state.jobs.values():
+        leaf = tree.index.get(job.queue)
+        if leaf is None:
+            continue
+        for task in job.tasks:
+            if task.status.counts_as_queue_allocation:
+                request[leaf] += task.accepted
+                allocated[leaf] += task.accepted
+                if not job.preemptible:
+                    allocated_np[leaf] += task.accepted
+            elif task.status is Status.PENDING:
+                request[leaf] += state.requested_quota(task)
+    request, allocated, allocated_np = tree.roll_up(request), tree.roll_up(allocated), tree.roll_up(allocated_np)
+    total = _divisible_total(state, snapshot)
+    division = divide(tree, total, request, None, state.config.kValue)
+    return QueueState(tree, division.fair_share, request, allocated, allocated_np, total)
+
+
+def _divisible_total(state: SessionState, snapshot: ClusterSnapshot) -> np.ndarray:
+    """Ready nodes' allocatable minus what other schedulers' pods use (KAI's proportion total)."""
+    ready = {n.name: n for n in snapshot.nodes if n.ready}
+    total = np.zeros(3)
+    for node in ready.values():
+        total += (node.allocatable.gpu, node.allocatable.cpu, node.allocatable.memory)
+    for pod in snapshot.pods:
+        if pod.scheduler_name == state.config.schedulerName or pod.node not in ready:
+            continue
+        if not task_status(pod).active_used:
+            continue
+        gpu = pod.requests.gpu + (pod.gpu_share.quota_gpus(state.min_gpu_memory) if pod.gpu_share else 0.0)
+        total -= (gpu, pod.requests.cpu, pod.requests.memory)
+    return total
+
+
+def accepted_on(task: Task, device_mib: float) -> Quota:
+    """What a placed pod holds of its queue, with its fraction measured on its node's GPUs."""
+    pod = task.pod
+    gpu = pod.requests.gpu
+    share = pod.gpu_share
+    if share is not None:
+        if share.fraction is not None:
+            portion = share.fraction
+        else:
+            assert share.memory_mib is not None
+            portion = math.ceil(share.memory_mib / max(device_mib, 1.0) * 100) / 100
+        gpu += share.devices * portion
+    return (gpu, pod.requests.cpu, pod.requests.memory)

@@ -14,8 +14,8 @@ from typing import Any
 
 from coordinator.coordinator import Coordinator, CycleResult
 from coordinator.shard_set import Call, ShardSet
+from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.io.config import SchedulerConfig
 from shards.placement import PlacementPolicy
 from shards.shard import Shard
 

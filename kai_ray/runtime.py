@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from coordinator.coordinator import Coordinator
 from coordinator.shard_set import InProcessShards, ShardSet
-from kai_ray.io.config import SchedulerConfig
+from kai_ray.config import SchedulerConfig
 from shards.placement import PlacementPolicy
 from shards.shard import Shard
 

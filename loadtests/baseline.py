@@ -19,7 +19,7 @@ import numpy as np
 
 from coordinator.coordinator import Coordinator, CycleStats
 from coordinator.shard_set import ShardSet
-from kai_ray.io.config import SchedulerConfig
+from kai_ray.config import SchedulerConfig
 from shards.node_table import NodeTable
 from shards.placement import Choice, Diagnosis, Mask, Placer
 from shards.shapes import TaskShape

@@ -24,7 +24,7 @@ from k8s_adapter.api import connect
 from k8s_adapter.cache import ClusterCache
 from k8s_adapter.leader import Leadership
 from k8s_adapter.runner import SchedulerLoop
-from kai_ray.io.config import SchedulerConfig
+from kai_ray.config import SchedulerConfig
 from kai_ray.runtime import in_process_coordinator
 from loadtests.kwok_driver import Driver, LoadReport
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from coordinator.coordinator import Coordinator, CycleResult
 from coordinator.shard_set import InProcessShards, ShardBackend, ShardSet
-from kai_ray.io.config import SchedulerConfig
+from kai_ray.config import SchedulerConfig
 from kai_ray.runtime import placement_policy
 from loadtests.baseline import FullScanCoordinator
 from loadtests.gang_workload import GangWorkload, gang_workload

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from coordinator.coordinator import Coordinator
 from coordinator.shard_set import InProcessShards, ShardSet
-from kai_ray.io.config import SchedulerConfig
+from kai_ray.config import SchedulerConfig
 from kai_ray.runtime import placement_policy
 from loadtests.baseline import FullScanCoordinator
 from loadtests.pod_workloads import PodWorkload, kai_fill, scheduler_perf

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kai_ray.io.config import SchedulerConfig
+from kai_ray.config import SchedulerConfig
 from kai_ray.model import (
     ClusterSnapshot,
     GpuShare,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job, Status, Task
-from coordinator.session_state import SessionState
+from coordinator.session import SessionState
 from coordinator.statement import Statement
 from shards.placement import Mask
 

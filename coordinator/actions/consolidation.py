@@ -17,7 +17,7 @@ from coordinator.actions.solver import JobSolver, SearchBudget
 from coordinator.actions.victims import VictimPool
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job, Status
-from coordinator.session_state import SessionState
+from coordinator.session import SessionState
 from coordinator.statement import Statement
 from shards.shapes import GPU
 

@@ -9,7 +9,7 @@ from coordinator.actions.solver import JobSolver, SearchBudget
 from coordinator.actions.victims import VictimPool, min_runtime_protected
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job
-from coordinator.session_state import SessionState
+from coordinator.session import SessionState
 from coordinator.statement import Statement
 
 

@@ -16,7 +16,7 @@ from coordinator.actions.victims import VictimPool, min_runtime_protected
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job
 from coordinator.reclaim_rules import QueueSnapshot, can_reclaim, may_reclaim_from, reclaimable, victim_chunks
-from coordinator.session_state import SessionState
+from coordinator.session import SessionState
 from coordinator.statement import Statement
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from coordinator.jobs import Job, PodSet, Task
-from coordinator.session_state import SessionState
+from coordinator.session import SessionState
 from shards.constraints import tolerates_all
 from shards.shapes import GPU
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 from coordinator.jobs import Job, Status, Task
-from coordinator.session_state import SessionState
+from coordinator.session import SessionState
 
 Request = tuple[float, ...]
 

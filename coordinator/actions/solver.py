@@ -19,7 +19,7 @@ from coordinator.actions.allocate import allocate_job
 from coordinator.actions.scenario import IdleGpuFilter, NodeAffinityFilter, Scenario, gpu_headroom_all, job_with_tasks
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job, Status, Task
-from coordinator.session_state import SessionState
+from coordinator.session import SessionState
 from coordinator.statement import Statement
 
 Validator = Callable[[Scenario], bool]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from coordinator.jobs import Job
-from coordinator.session_state import SessionState
+from coordinator.session import SessionState
 from coordinator.statement import Statement
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from coordinator.job_order import Entry, JobOrder
 from coordinator.jobs import Job
-from coordinator.session_state import SessionState
+from coordinator.session import SessionState
 
 
 class VictimPool:

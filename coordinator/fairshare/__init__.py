@@ -1,6 +1,7 @@
 """Fair-share division, queue capacity checks and queue order (KAI's proportion plugin)."""
 
 from coordinator.fairshare.division import Division, divide
-from coordinator.fairshare.tree import RESOURCES, UNLIMITED, QueueSpec, QueueTree
+from coordinator.fairshare.tree import QueueTree
+from kai_ray.model.fairshare import RESOURCES, UNLIMITED, QueueSpec
 
 __all__ = ["RESOURCES", "UNLIMITED", "Division", "QueueSpec", "QueueTree", "divide"]

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.fairshare.tree import UNLIMITED, Array, QueueTree
+from coordinator.fairshare.tree import QueueTree
+from kai_ray.model.fairshare import UNLIMITED, Array
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]

@@ -25,7 +25,9 @@ def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         )
         parser.add_argument("--taint-nodes", action="store_true", help="give nodes kwok's NoSchedule taint")
         if name == "up":
-            parser.add_argument("--config", help="scheduler config YAML (DESIGN.md section 5.4)")
+            parser.add_argument(
+                "--config", help="scheduler config YAML (schema: docs/architecture.md#scheduler-config)"
+            )
             parser.add_argument("--metrics-port", type=int, default=8080)
             parser.add_argument(
                 "--no-default-queues",
@@ -44,9 +46,10 @@ def run_up(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace, with_scheduler: bool) -> int:
-    from k8s_adapter.devcluster import DevCluster
+    from devcluster import DevCluster
+    from kai_ray.sim.cluster import synthetic_nodes
 
-    cluster = DevCluster(nodes=args.nodes, taint_nodes=args.taint_nodes)
+    cluster = DevCluster(nodes=synthetic_nodes(args.nodes, args.taint_nodes))
     if with_scheduler and not args.no_default_queues:
         _default_queues(cluster)
     url = await cluster.start(args.port, "127.0.0.1")
@@ -100,7 +103,7 @@ async def _scheduler(args: argparse.Namespace, kubeconfig: str, stop: asyncio.Ev
 
 
 def _default_queues(cluster: object) -> None:
-    from k8s_adapter.devcluster import DevCluster
+    from devcluster import DevCluster
 
     assert isinstance(cluster, DevCluster)
     unlimited = {"quota": 0, "limit": -1, "overQuotaWeight": 1}

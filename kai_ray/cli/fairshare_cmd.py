@@ -13,7 +13,7 @@ from kai_ray.io.fairshare_input import load_fairshare_problem
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("fairshare", help="divide resources between queues (no nodes or pods)")
-    parser.add_argument("file", help="fair-share input YAML/JSON (DESIGN.md section 5.5)")
+    parser.add_argument("file", help="fair-share input YAML/JSON (format: docs/architecture.md#fair-share-input)")
     parser.add_argument("-o", "--output", choices=("json", "text"), default="json")
     parser.set_defaults(handler=run)
 

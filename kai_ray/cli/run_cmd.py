@@ -17,7 +17,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="kubeconfig file (default: $KUBECONFIG, else the in-cluster service account)",
     )
     parser.add_argument("--context", help="kubeconfig context to use")
-    parser.add_argument("--config", help="scheduler config YAML (DESIGN.md section 5.4)")
+    parser.add_argument("--config", help="scheduler config YAML (schema: docs/architecture.md#scheduler-config)")
     parser.add_argument("--metrics-port", type=int, default=8080, help="port for /metrics, /healthz, /readyz")
     parser.add_argument("--period", type=float, default=1.0, help="seconds between scheduling cycles")
     parser.add_argument("--shards", type=int, help="shard actors (default: config; 0 = in-process, no Ray)")
@@ -64,7 +64,7 @@ async def _main(args: argparse.Namespace, config: object) -> int:
     from k8s_adapter.health import serve, stalled_after
     from k8s_adapter.leader import Leadership
     from k8s_adapter.runner import SchedulerLoop
-    from kai_ray.io.config import SchedulerConfig
+    from kai_ray.config import SchedulerConfig
     from kai_ray.runtime import make_coordinator
 
     assert isinstance(config, SchedulerConfig)

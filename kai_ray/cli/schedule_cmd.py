@@ -8,8 +8,9 @@ import time
 from collections import Counter
 
 from kai_ray.cli.output import format_table, print_json
+from kai_ray.config import DEFAULT_ACTIONS
 from kai_ray.errors import InputError
-from kai_ray.io.config import DEFAULT_ACTIONS, load_config
+from kai_ray.io.config import load_config
 from kai_ray.io.fields import parse_time
 from kai_ray.io.snapshot_loader import load_snapshot
 
@@ -17,7 +18,7 @@ from kai_ray.io.snapshot_loader import load_snapshot
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("schedule", help="run one scheduling session on a cluster snapshot")
     parser.add_argument("--snapshot", required=True, help="Kubernetes List or multi-document YAML/JSON")
-    parser.add_argument("--config", help="scheduler config YAML (DESIGN.md section 5.4)")
+    parser.add_argument("--config", help="scheduler config YAML (schema: docs/architecture.md#scheduler-config)")
     parser.add_argument("--actions", help="comma-separated actions to run instead of the config's, or 'none'")
     parser.add_argument("--now", help="the session's clock, RFC 3339 (default: the current time)")
     parser.add_argument("--shards", type=int, help="node shards to split the cluster into (default: config)")

@@ -36,7 +36,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "(1.0 keeps the cluster just busy; more builds queues, so reclaim has work)",
     )
     parser.add_argument("--period", type=float, default=10.0, help="simulated seconds between scheduling cycles")
-    parser.add_argument("--config", help="scheduler config YAML (DESIGN.md section 5.4)")
+    parser.add_argument("--config", help="scheduler config YAML (schema: docs/architecture.md#scheduler-config)")
     parser.add_argument("--json", metavar="FILE", help="write the report as JSON (with the Prometheus metrics)")
     parser.add_argument("--plot", metavar="DIR", help="write utilization and queue-share PNGs into DIR")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

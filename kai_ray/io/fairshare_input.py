@@ -13,10 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from coordinator.fairshare import RESOURCES, QueueSpec
-from coordinator.fairshare.tree import Array
 from kai_ray.errors import InputError
 from kai_ray.io.documents import parse_documents, read_text
+from kai_ray.model.fairshare import RESOURCES, Array, QueueSpec
 
 
 @dataclass(frozen=True, slots=True)

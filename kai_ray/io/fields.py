@@ -104,33 +104,3 @@ def parse_time(value: Any) -> float:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
-
-
-def parse_duration(text: Any) -> float:
-    """A Go/Kubernetes duration ('60s', '1h30m', '500ms') in seconds."""
-    if isinstance(text, int | float) and not isinstance(text, bool):
-        return float(text)
-    if not isinstance(text, str) or not text:
-        raise ValueError(text)
-    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-    sign = -1.0 if text.startswith("-") else 1.0
-    rest = text.lstrip("+-")
-    total, number = 0.0, ""
-    i = 0
-    while i < len(rest):
-        ch = rest[i]
-        if ch.isdigit() or ch == ".":
-            number += ch
-            i += 1
-            continue
-        unit = next((u for u in ("ns", "us", "µs", "ms", "s", "m", "h") if rest.startswith(u, i)), None)
-        if unit is None or not number:
-            raise ValueError(text)
-        total += float(number) * units[unit]
-        number = ""
-        i += len(unit)
-    if number:
-        if total == 0 and float(number) == 0:
-            return 0.0
-        raise ValueError(text)
-    return sign * total

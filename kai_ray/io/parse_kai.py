@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kai_ray import labels as L
-from kai_ray.io.fields import ObjectReader, parse_duration
+from kai_ray.io.fields import ObjectReader
 from kai_ray.model import UNLIMITED, PriorityClass, Queue, QueueResource, SubGroup
+from kai_ray.quantity import parse_duration
 
 MEMORY_UNIT = 1_000_000  # Queue memory is in 10^6 bytes
 

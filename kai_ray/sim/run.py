@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from kai_ray.io.config import SchedulerConfig
+from kai_ray.config import SchedulerConfig
 from kai_ray.sim.cluster import model_nodes
 from kai_ray.sim.engine import Scheduler, SimSettings, Simulation
 from kai_ray.sim.report import SimMetrics

@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from devcluster import DevCluster
 from k8s_adapter.api import KubeApi, connect
 from k8s_adapter.cache import ClusterCache
-from k8s_adapter.devcluster import DevCluster
 from k8s_adapter.leader import Leadership
 from k8s_adapter.runner import SchedulerLoop
-from kai_ray.io.config import SchedulerConfig
+from kai_ray.config import SchedulerConfig
 from kai_ray.runtime import in_process_coordinator
+from kai_ray.sim.cluster import synthetic_nodes
 
 UNLIMITED = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
 
@@ -51,7 +52,7 @@ class Env:
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    cluster = DevCluster(nodes=4, start_delay=0.05, max_grace=0.2, bookmark_seconds=0.5)
+    cluster = DevCluster(nodes=synthetic_nodes(4), start_delay=0.05, max_grace=0.2, bookmark_seconds=0.5)
     await cluster.start()
     kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
     api = await connect(str(kubeconfig))

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from k8s_adapter.devcluster import DevClusterThread
+from devcluster import DevClusterThread
+from kai_ray.sim.cluster import synthetic_nodes
 from tests.adapter.conftest import pod, queue
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,7 +52,7 @@ def _wait(check: Callable[[], bool], timeout: float) -> float:
 
 
 def test_one_replica_binds_and_the_other_takes_over_when_it_is_killed(tmp_path: Path) -> None:
-    with DevClusterThread(nodes=2, start_delay=0) as dev:
+    with DevClusterThread(nodes=synthetic_nodes(2), start_delay=0) as dev:
         kubeconfig = dev.write_kubeconfig(tmp_path / "kubeconfig")
         dev.call(dev.cluster.create, "scheduling.run.ai", "v2", "queues", queue("team"))
         ports = [_free_port(), _free_port()]
@@ -109,7 +110,7 @@ def test_one_replica_binds_and_the_other_takes_over_when_it_is_killed(tmp_path: 
 
 
 def test_a_cleanly_stopped_leader_hands_the_lease_over_at_once(tmp_path: Path) -> None:
-    with DevClusterThread(nodes=1, start_delay=0) as dev:
+    with DevClusterThread(nodes=synthetic_nodes(1), start_delay=0) as dev:
         kubeconfig = dev.write_kubeconfig(tmp_path / "kubeconfig")
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         leader = subprocess.Popen(

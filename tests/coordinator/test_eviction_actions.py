@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coordinator.session import run_session
+from coordinator.scheduler import run_session
 from tests.builders import JobSpec, build, config, node, queue
 
 NOW = 1_000_000.0

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from coordinator.coordinator import Coordinator, CycleResult
 from coordinator.decisions import Decisions
 from coordinator.jobs import Status
-from coordinator.session import run_session
-from coordinator.session_state import open_session
+from coordinator.scheduler import run_session
+from coordinator.session import open_session
 from coordinator.shard_set import Call, InProcessShards, ShardSet
 from coordinator.statement import Statement
 from kai_ray.deltas import ClusterDeltas

@@ -3,7 +3,7 @@ kai-ray's backoff across sessions."""
 
 from __future__ import annotations
 
-from coordinator.session import run_session
+from coordinator.scheduler import run_session
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.runtime import in_process_coordinator
 from tests.builders import JobSpec, build, config, node, queue

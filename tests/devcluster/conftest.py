@@ -12,7 +12,8 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client, config
 
-from k8s_adapter.devcluster import DevCluster
+from devcluster import DevCluster
+from kai_ray.sim.cluster import synthetic_nodes
 
 # Test modules mark themselves ``asyncio(loop_scope="function")`` and the fixture below says the
 # same: the cluster's server and the client must share one loop whatever the project defaults are.
@@ -60,7 +61,7 @@ class Kube:
 
 @pytest_asyncio.fixture(loop_scope="function")
 async def kube(tmp_path: Path) -> AsyncIterator[Kube]:
-    cluster = DevCluster(nodes=4, start_delay=0.05, max_grace=0.2, bookmark_seconds=0.3)
+    cluster = DevCluster(nodes=synthetic_nodes(4), start_delay=0.05, max_grace=0.2, bookmark_seconds=0.3)
     await cluster.start()
     kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
     configuration = client.Configuration()

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from k8s_adapter.devcluster import DevCluster, DevClusterThread
+from devcluster import DevCluster, DevClusterThread
+from kai_ray.sim.cluster import synthetic_nodes
 from tests.devcluster.conftest import pod
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,7 +26,7 @@ def get(url: str) -> dict:
 
 
 def test_a_cluster_in_a_background_thread(tmp_path: Path) -> None:
-    with DevClusterThread(nodes=2, start_delay=0) as dev:
+    with DevClusterThread(nodes=synthetic_nodes(2), start_delay=0) as dev:
         assert [n["metadata"]["name"] for n in get(f"{dev.url}/api/v1/nodes")["items"]] == [
             "kwok-node-0",
             "kwok-node-1",

@@ -12,8 +12,9 @@ import time
 import aiohttp
 import orjson
 
-from k8s_adapter.devcluster import DevCluster
-from k8s_adapter.devcluster.pods import bind
+from devcluster import DevCluster
+from devcluster.pods import bind
+from kai_ray.sim.cluster import synthetic_nodes
 from tests.devcluster.conftest import ON_TEST_LOOP, eventually, pod
 
 pytestmark = ON_TEST_LOOP
@@ -21,7 +22,7 @@ pytestmark = ON_TEST_LOOP
 
 async def test_a_thousand_nodes_five_thousand_pods_and_ten_watchers() -> None:
     started = time.perf_counter()
-    cluster = DevCluster(nodes=1000, start_delay=0.05, max_grace=0.1)
+    cluster = DevCluster(nodes=synthetic_nodes(1000), start_delay=0.05, max_grace=0.1)
     for i in range(5000):
         cluster.create("", "v1", "pods", pod(f"p{i}"), "default")
     assert time.perf_counter() - started < 5

@@ -6,7 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
-from k8s_adapter.devcluster import DevCluster
+from devcluster import DevCluster
+from kai_ray.sim.cluster import synthetic_nodes
 from tests.devcluster.conftest import ON_TEST_LOOP, Kube, eventually, pod
 
 pytestmark = ON_TEST_LOOP
@@ -15,7 +16,7 @@ pytestmark = ON_TEST_LOOP
 @pytest_asyncio.fixture(loop_scope="function")
 async def fast() -> AsyncIterator[DevCluster]:
     """Simulated time twenty times faster than real time."""
-    cluster = DevCluster(nodes=2, speed=20, start_delay=1, max_grace=4)
+    cluster = DevCluster(nodes=synthetic_nodes(2), speed=20, start_delay=1, max_grace=4)
     await cluster.start()
     yield cluster
     await cluster.stop()

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from k8s_adapter.devcluster import DevCluster, ManualClock
+from devcluster import DevCluster, ManualClock
 from kai_ray.sim.cluster import SHAPES, synthetic_nodes
 from tests.devcluster.conftest import pod
 
 
 def setup() -> tuple[DevCluster, ManualClock]:
     clock = ManualClock()
-    return DevCluster(nodes=2, clock=clock, start_delay=1.0, max_grace=5.0), clock
+    return DevCluster(nodes=synthetic_nodes(2), clock=clock, start_delay=1.0, max_grace=5.0), clock
 
 
 def phase(cluster: DevCluster, name: str) -> str | None:

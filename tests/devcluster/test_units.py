@@ -6,13 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from k8s_adapter.devcluster import FaultRule
-from k8s_adapter.devcluster.catalog import POD_FIELDS
-from k8s_adapter.devcluster.discovery import version_priority
-from k8s_adapter.devcluster.errors import ApiError
-from k8s_adapter.devcluster.patch import json_patch, merge_patch, strategic_merge_patch
-from k8s_adapter.devcluster.selectors import label_selector_object, parse_field_selector, parse_label_selector
-from k8s_adapter.devcluster.tables import human_age, json_path
+from devcluster import FaultRule
+from devcluster.catalog import POD_FIELDS
+from devcluster.discovery import version_priority
+from devcluster.errors import ApiError
+from devcluster.patch import json_patch, merge_patch, strategic_merge_patch
+from devcluster.selectors import label_selector_object, parse_field_selector, parse_label_selector
+from devcluster.tables import human_age, json_path
 
 
 def labelled(**labels: str) -> dict:

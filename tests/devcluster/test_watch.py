@@ -120,7 +120,7 @@ async def test_watching_forever_retries_410_once_then_raises(kube: Kube) -> None
 
 
 async def test_the_history_is_bounded_per_kind() -> None:
-    from k8s_adapter.devcluster import DevCluster
+    from devcluster import DevCluster
 
     cluster = DevCluster(history=5, simulate=False)
     store, pods = cluster.store, cluster.resource("", "v1", "pods")

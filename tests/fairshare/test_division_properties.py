@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator.fairshare import QueueSpec, QueueTree, divide
-from coordinator.fairshare.tree import UNLIMITED
+from kai_ray.model.fairshare import UNLIMITED
 
 EPS = 1e-6
 PROPERTY_SETTINGS = settings(max_examples=100, deadline=None)

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import yaml
 
+from devcluster.crds import KAI_CRDS
 from k8s_adapter.api import Response
-from k8s_adapter.devcluster.crds import KAI_CRDS
 from k8s_adapter.grouper import PodGrouper
 from k8s_adapter.kinds import POD_GROUPS, QUEUES
 from k8s_adapter.status import StatusWriter

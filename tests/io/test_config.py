@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from kai_ray.config import DEFAULT_ACTIONS
 from kai_ray.errors import ConfigError
-from kai_ray.io.config import DEFAULT_ACTIONS, config_from_mapping, load_config
+from kai_ray.io.config import config_from_mapping, load_config
 
 
 def test_no_config_file_means_kai_defaults() -> None:

@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from kai_ray.io.fields import parse_duration, parse_time
-from kai_ray.quantity import QuantityError, cpu_millis, parse_quantity, plain
+from kai_ray.io.fields import parse_time
+from kai_ray.quantity import QuantityError, cpu_millis, parse_duration, parse_quantity, plain
 
 
 @pytest.mark.parametrize(

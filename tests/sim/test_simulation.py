@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kai_ray.cli.main import main
-from kai_ray.io.config import SchedulerConfig
+from kai_ray.config import SchedulerConfig
 from kai_ray.model import PodState
 from kai_ray.runtime import in_process_coordinator
 from kai_ray.sim.cluster import model_nodes

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from k8s_adapter.devcluster.errors import ApiError, from_code
+from devcluster.errors import ApiError, from_code
 
 VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "*"})
 

@@ -13,8 +13,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from k8s_adapter.devcluster.catalog import ResourceType
-from k8s_adapter.devcluster.clock import Clock, parse_timestamp
+from devcluster.catalog import ResourceType
+from devcluster.clock import Clock, parse_timestamp
 
 Obj = dict[str, Any]
 Cells = Callable[[Obj, Clock], list[Any]]

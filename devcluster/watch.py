@@ -22,9 +22,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from k8s_adapter.devcluster.catalog import ResourceType
-from k8s_adapter.devcluster.selectors import Predicate, everything
-from k8s_adapter.devcluster.store import Change
+from devcluster.catalog import ResourceType
+from devcluster.selectors import Predicate, everything
+from devcluster.store import Change
 
 Obj = dict[str, Any]
 Render = Callable[[str, Obj], bytes]  # (event type, object) -> one encoded line

@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from k8s_adapter.devcluster.catalog import Catalog, ResourceType
-from k8s_adapter.devcluster.discovery import VERSION
+from devcluster.catalog import Catalog, ResourceType
+from devcluster.discovery import VERSION
 
 Obj = dict[str, Any]
 _FIELD_VALIDATION = {

@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from k8s_adapter.devcluster.catalog import ResourceType
-from k8s_adapter.devcluster.errors import expired
+from devcluster.catalog import ResourceType
+from devcluster.errors import expired
 
 Obj = dict[str, Any]
 StorageKey = tuple[str, str]

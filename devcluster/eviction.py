@@ -15,12 +15,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from k8s_adapter.devcluster import errors
-from k8s_adapter.devcluster.catalog import ResourceType
-from k8s_adapter.devcluster.errors import ApiError
-from k8s_adapter.devcluster.pods import is_terminal
-from k8s_adapter.devcluster.registry import Registry
-from k8s_adapter.devcluster.selectors import label_selector_object
+from devcluster import errors
+from devcluster.catalog import ResourceType
+from devcluster.errors import ApiError
+from devcluster.pods import is_terminal
+from devcluster.registry import Registry
+from devcluster.selectors import label_selector_object
 
 Obj = dict[str, Any]
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from k8s_adapter.devcluster import errors
-from k8s_adapter.devcluster.catalog import ResourceType
-from k8s_adapter.devcluster.errors import ApiError
-from k8s_adapter.devcluster.registry import DNS_LABEL, Causes, Registry, Strategy
+from devcluster import errors
+from devcluster.catalog import ResourceType
+from devcluster.errors import ApiError
+from devcluster.registry import DNS_LABEL, Causes, Registry, Strategy
 
 Obj = dict[str, Any]
 DEFAULT_GRACE = 30

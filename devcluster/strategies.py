@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from k8s_adapter.devcluster.catalog import ResourceType
-from k8s_adapter.devcluster.crds import CRD_KEY, CrdStrategy
-from k8s_adapter.devcluster.errors import ApiError
-from k8s_adapter.devcluster.pods import PodStrategy
-from k8s_adapter.devcluster.registry import Causes, Registry, Strategy
+from devcluster.catalog import ResourceType
+from devcluster.crds import CRD_KEY, CrdStrategy
+from devcluster.errors import ApiError
+from devcluster.pods import PodStrategy
+from devcluster.registry import Causes, Registry, Strategy
 
 Obj = dict[str, Any]
 PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})

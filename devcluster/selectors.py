@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from k8s_adapter.devcluster.errors import bad_request
+from devcluster.errors import bad_request
 
 Obj = dict[str, Any]
 Predicate = Callable[[Obj], bool]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from k8s_adapter.devcluster.errors import ApiError, bad_request, unsupported_media_type
+from devcluster.errors import ApiError, bad_request, unsupported_media_type
 
 # Field name -> patch merge key, for the list fields of the kinds served here.
 MERGE_KEYS = {

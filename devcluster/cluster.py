@@ -13,23 +13,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 from aiohttp import web
 
-from k8s_adapter.devcluster import strategies
-from k8s_adapter.devcluster.catalog import Catalog, ResourceType
-from k8s_adapter.devcluster.clock import Clock
-from k8s_adapter.devcluster.crds import KAI_CRDS, follow_crds
-from k8s_adapter.devcluster.faults import Faults
-from k8s_adapter.devcluster.kubelet import NodeSimulator
-from k8s_adapter.devcluster.registry import Registry
-from k8s_adapter.devcluster.server import ApiServer, Settings
-from k8s_adapter.devcluster.store import Store
-from kai_ray.sim.cluster import synthetic_nodes
+from devcluster import strategies
+from devcluster.catalog import Catalog, ResourceType
+from devcluster.clock import Clock
+from devcluster.crds import KAI_CRDS, follow_crds
+from devcluster.faults import Faults
+from devcluster.kubelet import NodeSimulator
+from devcluster.registry import Registry
+from devcluster.server import ApiServer, Settings
+from devcluster.store import Store
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -42,8 +41,8 @@ class DevCluster:
     """An in-process Kubernetes API server with synthetic nodes and a simulated kubelet.
 
     Args:
-        nodes: synthetic kwok-style nodes to create (see kai_ray/sim/cluster.py for the mix).
-        taint_nodes: give them kwok's ``kwok.x-k8s.io/node=fake:NoSchedule`` taint.
+        nodes: Node objects to create at start (the caller chooses them; ``kai-ray dev-cluster``
+            passes the simulator's synthetic GPU pools).
         speed: simulated seconds per real second for the node simulator (ignored with ``clock``).
         start_delay: simulated seconds from binding to Running.
         max_grace: cap on the grace period before a terminating pod is removed.
@@ -54,9 +53,8 @@ class DevCluster:
 
     def __init__(
         self,
-        nodes: int = 0,
+        nodes: Sequence[Obj] = (),
         *,
-        taint_nodes: bool = False,
         speed: float = 1.0,
         clock: Clock | None = None,
         start_delay: float = 0.5,
@@ -64,7 +62,6 @@ class DevCluster:
         bookmark_seconds: float = 60.0,
         history: int = 10_000,
         simulate: bool = True,
-        node_prefix: str = "kwok-node",
     ) -> None:
         self.clock = clock or Clock(speed)
         self.catalog = Catalog.with_builtins()
@@ -78,16 +75,16 @@ class DevCluster:
         self.url = ""
         self._runner: web.AppRunner | None = None
         self._simulating: asyncio.Task[None] | None = None
-        self._seed(nodes, taint_nodes, node_prefix)
+        self._seed(nodes)
 
-    def _seed(self, nodes: int, taint: bool, prefix: str) -> None:
+    def _seed(self, nodes: Sequence[Obj]) -> None:
         for name in NAMESPACES:
             self.create("", "v1", "namespaces", {"metadata": {"name": name}})
         for name, value in SYSTEM_PRIORITY_CLASSES:
             self.create("scheduling.k8s.io", "v1", "priorityclasses", {"metadata": {"name": name}, "value": value})
         for crd in KAI_CRDS:
             self.create("apiextensions.k8s.io", "v1", "customresourcedefinitions", crd)
-        for node in synthetic_nodes(nodes, taint, prefix):
+        for node in nodes:
             self.create("", "v1", "nodes", node)
 
     # ------------------------------------------------------------------ lifecycle

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from k8s_adapter.devcluster.catalog import Catalog, ResourceType
-from k8s_adapter.devcluster.registry import Causes, Registry, Strategy
-from k8s_adapter.devcluster.store import Change, Store
+from devcluster.catalog import Catalog, ResourceType
+from devcluster.registry import Causes, Registry, Strategy
+from devcluster.store import Change, Store
 
 Obj = dict[str, Any]
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")

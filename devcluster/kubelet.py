@@ -22,11 +22,11 @@ import itertools
 import logging
 from typing import Any
 
-from k8s_adapter.devcluster.catalog import ResourceType
-from k8s_adapter.devcluster.clock import Clock, parse_timestamp
-from k8s_adapter.devcluster.eviction import refresh_status
-from k8s_adapter.devcluster.registry import Registry
-from k8s_adapter.devcluster.store import Change
+from devcluster.catalog import ResourceType
+from devcluster.clock import Clock, parse_timestamp
+from devcluster.eviction import refresh_status
+from devcluster.registry import Registry
+from devcluster.store import Change
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

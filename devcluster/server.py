@@ -20,15 +20,15 @@ import orjson
 import yaml
 from aiohttp import web
 
-from k8s_adapter.devcluster import discovery, errors, openapi, tables
-from k8s_adapter.devcluster.catalog import ResourceType
-from k8s_adapter.devcluster.errors import ApiError
-from k8s_adapter.devcluster.eviction import evict
-from k8s_adapter.devcluster.faults import FaultRule, Faults
-from k8s_adapter.devcluster.pods import bind
-from k8s_adapter.devcluster.registry import Registry
-from k8s_adapter.devcluster.selectors import both, parse_field_selector, parse_label_selector
-from k8s_adapter.devcluster.watch import Watcher, encode, serve
+from devcluster import discovery, errors, openapi, tables
+from devcluster.catalog import ResourceType
+from devcluster.errors import ApiError
+from devcluster.eviction import evict
+from devcluster.faults import FaultRule, Faults
+from devcluster.pods import bind
+from devcluster.registry import Registry
+from devcluster.selectors import both, parse_field_selector, parse_label_selector
+from devcluster.watch import Watcher, encode, serve
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

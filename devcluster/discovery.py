@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from k8s_adapter.devcluster.catalog import Catalog
+from devcluster.catalog import Catalog
 
 Obj = dict[str, Any]
 VERSION: Obj = {

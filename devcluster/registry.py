@@ -24,12 +24,12 @@ from typing import Any
 
 import orjson
 
-from k8s_adapter.devcluster import errors
-from k8s_adapter.devcluster.catalog import Catalog, ResourceType
-from k8s_adapter.devcluster.clock import Clock
-from k8s_adapter.devcluster.patch import apply_patch
-from k8s_adapter.devcluster.selectors import Predicate, everything
-from k8s_adapter.devcluster.store import Store
+from devcluster import errors
+from devcluster.catalog import Catalog, ResourceType
+from devcluster.clock import Clock
+from devcluster.patch import apply_patch
+from devcluster.selectors import Predicate, everything
+from devcluster.store import Store
 
 Obj = dict[str, Any]
 Causes = list[tuple[str, str]]
