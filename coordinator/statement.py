@@ -20,7 +20,7 @@ from shards.placement import Choice
 Undo = Callable[[], None]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Eviction:
     task: Task
     action: str
@@ -34,6 +34,7 @@ class Statement:
     jobs_by_task: dict[str, Job]
     undo_log: list[Undo] = field(default_factory=list)
     evictions: list[Eviction] = field(default_factory=list)
+    _evicted: dict[str, list[Undo]] = field(default_factory=dict)  # task -> reversals of its evictions here
 
     def checkpoint(self) -> int:
         return len(self.undo_log)
@@ -45,6 +46,7 @@ class Statement:
     def commit(self) -> None:
         """Keep everything done so far; later rollbacks cannot go behind this point."""
         self.undo_log.clear()
+        self._evicted.clear()
 
     # ---------------------------------------------------------- operations
     def place(self, task: Task, choice: Choice, accepted: tuple[float, float, float]) -> None:
@@ -91,6 +93,38 @@ class Statement:
 
     def evict(self, task: Task, action: str, preemptor: str | None) -> None:
         """The pod is evicted in this session: what it held is now releasing."""
+        self._evicted.setdefault(task.key, []).append(self._evict(task, action, preemptor))
+
+        def undo() -> None:
+            reversals = self._evicted.get(task.key)
+            if reversals:  # none left when the eviction was already taken back (unevict)
+                reversals.pop()()
+
+        self.undo_log.append(undo)
+
+    def is_back_home(self, task: Task, choice: Choice) -> bool:
+        """A victim of this statement placed again on the node (and shared GPUs) it was evicted from."""
+        if task.status is not Status.RELEASING or not self._evicted.get(task.key):
+            return False
+        if task.node != self.table.names[choice.node]:
+            return False
+        return task.pod.gpu_share is None or tuple(g for g, _ in choice.shares) == task.gpu_groups
+
+    def unevict(self, task: Task) -> None:
+        """KAI's Statement.Pipeline of a victim onto the node it was evicted from: no move, the
+        eviction is taken back and the pod keeps running where it runs."""
+        reversal = self._evicted[task.key].pop()
+        record = next(e for e in reversed(self.evictions) if e.task is task)  # the one being taken back
+        action, preemptor = record.action, record.preemptor
+        reversal()
+
+        def undo() -> None:
+            self._evicted.setdefault(task.key, []).append(self._evict(task, action, preemptor))
+
+        self.undo_log.append(undo)
+
+    def _evict(self, task: Task, action: str, preemptor: str | None) -> Undo:
+        """Evicts ``task``; returns what takes the eviction back."""
         job = self.jobs_by_task[task.key]
         job.version += 1
         previous_status = task.status
@@ -106,11 +140,12 @@ class Statement:
         task.status = Status.RELEASING
         was_evicted = task.evicted_in_session
         task.evicted_in_session = True
-        self.evictions.append(Eviction(task, action, preemptor))
+        record = Eviction(task, action, preemptor)
+        self.evictions.append(record)
 
-        def undo() -> None:
+        def reverse() -> None:
             job.version += 1
-            self.evictions.pop()
+            self.evictions.remove(record)
             task.evicted_in_session = was_evicted
             task.status = previous_status
             self.queues.add_allocation(job.queue, accepted, job.preemptible)
@@ -122,7 +157,7 @@ class Statement:
                 )
                 task.holdings.append(restored)
 
-        self.undo_log.append(undo)
+        return reverse
 
     # ------------------------------------------------------------- helpers
     # Both helpers take the new hold before releasing the old one: a shared GPU whose usage

@@ -41,6 +41,9 @@ def allocate_job(
                 job.fit_errors["allocate"] = _task_failure(state, job, task, placed)
             stmt.rollback(checkpoint)
             return False
+        if pipeline_only and stmt.is_back_home(task, choice):
+            stmt.unevict(task)  # KAI: a victim put back where it ran was not moved, it keeps running
+            continue
         stmt.place(task, choice, state.accepted_quota(task, choice.node))
     return True
 

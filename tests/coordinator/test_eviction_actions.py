@@ -92,3 +92,27 @@ def test_a_gang_below_its_minimum_is_evicted_after_the_grace_period() -> None:
     assert pods["default/broken-0"].status == "Releasing" and pods["default/broken-1"].status == "Releasing"
     fresh = replace(snapshot, pod_groups=(replace(group, stale_since=NOW - 10),))
     assert decide(fresh, ["stalegangeviction"])["default/broken-0"].status == "Running"
+
+
+def _victim_fits_back_home(action: str) -> None:
+    """A victim whose best place in the simulation is the node it runs on is not a victim: KAI takes
+    the eviction back (a move to the same node is no move) and the pod keeps running there."""
+    snapshot = build(
+        [node("a", gpu=4, cpu=32_000)],
+        [queue("dept", gpu_quota=4), queue("q", parent="dept", gpu_quota=4)],
+        [
+            JobSpec("cpu-job", "q", gpu=0, cpu=8_000, priority=75, running_on=["a"]),
+            JobSpec("wants", "q", gpu=1, priority=100 if action == "preempt" else 50, created=10),
+        ],
+    )
+    pods = decide(snapshot, [action])
+    assert (pods["default/cpu-job-0"].status, pods["default/cpu-job-0"].node) == ("Running", "a")
+    assert (pods["default/wants-0"].status, pods["default/wants-0"].node) == ("Pipelined", "a")
+
+
+def test_preempt_leaves_a_victim_running_when_it_would_go_back_to_its_own_node() -> None:
+    _victim_fits_back_home("preempt")
+
+
+def test_consolidation_leaves_a_victim_running_when_it_would_go_back_to_its_own_node() -> None:
+    _victim_fits_back_home("consolidation")
