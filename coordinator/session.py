@@ -45,6 +45,8 @@ class SessionState:
     placer_type: type[Placer] = Placer  # how pods find nodes (benchmarks swap in a full scan)
     search_paused: frozenset[str] = frozenset()  # jobs whose victim search is backed off this session
     search_failed: set[str] = field(default_factory=set)  # jobs whose victim search failed this session
+    # queue -> (preemptMinRuntime, reclaimMinRuntime) as the Queue sets them (None: not set)
+    queue_min_runtimes: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
 
     def explain(self, shape: TaskShape) -> str:
         """Why no node takes ``shape``: this table's nodes now, plus what the shards said of the rest."""
@@ -130,6 +132,7 @@ def open_session(
     _attach_placed_pods(state, snapshot.pods, apply=built_here)
     _build_jobs(state, snapshot.pod_groups, ours)
     state.queues = _queue_state(state, snapshot)
+    state.queue_min_runtimes = {q.name: (q.preempt_min_runtime, q.reclaim_min_runtime) for q in snapshot.queues}
     return state
 
 

@@ -12,7 +12,13 @@ from coordinator.actions.allocate import eligible_jobs
 from coordinator.actions.scenario import Scenario
 from coordinator.actions.search_pruning import FailedSearches, search_failed, should_search
 from coordinator.actions.solver import JobSolver, SearchBudget, Validator
-from coordinator.actions.victims import VictimPool, min_runtime_protected
+from coordinator.actions.victims import (
+    VictimPool,
+    is_elastic,
+    keeps_its_minimum,
+    min_runtime_protected,
+    reclaim_min_runtime,
+)
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job
 from coordinator.reclaim_rules import QueueSnapshot, can_reclaim, may_reclaim_from, reclaimable, victim_chunks
@@ -55,17 +61,30 @@ class ReclaimAction:
 
 
 def _victims(state: SessionState, pool: VictimPool, reclaimer: Job, request: np.ndarray) -> JobOrder:
-    """Preemptible running jobs of other queues that KAI's victim filter lets reclaim touch."""
-    minimum = state.config.defaultReclaimMinRuntime
+    """Preemptible running jobs of other queues that KAI's victim filter lets reclaim touch; a job
+    inside its minimum runtime (resolved from the queues, KAI's "lca" method) only when it is
+    elastic, and then the validator guards its minimum."""
 
     def accept_queue(queue: str) -> bool:
         return queue != reclaimer.queue and may_reclaim_from(state.queues, reclaimer.queue, request, queue)
 
-    return pool.queue(accept_queue, lambda job: not min_runtime_protected(state, job, minimum))
+    def accept_job(job: Job) -> bool:
+        return is_elastic(job) or not min_runtime_protected(state, job, _minimum(state, reclaimer, job))
+
+    return pool.queue(accept_queue, accept_job)
+
+
+def _minimum(state: SessionState, reclaimer: Job, victim: Job) -> float:
+    return reclaim_min_runtime(state, reclaimer.queue, victim.queue)
 
 
 def _validator(state: SessionState, job: Job, frozen: QueueSnapshot) -> Validator:
     def valid(scenario: Scenario) -> bool:
+        for key, tasks in scenario.victims.items():
+            victim = state.jobs[key]
+            protected = min_runtime_protected(state, victim, _minimum(state, job, victim))
+            if is_elastic(victim) and protected and not keeps_its_minimum(victim, tasks):
+                return False
         request = np.zeros(3)
         for task in scenario.pending:
             request += state.requested_quota(task)
