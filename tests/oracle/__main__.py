@@ -47,12 +47,15 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     table: Counter[tuple[str, str]] = Counter()
     mismatches: list[Case] = []
+    deliberate: Counter[str] = Counter()
     with Oracle(binary) as oracle:
         for seed in _seeds(args):
             case = generate(seed, args.focus)
             result, diffs, _, _ = check(oracle, case)
-            table[(case.focus, result)] += 1
-            if result in ("mismatch", "kai-hang"):
+            table[(case.focus, result.split(":")[0])] += 1
+            if result.startswith("deliberate"):
+                deliberate[result.split(":")[1]] += 1
+            if result in ("mismatch", "kai-hang", "kai-crash"):
                 print(f"{result.upper()} {case.case_id}: {'; '.join(diffs[:3])}", flush=True)
             if result != "mismatch":
                 continue
@@ -65,11 +68,14 @@ def main(argv: list[str] | None = None) -> int:
                     args.out.mkdir(parents=True, exist_ok=True)
                     write_case(args.out / f"{small.case_id}.yaml", small, kai, ray, diffs)
     seconds = time.monotonic() - started
-    print(f"\n{'focus':<20}{'same':>7}{'equiv':>7}{'mismatch':>10}{'KAI hangs':>11}")
+    columns = ("same", "equivalent", "kai-varies", "deliberate", "mismatch", "kai-hang", "kai-crash")
+    print("\n" + f"{'focus':<20}" + "".join(f"{c:>12}" for c in columns))
     for focus in FOCI:
-        row = [table[(focus, r)] for r in ("same", "equivalent", "mismatch", "kai-hang")]
+        row = [table[(focus, c)] for c in columns]
         if any(row):
-            print(f"{focus:<20}{row[0]:>7}{row[1]:>7}{row[2]:>10}{row[3]:>11}")
+            print(f"{focus:<20}" + "".join(f"{n:>12}" for n in row))
+    for name, count in sorted(deliberate.items()):
+        print(f"deliberate difference {name}: {count}")
     total = sum(table.values())
     print(f"{total} clusters in {seconds:.0f} s, {len(mismatches)} mismatches")
     return 1 if mismatches else 0

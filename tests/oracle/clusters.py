@@ -178,9 +178,9 @@ class _Job:
     placed: list[tuple[str, str]] = field(default_factory=list)  # (node, gpu group) of running/releasing pods
 
 
-def _job(rng: random.Random, index: int, leaves: list[str], focus: str) -> _Job:
+def _job(rng: random.Random, index: int, leaves: list[str], focus: str, shapes: tuple[str, ...]) -> _Job:
     pods = rng.choice((1, 1, 1, 2, 2, 3, 4))
-    shape = rng.choice(("whole", "whole", "whole", "whole", "fraction", "cpu"))
+    shape = rng.choice(shapes)
     if focus == "consolidation" and rng.random() < 0.6:
         shape = "whole"
     gpus = rng.choice((1, 1, 2, 4, 8)) if shape == "whole" else 0
@@ -328,8 +328,11 @@ def generate(seed: int, focus: str | None = None) -> Case:
         pools[name] = pool
     queue_docs, leaves = _queues(rng, focus)
     documents.extend(queue_docs)
+    # CPU-only pods and shared GPUs never meet in one cluster: KAI v0.12 gives CPU-only pods the
+    # shared-GPU bonus on nodes with a shared GPU (fixed in later KAI; a case file pins it).
+    shapes = ("whole",) * 4 + (rng.choice(("fraction", "cpu")),)
     for index in range(rng.randint(2, 9)):
-        job = _job(rng, index, leaves, focus)
+        job = _job(rng, index, leaves, focus, shapes)
         if job.running or job.releasing:
             _place(rng, job, rooms, pools)
         if job.runtime_minutes is not None and not job.placed:

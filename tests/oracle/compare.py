@@ -14,8 +14,10 @@ allocatable, labels and taints), and exactly which pods are evicted.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any
+from unittest import mock
 
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.io.config import config_from_mapping
@@ -23,7 +25,7 @@ from kai_ray.io.fields import parse_time
 from kai_ray.io.snapshot_loader import snapshot_from_documents
 from kai_ray.runtime import in_process_coordinator
 from tests.oracle.clusters import Case, Doc
-from tests.oracle.harness import Oracle, OracleTimeout
+from tests.oracle.harness import Oracle, OracleCrash, OracleTimeout
 
 Outcome = dict[str, Any]
 
@@ -143,13 +145,53 @@ def verdict(case: Case, kai: Outcome, ray: Outcome) -> tuple[str, list[str]]:
     return "mismatch", decided + exact
 
 
-def check(oracle: Oracle, case: Case) -> tuple[str, list[str], Outcome | None, Outcome]:
+# Differences README.md lists as deliberate, each with a test-only patch that makes kai-ray do
+# what KAI v0.12 (the oracle) does instead. A disagreement that vanishes under one of them is
+# that difference, and the verdict names it; the case files pin one example of each.
+DELIBERATE: dict[str, Callable[[], AbstractContextManager[object]]] = {
+    # KAI v0.12 puts every preemptible job of another queue in reclaim's victims queue and only
+    # validates the pods it really evicts, so reclaim may move (re-place) pods of a queue within
+    # its quota; KAI v0.17 and kai-ray filter victims by queue first.
+    "reclaim-victim-filter": lambda: mock.patch(
+        "coordinator.actions.reclaim.may_reclaim_from", lambda *args, **kwargs: True
+    ),
+}
+
+
+def explain(case: Case, kai_outcomes: list[Outcome]) -> str | None:
+    """The deliberate difference that accounts for kai-ray's disagreement with KAI, if one does."""
+    for name, patch in DELIBERATE.items():
+        with patch():
+            ray = run_case(case)
+        if any(verdict(case, kai, ray)[0] != "mismatch" for kai in kai_outcomes):
+            return name
+    return None
+
+
+def check(oracle: Oracle, case: Case, reruns: int = 5) -> tuple[str, list[str], Outcome | None, Outcome]:
     """Run both on ``case``: (verdict, differences, KAI's outcome, kai-ray's outcome).
-    The verdict is "kai-hang" when KAI's session did not end (its v0.12 victim search can loop)."""
+
+    KAI's own decisions can vary from run to run (it walks Go maps in places, e.g. the nodes
+    of a victim job), so a disagreement is re-run through KAI up to ``reruns`` times: if any
+    run decides as kai-ray did, the verdict is "kai-varies" (kai-ray gave one of KAI's
+    answers). A disagreement a deliberate difference explains is "deliberate:<name>".
+    "kai-hang": KAI's session did not end (its v0.12 victim search can loop); "kai-crash":
+    KAI's code panicked."""
     ray = run_case(case)
     try:
         kai = oracle.run(case.documents, case.config, case.actions, case.now, case_id=case.case_id)
+        result, diffs = verdict(case, kai, ray)
+        if result != "mismatch":
+            return result, diffs, kai, ray
+        seen = [kai]
+        for _ in range(reruns):
+            again = oracle.run(case.documents, case.config, case.actions, case.now, case_id=case.case_id)
+            if verdict(case, again, ray)[0] != "mismatch":
+                return "kai-varies", diffs, again, ray
+            seen.append(again)
     except OracleTimeout as error:
         return "kai-hang", [str(error)], None, ray
-    result, diffs = verdict(case, kai, ray)
-    return result, diffs, kai, ray
+    except OracleCrash as error:
+        return "kai-crash", [str(error)], None, ray
+    reason = explain(case, seen)
+    return (f"deliberate:{reason}" if reason else "mismatch"), diffs, kai, ray

@@ -22,6 +22,7 @@ import select
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -37,6 +38,10 @@ class OracleUnavailable(RuntimeError):
 
 class OracleTimeout(RuntimeError):
     """KAI did not finish the session in time (KAI v0.12's victim search can loop forever)."""
+
+
+class OracleCrash(RuntimeError):
+    """The harness process died on a case (a Go panic in KAI's code); the message ends with its log."""
 
 
 def cache_root() -> Path:
@@ -130,6 +135,7 @@ class Oracle:
         self.binary = binary or ensure_built()
         self.timeout = timeout
         self._process: subprocess.Popen[str] | None = None
+        self._log = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 - KAI's stderr, closed in close()
         self.sessions = 0
 
     def _start(self) -> subprocess.Popen[str]:
@@ -138,7 +144,7 @@ class Oracle:
                 [str(self.binary), "--batch"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
+                stderr=self._log,
                 text=True,
                 bufsize=1,
             )
@@ -174,13 +180,23 @@ class Oracle:
         if not line:
             code = process.wait()
             self._process = None
-            raise RuntimeError(f"oracle exited ({code}) on case {case_id!r}")
+            raise OracleCrash(f"oracle exited ({code}) on case {case_id!r}: {self._log_tail()}")
         answer: dict[str, Any] = json.loads(line)
         self.sessions += 1
         if answer.get("error"):
             raise RuntimeError(f"oracle: case {case_id!r}: {answer['error']}")
         result: dict[str, Any] = answer["result"]
         return result
+
+    def _log_tail(self) -> str:
+        """The panic (or last lines) KAI wrote, then the log starts afresh."""
+        self._log.seek(0)
+        lines = [line for line in self._log.read().decode(errors="replace").splitlines() if line.strip()]
+        self._log.seek(0)
+        self._log.truncate()
+        panic = next((i for i, line in enumerate(lines) if line.startswith("panic:")), None)
+        picked = lines[panic : panic + 12] if panic is not None else lines[-5:]
+        return " | ".join(picked)
 
     def _kill(self) -> None:
         if self._process is not None:
@@ -189,6 +205,7 @@ class Oracle:
             self._process = None
 
     def close(self) -> None:
+        self._log.close()
         if self._process is not None:
             if self._process.stdin:
                 self._process.stdin.close()

@@ -12,11 +12,14 @@ import (
 	"net/http/httptest"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	kaifake "github.com/NVIDIA/KAI-scheduler/pkg/apis/client/clientset/versioned/fake"
 	"github.com/NVIDIA/KAI-scheduler/pkg/scheduler/api/common_info"
@@ -125,10 +128,12 @@ func createAll(raw *snapshot.RawKubernetesObjects) (*fake.Clientset, *kaifake.Cl
 
 // session is one open KAI session and what it needs to be closed.
 type session struct {
-	ssn   *framework.Session
-	cache cache.Cache
-	kai   *kaifake.Clientset
-	stop  chan struct{}
+	ssn     *framework.Session
+	cache   cache.Cache
+	kai     *kaifake.Clientset
+	stop    chan struct{}
+	mutex   sync.Mutex
+	deleted map[string]bool // pods KAI deleted (evicted) through the API
 }
 
 func openSession(raw *snapshot.RawKubernetesObjects, setup *kaiSetup) (*session, error) {
@@ -161,7 +166,17 @@ func openSession(raw *snapshot.RawKubernetesObjects, setup *kaiSetup) (*session,
 		close(stop)
 		return nil, err
 	}
-	return &session{ssn: ssn, cache: schedulerCache, kai: kai, stop: stop}, nil
+	s := &session{ssn: ssn, cache: schedulerCache, kai: kai, stop: stop, deleted: map[string]bool{}}
+	// Evictions are pod deletions, sent from KAI's worker goroutines; each is recorded here and
+	// then carried out by the fake client as usual.
+	kube.PrependReactor("delete", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		deletion := action.(k8stesting.DeleteAction)
+		s.mutex.Lock()
+		s.deleted[deletion.GetNamespace()+"/"+deletion.GetName()] = true
+		s.mutex.Unlock()
+		return false, nil, nil
+	})
+	return s, nil
 }
 
 func (s *session) close() {
@@ -179,6 +194,7 @@ func (s *session) run(raw *snapshot.RawKubernetesObjects, actions []string) (*ou
 		}
 		action.Execute(s.ssn)
 	}
+	s.cache.WaitForWorkers(s.stop) // evictions are sent asynchronously
 	return s.collect(raw)
 }
 
@@ -230,6 +246,22 @@ func inputStatus(pod *v1.Pod) (string, string) {
 	return "Pending", ""
 }
 
+// inputGPUGroups is the shared GPUs a placed fractional pod sits on, from its labels.
+func inputGPUGroups(pod *v1.Pod) []string {
+	var groups []string
+	if group := pod.Labels["runai-gpu-group"]; group != "" {
+		groups = append(groups, group)
+	}
+	var more []string
+	for key, value := range pod.Labels {
+		if strings.HasPrefix(key, "runai-gpu-group/") && value != "" && value != pod.Labels["runai-gpu-group"] {
+			more = append(more, value)
+		}
+	}
+	sort.Strings(more)
+	return append(groups, more...)
+}
+
 func nodePtr(name string) *string {
 	if name == "" {
 		return nil
@@ -260,9 +292,20 @@ func (s *session) collect(raw *snapshot.RawKubernetesObjects) (*outcome, error) 
 		PodGroups: map[string]groupOutcome{},
 		Queues:    map[string]queueOutcome{},
 	}
+	s.mutex.Lock()
+	defer s.mutex.Unlock()
 	for _, pod := range raw.Pods {
 		key := pod.Namespace + "/" + pod.Name
 		task, isTask := tasks[key]
+		moved := isTask && task.Status == pod_status.Pipelined
+		if s.deleted[key] && !moved {
+			// Evicted (a moved pod is deleted too, and pipelined elsewhere): what the API saw
+			// decides, whatever the session's copy of the pod says.
+			_, node := inputStatus(pod)
+			result.Pods[key] = podOutcome{Status: "Releasing", Node: nodePtr(node),
+				GPUGroups: append([]string{}, inputGPUGroups(pod)...)}
+			continue
+		}
 		if !isTask {
 			status, node := inputStatus(pod)
 			out := podOutcome{Status: status, Node: nodePtr(node), GPUGroups: []string{}}
@@ -288,6 +331,10 @@ func (s *session) collect(raw *snapshot.RawKubernetesObjects) (*outcome, error) 
 		if out.Status == "Pending" {
 			out.Node = nil
 			out.Reason = pendingReason(jobOf[key], task)
+		}
+		if out.Status == "Releasing" && pod.DeletionTimestamp == nil {
+			// Evicted in the session's books but never deleted: the pod was not touched.
+			out.Status, out.Node = "Running", nodePtr(pod.Spec.NodeName)
 		}
 		result.Pods[key] = out
 	}

@@ -66,11 +66,11 @@ def _candidates(case: Case) -> Iterator[Case]:
 
 
 def _simpler_objects(case: Case) -> Iterator[Case]:
-    """Drop annotations and node affinity, one object at a time."""
+    """Drop time-stamp annotations and node affinity, one object at a time."""
     for i, doc in enumerate(case.documents):
         meta = doc["metadata"]
         for key in list(meta.get("annotations") or {}):
-            if key == "pod-group-name":
+            if key in ("pod-group-name", "gpu-fraction"):  # dropping these changes what the pod is
                 continue
             simpler = copy.deepcopy(doc)
             del simpler["metadata"]["annotations"][key]
