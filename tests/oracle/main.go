@@ -20,6 +20,7 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/yaml"
 
 	"github.com/NVIDIA/KAI-scheduler/pkg/scheduler/actions"
@@ -57,6 +58,9 @@ func main() {
 	if err := flags.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
+	// The fake clients' watch channels hold DefaultChanSize events; KAI's status updates for a
+	// big session overflow the default and the fake watcher panics.
+	watch.DefaultChanSize = 1 << 20
 	if err := log.InitLoggers(*verbosity); err != nil {
 		fail("oracle: logger: %v", err)
 	}
