@@ -19,12 +19,19 @@ from kai_ray.errors import InputError
 from kai_ray.grouping import OwnerRef, implicit_group
 from kai_ray.io.documents import iter_objects, parse_documents, read_text
 from kai_ray.io.fields import ObjectReader
+from kai_ray.io.kai_snapshot import is_kai_snapshot, read_kai_snapshot
 from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
-from kai_ray.model import ClusterSnapshot, LoadReport, Node, Pod, PodGroup, PriorityClass, Queue
+from kai_ray.model import ClusterSnapshot, LoadReport, Node, Pod, PodGroup, PodState, PriorityClass, Queue
 
 
 def load_snapshot(path: str | Path, scheduler_name: str = L.DEFAULT_SCHEDULER_NAME) -> ClusterSnapshot:
+    """A List or stream of manifests; a KAI ``/get-snapshot`` ZIP is read with its objects (its
+    configuration is the caller's business: ``kai_ray.io.kai_snapshot``)."""
+    if is_kai_snapshot(path):
+        kai = read_kai_snapshot(path)
+        snapshot = snapshot_from_documents(kai.documents, str(path), scheduler_name)
+        return replace(snapshot, report=replace(snapshot.report, warnings=(*kai.warnings, *snapshot.report.warnings)))
     text = read_text(path)
     documents = parse_documents(text, str(path))
     if not documents:
@@ -45,6 +52,7 @@ def snapshot_from_documents(
     raw_groups: dict[str, RawPodGroup] = {}
     queues: dict[str, Queue] = {}
     classes: dict[str, PriorityClass] = {}
+    binding: dict[str, tuple[str, tuple[str, ...]]] = {}  # pod -> (node, GPU groups) of its BindRequest
     skipped: Counter[str] = Counter()
     warnings: list[str] = []
     for index, doc in iter_objects(documents, source):
@@ -66,8 +74,13 @@ def snapshot_from_documents(
             _put(raw_groups, f"{group.namespace}/{group.name}", group, reader, True)
         elif kind == "PriorityClass" and api_group == "scheduling.k8s.io":
             _put(classes, reader.name, parse_priority_class(reader), reader, False)
+        elif kind == "BindRequest" and api_group == "scheduling.run.ai":
+            request = _bind_request(reader)
+            if request is not None:
+                binding[request[0]] = request[1]
         else:
             skipped[kind] += 1
+    _apply_bind_requests(pods, binding)
     kept_queues = _valid_queue_tree(queues, warnings)
     groups = _resolve_groups(raw_groups, pods, owners, classes, warnings, scheduler_name)
     return ClusterSnapshot(
@@ -84,6 +97,25 @@ def _put(store: dict[str, Any], key: str, value: Any, reader: ObjectReader, name
     if key in store:
         raise reader.fail("metadata.name", "appears twice in the snapshot", namespaced)
     store[key] = value
+
+
+def _bind_request(reader: ObjectReader) -> tuple[str, tuple[str, tuple[str, ...]]] | None:
+    """A BindRequest KAI's binder has not failed: (pod key, (selected node, selected GPU groups))."""
+    if reader.get("status.phase") == "Failed":
+        return None
+    pod, node = reader.get("spec.podName"), reader.get("spec.selectedNode")
+    if not pod or not node:
+        raise reader.fail("spec.selectedNode" if pod else "spec.podName", "missing")
+    groups = tuple(str(g) for g in reader.sequence("spec.selectedGPUGroups"))
+    return f"{reader.namespace}/{pod}", (str(node), groups)
+
+
+def _apply_bind_requests(pods: dict[str, Pod], binding: Mapping[str, tuple[str, tuple[str, ...]]]) -> None:
+    """KAI holds a pod's place from its BindRequest until the pod is bound: the pod is Binding there."""
+    for key, (node, groups) in binding.items():
+        pod = pods.get(key)
+        if pod is not None and pod.state is PodState.PENDING:
+            pods[key] = replace(pod, state=PodState.BINDING, node=node, gpu_groups=groups or pod.gpu_groups)
 
 
 def _owner_refs(reader: ObjectReader) -> tuple[OwnerRef, ...]:
