@@ -130,11 +130,10 @@ class Statement:
         previous_status = task.status
         current = next((h for h in task.holdings if h.kind is not Kind.RELEASING), None)
         replacement = None
-        if current is not None and current.kind is Kind.ACTIVE:
+        if current is not None:
+            # A pipelined pod evicted later in the session leaves releasing capacity behind, as in
+            # KAI's node books: the node is not idle for it, pods can only be pipelined there.
             replacement = self._rehold(task, current, Kind.RELEASING)
-        elif current is not None:  # pipelined pods free nothing: they simply stop waiting
-            task.holdings.remove(current)
-            self.table.release(current)
         accepted = task.accepted
         self.queues.add_allocation(job.queue, accepted, job.preemptible, sign=-1.0)
         task.status = Status.RELEASING
@@ -151,11 +150,6 @@ class Statement:
             self.queues.add_allocation(job.queue, accepted, job.preemptible)
             if replacement is not None and current is not None:
                 self._swap(task, replacement, current)
-            elif current is not None:
-                restored = self.table.hold(
-                    current.pod, current.node, current.kind, current.vector, current.shares, current.created_groups
-                )
-                task.holdings.append(restored)
 
         return reverse
 
