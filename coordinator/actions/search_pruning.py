@@ -5,7 +5,9 @@ Two rules, one from KAI and one of kai-ray's own:
 **Scheduling signatures (KAI), within one session.**
 
 Jobs whose pods carry the same placement constraints (node selector, affinity, tolerations)
-and priority compete for the same nodes and the same victims. Once the search for one of
+and the same pod priority class compete for the same nodes. KAI hashes the pods' specs only,
+so two jobs whose PodGroups have different priorities but whose pods look alike share a
+signature, even though preempt offers them different victims. Once the search for one of
 them fails, a later job with the same signature is only searched for when it is *easier*
 than the smallest job that failed: it has fewer pending pods, or, pod by pod in ascending
 size, it is strictly smaller somewhere before it runs out of pods. That is KAI's rule
@@ -33,12 +35,13 @@ Request = tuple[float, ...]
 
 
 def signature(job: Job) -> Hashable:
-    """What decides where a job's pods may go and whom they may evict, requests aside."""
+    """KAI's scheduling-constraints signature: what the pods' specs say about where they may go
+    (requests aside); the PodGroup's priority is not part of it."""
     per_set = []
     for pod_set in job.pod_sets.values():
         pods = {(t.shape.constraints, t.pod.priority_class_name) for t in pod_set.tasks}
         per_set.append(tuple(sorted(pods, key=repr)))
-    return (job.priority, tuple(sorted(per_set, key=repr)))
+    return tuple(sorted(per_set, key=repr))
 
 
 def _request(task: Task) -> Request:
