@@ -70,7 +70,7 @@ class Statement:
         def undo() -> None:
             job.version += 1
             self.queues.add_allocation(job.queue, accepted, job.preemptible, sign=-1.0)
-            task.holdings.remove(holding)
+            _drop(task, holding)
             self.table.release(holding)
             task.status, task.node, task.gpu_groups, task.accepted = previous
 
@@ -103,12 +103,15 @@ class Statement:
         self.undo_log.append(undo)
 
     def is_back_home(self, task: Task, choice: Choice) -> bool:
-        """A victim of this statement placed again on the node (and shared GPUs) it was evicted from."""
+        """A victim of this statement placed again on a node that still lists it: where it runs
+        (or, for a pod an earlier job moved, where it was pipelined), on the same shared GPUs."""
         if task.status is not Status.RELEASING or not self._evicted.get(task.key):
             return False
-        if task.node != self.table.names[choice.node]:
-            return False
-        return task.pod.gpu_share is None or tuple(g for g, _ in choice.shares) == task.gpu_groups
+        held_here = [h for h in task.holdings if h.node == choice.node]
+        if not held_here or task.pod.gpu_share is None:
+            return bool(held_here)
+        groups = tuple(g for g, _ in choice.shares)
+        return any(tuple(g for g, _ in h.shares) == groups for h in held_here)
 
     def unevict(self, task: Task) -> None:
         """KAI's Statement.Pipeline of a victim onto the node it was evicted from: no move, the
@@ -160,12 +163,22 @@ class Statement:
     def _rehold(self, task: Task, old: Holding, kind: Kind) -> Holding:
         new = self.table.hold(old.pod, old.node, kind, np.array(old.vector), old.shares, old.created_groups)
         self.table.release(old)
-        task.holdings.remove(old)
+        _drop(task, old)
         task.holdings.append(new)
         return new
 
     def _swap(self, task: Task, current: Holding, back: Holding) -> None:
         restored = self.table.hold(back.pod, back.node, back.kind, back.vector, back.shares, back.created_groups)
         self.table.release(current)
-        task.holdings.remove(current)
+        _drop(task, current)
         task.holdings.append(restored)
+
+
+def _drop(task: Task, holding: Holding) -> None:
+    """Remove this very holding: a pod moved in the session holds on two nodes, and holdings
+    compare by value (numpy vectors), so list.remove would compare arrays."""
+    for i, held in enumerate(task.holdings):
+        if held is holding:
+            del task.holdings[i]
+            return
+    raise ValueError(f"{task.key} does not hold {holding}")
