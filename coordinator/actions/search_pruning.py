@@ -35,13 +35,20 @@ Request = tuple[float, ...]
 
 
 def signature(job: Job) -> Hashable:
-    """KAI's scheduling-constraints signature: what the pods' specs say about where they may go
-    (requests aside); the PodGroup's priority is not part of it."""
+    """KAI's scheduling-constraints signature: per pod set, one entry per pod that was not placed
+    when the session opened (KAI computes it then), saying what the pod's spec allows (node
+    selector, affinity, tolerations, priority class); requests and the PodGroup's priority are
+    not part of it. So the count of waiting pods is: a job waiting for two pods is not like one
+    waiting for one."""
     per_set = []
     for pod_set in job.pod_sets.values():
-        pods = {(t.shape.constraints, t.pod.priority_class_name) for t in pod_set.tasks}
-        per_set.append(tuple(sorted(pods, key=repr)))
-    return tuple(sorted(per_set, key=repr))
+        waiting = sorted(
+            repr((t.shape.constraints, t.pod.priority_class_name))
+            for t in pod_set.tasks
+            if not t.original_status.active_allocated
+        )
+        per_set.append(tuple(waiting))
+    return tuple(sorted(per_set))
 
 
 def _request(task: Task) -> Request:
