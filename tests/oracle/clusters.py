@@ -198,16 +198,17 @@ def _job(rng: random.Random, index: int, leaves: list[str], focus: str, shapes: 
     running = rng.choice((0, 0, pods, pods, min_member, max(min_member - 1, 0)))
     if focus in ("reclaim", "preempt", "consolidation") and rng.random() < 0.4:
         running = pods
+    releasing = rng.choice((0, 0, 0, 0, 1)) if running < pods else 0
+    preemptibility = rng.choice((None, None, None, None, "preemptible", "non-preemptible"))
     if shape == "fraction" and focus in EVICTING:
         # Shared-GPU pods are never victims here: KAI v0.12's books for a shared GPU whose pods
-        # are evicted in a simulation go wrong (a case file pins one example).
-        running = 0
-    releasing = rng.choice((0, 0, 0, 0, 1)) if running < pods else 0
+        # are evicted or moved in a victim search go out of balance (a case file pins one).
+        preemptibility = "non-preemptible"
     job = _Job(
         name=f"j{index}",
         queue=rng.choice(leaves),
         priority_class=rng.choice(classes),
-        preemptibility=rng.choice((None, None, None, None, "preemptible", "non-preemptible")),
+        preemptibility=preemptibility,
         pods=pods,
         min_member=min_member,
         shape=shape,

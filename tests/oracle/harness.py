@@ -168,6 +168,13 @@ class Oracle:
             "now": now,
             "writeZip": str(write_zip) if write_zip else "",
         }
+        return self._ask(request, case_id)
+
+    def run_file(self, path: Path, now: str = "", actions: str = "", case_id: str = "") -> dict[str, Any]:
+        """KAI's outcome for a snapshot file: a List, or a /get-snapshot ZIP with its own config."""
+        return self._ask({"id": case_id, "file": str(path), "now": now, "actions": actions}, case_id)
+
+    def _ask(self, request: Mapping[str, Any], case_id: str) -> dict[str, Any]:
         process = self._start()
         assert process.stdin is not None and process.stdout is not None
         process.stdin.write(json.dumps(request) + "\n")

@@ -7,8 +7,8 @@
 // FILE is a Kubernetes List or multi-document stream (what `kai-ray schedule --snapshot`
 // reads) or a ZIP from KAI's /get-snapshot endpoint (which carries its own config).
 // --write-zip writes the ZIP KAI's snapshot plugin serves for this cluster and config.
-// In batch mode each input line is {"id", "snapshot", "config", "actions", "now",
-// "writeZip"} and each output line {"id", "result"} or {"id", "error"}; one process
+// In batch mode each input line is {"id", "snapshot" or "file", "config", "actions",
+// "now", "writeZip"} and each output line {"id", "result"} or {"id", "error"}; one process
 // serves many sessions, so KAI's start-up is paid once.
 package main
 
@@ -33,6 +33,7 @@ import (
 type request struct {
 	ID       string          `json:"id"`
 	Snapshot json.RawMessage `json:"snapshot"` // a List object, or YAML/JSON text as a string
+	File     string          `json:"file"`     // or a file: a List/stream or a /get-snapshot ZIP
 	Config   json.RawMessage `json:"config"`   // kai-ray's config mapping
 	Actions  string          `json:"actions"`  // "" = the config's; "none"
 	Now      string          `json:"now"`      // RFC 3339; "" = the wall clock
@@ -74,12 +75,7 @@ func main() {
 	if *snapshotPath == "" || *output != "json" {
 		fail("oracle: --snapshot FILE is required (or --batch); -o json is the only output")
 	}
-	req := request{Actions: *actionList, Now: *now, WriteZip: *writeZip}
-	data, err := os.ReadFile(*snapshotPath)
-	if err != nil {
-		fail("oracle: %v", err)
-	}
-	req.Snapshot, _ = json.Marshal(string(data))
+	req := request{File: *snapshotPath, Actions: *actionList, Now: *now, WriteZip: *writeZip}
 	if *configPath != "" {
 		text, err := os.ReadFile(*configPath)
 		if err != nil {
@@ -136,7 +132,12 @@ func serveBatch() {
 func handle(req request) (*outcome, error) {
 	data := []byte(req.Snapshot)
 	var text string
-	if json.Unmarshal(req.Snapshot, &text) == nil {
+	if req.File != "" {
+		var err error
+		if data, err = os.ReadFile(req.File); err != nil {
+			return nil, err
+		}
+	} else if json.Unmarshal(req.Snapshot, &text) == nil {
 		data = []byte(text)
 	}
 	var raw *snapshot.RawKubernetesObjects
