@@ -40,9 +40,11 @@ class ConsolidationAction:
             if not should_search(state, job, failed, self.name):
                 continue
             # Moves leave every queue's allocation as it was, so a job its queue cannot take now
-            # (over a limit) is not helped by any of them: no search.
+            # (over a limit) is not helped by any of them: no search. It counts as a failed one,
+            # as in KAI (whose search fails for it), for the jobs that look like it.
             verdict = state.queues.check_capacity(job.queue, state.job_request(job, real=False), job.preemptible)
             if not verdict.ok:
+                search_failed(state, job, failed)
                 continue
             solver = JobSolver(state, stmt, self.name, _all_moved, lambda job=job: _victims(pool, job, limit), budget)  # type: ignore[misc]
             if _enough_gpus(state, job) and _moves_could_make_room(state, job, limit) and solver.solve(job):
