@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tests.coordinator.random_clusters import _NodeRoom as Room  # the same first-fit packer
+
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 GIB = 2**30
 FOCI = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction", "all")
@@ -55,40 +57,6 @@ class Case:
 
 def stamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass
-class _Room:
-    """What is left on a node while the packer places the running pods."""
-
-    cpu: int
-    memory: int
-    gpus: int
-    pods: int
-    shared: dict[str, float] = field(default_factory=dict)
-
-    def take(self, cpu: int, memory: int, gpus: int, fraction: float | None, group_name: str) -> str | None:
-        if cpu > self.cpu or memory > self.memory or self.pods < 1:
-            return None
-        group = ""
-        if fraction is not None:
-            group = next((g for g, used in sorted(self.shared.items()) if used + fraction <= 1.0 + 1e-9), "")
-            if not group:
-                if self.gpus < 1 or self.pods < 2:  # a new shared GPU needs a slot for its reservation pod
-                    return None
-                group = group_name
-                self.shared[group] = 0.0
-                self.gpus -= 1
-                self.pods -= 1
-            self.shared[group] += fraction
-        elif gpus > self.gpus:
-            return None
-        else:
-            self.gpus -= gpus
-        self.cpu -= cpu
-        self.memory -= memory
-        self.pods -= 1
-        return group
 
 
 def _node(name: str, kind: str, pool: str, pods: int, gpu_memory: int) -> Doc:
@@ -230,14 +198,14 @@ def _job(rng: random.Random, index: int, leaves: list[str], focus: str, shapes: 
     return job
 
 
-def _place(rng: random.Random, job: _Job, rooms: dict[str, _Room], pools: dict[str, str]) -> None:
+def _place(rng: random.Random, job: _Job, rooms: dict[str, Room], pools: dict[str, str]) -> None:
     order = sorted(rooms)
     rng.shuffle(order)
     if job.affinity_pool:
         order = [n for n in order if pools[n] == job.affinity_pool]
-    for i in range(job.running + job.releasing):
+    for _ in range(job.running + job.releasing):
         for name in order:
-            group = rooms[name].take(job.cpu, job.memory, job.gpus, job.fraction, f"{job.name}-{i}-gpu")
+            group = rooms[name].take(job.cpu, job.memory, job.gpus, job.fraction, name)
             if group is not None:
                 job.placed.append((name, group))
                 break
@@ -322,7 +290,7 @@ def generate(seed: int, focus: str | None = None) -> Case:
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
         for n, v in PRIORITY_CLASSES.items()
     ]
-    rooms: dict[str, _Room] = {}
+    rooms: dict[str, Room] = {}
     pools: dict[str, str] = {}
     for i in range(rng.randint(2, 6)):
         kind = rng.choice(("gpu8", "gpu8", "gpu4", "gpu4", "gpu2", "cpu"))
@@ -330,7 +298,7 @@ def generate(seed: int, focus: str | None = None) -> Case:
         pods = 110  # generous: pod-slot accounting differs on purpose (a case file pins it)
         documents.append(_node(name, kind, pool, pods, rng.choice((40960, 81920))))
         gpus, cpu, memory = NODE_KINDS[kind]
-        rooms[name] = _Room(cpu, memory * GIB, gpus, pods)
+        rooms[name] = Room(cpu, memory * GIB, gpus, pods)
         pools[name] = pool
     queue_docs, leaves = _queues(rng, focus)
     documents.extend(queue_docs)
