@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from prometheus_client import CollectorRegistry, generate_latest
 
-from kai_ray.metrics import SchedulerMetrics
+from k8s_adapter.metrics import SchedulerMetrics
 from kai_ray.model import Node, Pod, PodState
 from kai_ray.process_memory import rss_bytes
 

@@ -1,4 +1,5 @@
-"""Prometheus metrics, observed once per scheduling cycle.
+"""Prometheus metrics, observed once per scheduling cycle (served on ``/metrics`` by ``runner.py``;
+the simulator's report embeds them too).
 
 Three families, documented in ``docs/metrics.md``:
 
@@ -16,12 +17,10 @@ process do not collide.
 from __future__ import annotations
 
 from collections import Counter as Tally
-from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-if TYPE_CHECKING:
-    from coordinator.coordinator import CycleResult
+from coordinator.coordinator import CycleResult
 
 SECONDS_BUCKETS = tuple(0.001 * 2**i for i in range(15))  # 1 ms .. 16 s, as kube-scheduler
 
