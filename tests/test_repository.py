@@ -7,6 +7,7 @@ pyproject.toml's: ruff's rules and line length, mypy strict on every package.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -71,3 +72,37 @@ def test_mypy_strict_finds_nothing() -> None:
     result = _run("mypy", timeout=600)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert result.stdout.startswith("Success:"), result.stdout
+
+
+def _anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_every_link_to_the_architecture_document_lands_on_a_section() -> None:
+    document = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    anchors = {_anchor(line.lstrip("#")) for line in document.splitlines() if line.startswith("#")}
+    assert {"cli", "snapshot-input", "decision-output", "scheduler-config", "fair-share-input"} <= anchors
+    missing = []
+    for path in tracked_files():
+        if path.suffix not in (".py", ".md", ".yaml", ".tpl") or not path.is_file():
+            continue
+        for anchor in re.findall(r"architecture\.md#([\w-]+)", path.read_text(encoding="utf-8")):
+            if anchor not in anchors:
+                missing.append(f"{path.relative_to(REPO)}: #{anchor}")
+    assert missing == [], "\n".join(missing)
+
+
+def test_relative_links_in_markdown_files_point_at_files_that_exist() -> None:
+    broken = []
+    for path in tracked_files():
+        if path.suffix != ".md" or not path.is_file():
+            continue
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text(encoding="utf-8")):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            resolved = (path.parent / target).resolve()
+            if not resolved.exists() or not resolved.is_relative_to(REPO):
+                broken.append(f"{path.relative_to(REPO)}: {target}")
+    assert broken == [], "\n".join(broken)
