@@ -8,7 +8,6 @@ schedulers' pods.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -275,10 +274,5 @@ def accepted_on(task: Task, device_mib: float) -> Quota:
     gpu = pod.requests.gpu
     share = pod.gpu_share
     if share is not None:
-        if share.fraction is not None:
-            portion = share.fraction
-        else:
-            assert share.memory_mib is not None
-            portion = math.ceil(share.memory_mib / max(device_mib, 1.0) * 100) / 100
-        gpu += share.devices * portion
+        gpu += share.devices * share.accepted_portion(max(device_mib, 1.0))
     return (gpu, pod.requests.cpu, pod.requests.memory)

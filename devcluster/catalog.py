@@ -139,6 +139,7 @@ BUILT_IN = (
             STATUS,
             Subresource("binding", "Binding", ("create",)),
             Subresource("eviction", "Eviction", ("create",), "policy", "v1"),
+            Subresource("log", "Pod", ("get",)),
         ),
         categories=("all",),
         fields=POD_FIELDS,

@@ -99,6 +99,8 @@ class ClusterCache:
             if kind is NODES:
                 self.nodes[key] = parse_node(reader)
             elif kind is PODS:
+                if L.is_reservation_pod((obj.get("metadata") or {}).get("labels") or {}):
+                    return  # its GPU is counted through the shared group it reserves
                 pod = self.pods[key] = parse_pod(reader)
                 self.owners[key] = _owner_refs(obj)
                 if (

@@ -35,6 +35,11 @@ POD_GROUPS = Kind("PodGroup", "scheduling.run.ai", "v2alpha2", "podgroups", True
 PRIORITY_CLASSES = Kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False)
 EVENTS = Kind("Event", "", "v1", "events", True)
 LEASES = Kind("Lease", "coordination.k8s.io", "v1", "leases", True)
+CONFIG_MAPS = Kind("ConfigMap", "", "v1", "configmaps", True)  # a fraction's GPU environment
+# Dynamic Resource Allocation, resource.k8s.io/v1 (Kubernetes 1.34).
+RESOURCE_SLICES = Kind("ResourceSlice", "resource.k8s.io", "v1", "resourceslices", False)
+DEVICE_CLASSES = Kind("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False)
+RESOURCE_CLAIMS = Kind("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True)
 
 WATCHED = (NODES, PODS, QUEUES, POD_GROUPS, PRIORITY_CLASSES)
 

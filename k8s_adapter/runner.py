@@ -17,13 +17,14 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from coordinator.coordinator import CycleResult
+from coordinator.coordinator import BindIntent, CycleResult
 from k8s_adapter.api import KubeApi
-from k8s_adapter.binder import Binder, BindRequest
+from k8s_adapter.binder import Binder, BindRequest, FractionBind
 from k8s_adapter.cache import ClusterCache
 from k8s_adapter.evictor import Evictor, EvictRequest
+from k8s_adapter.gpu_sharing import ReservationService, ReservationSettings, gpu_groups_of
 from k8s_adapter.grouper import PodGrouper
-from k8s_adapter.kinds import WATCHED
+from k8s_adapter.kinds import PODS, WATCHED, Kind
 from k8s_adapter.leader import Leadership
 from k8s_adapter.metrics import SECONDS_BUCKETS, SchedulerMetrics
 from k8s_adapter.reflector import Reflector
@@ -31,6 +32,7 @@ from k8s_adapter.status import StatusWriter
 from kai_ray.deltas import ClusterDeltas
 
 log = logging.getLogger(__name__)
+RESERVATION_SWEEP_SECONDS = 60.0  # a full reservation-pod clean-up, besides the one per finished sharer
 
 
 class CoordinatorLike(Protocol):
@@ -61,6 +63,7 @@ class SchedulerLoop:
         period: float = 1.0,
         eviction_mode: str = "eviction",
         sync_timeout: float = 30.0,
+        reservations: ReservationSettings | None = None,
     ) -> None:
         self.api = api
         self.cache = cache
@@ -80,7 +83,10 @@ class SchedulerLoop:
         self.leadership = leadership
         self.period = period
         self.sync_timeout = sync_timeout
-        self.binder = Binder(api)
+        self.reservations = ReservationService(api, reservations)
+        self.binder = Binder(api, reservations=self.reservations)
+        cache.listeners.append(self._watch_sharers)
+        self._next_reservation_sweep = 0.0
         self.evictor = Evictor(api, mode=eviction_mode)
         self.status = StatusWriter(api)
         self.grouper = PodGrouper(api)
@@ -155,6 +161,18 @@ class SchedulerLoop:
         if self._explaining is None or self._explaining.done():
             self._explaining = self._background(self._step("status", lambda: self._explain(outcome)))
         await self._step("metrics", lambda: _sync(lambda: self.metrics.observe_cycle(outcome)))
+        if time.monotonic() >= self._next_reservation_sweep:
+            self._next_reservation_sweep = time.monotonic() + RESERVATION_SWEEP_SECONDS
+            self._background(self._step("reservations", self.reservations.sync_all))
+
+    def _watch_sharers(self, kind: Kind, event: str, obj: dict[str, Any]) -> None:
+        """KAI's pod controller: when a pod that shares GPUs ends or goes, its groups' reservation
+        pods are checked (the last sharer leaving deletes the reservation pod)."""
+        if kind is not PODS or not self.leadership.is_leader():
+            return
+        groups = gpu_groups_of(obj)
+        if groups and (event == "DELETED" or (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")):
+            self._background(self._step("reservations", lambda: self.reservations.sync_groups(groups)))
 
     async def _locked(self, method: Callable[..., Any], *args: Any) -> Any:
         """Coordinator calls one at a time, off the event loop (a cycle takes CPU)."""
@@ -185,16 +203,22 @@ class SchedulerLoop:
         if not self.leadership.is_leader():  # fencing: the lease may have moved during the cycle
             await self._locked(coordinator.bind_failed, [b.pod for b in outcome.binds])
             return
-        requests = [
-            BindRequest(b.pod, self.cache.pods[b.pod].uid if b.pod in self.cache.pods else "", b.node, b.gpu_groups)
-            for b in outcome.binds
-        ]
+        requests = [self._bind_request(b) for b in outcome.binds]
         results = await self.binder.bind_all(requests)
         failed = [r.pod for r in results if not r.ok]
         if failed:
             await self._locked(coordinator.bind_failed, failed)
         self.state.binds += len(results) - len(failed)
         self.metrics.observe_binds(len(results) - len(failed), len(failed))
+
+    def _bind_request(self, bind: BindIntent) -> BindRequest:
+        pod = self.cache.pods.get(bind.pod)
+        fraction = None
+        if pod is not None and pod.gpu_share is not None and bind.gpu_groups:
+            node = self.cache.nodes.get(bind.node)
+            portion = pod.gpu_share.accepted_portion(node.gpu_memory_mib if node is not None else 0.0)
+            fraction = FractionBind(f"{portion:.2f}", pod.gpu_share.devices > 1)
+        return BindRequest(bind.pod, pod.uid if pod is not None else "", bind.node, bind.gpu_groups, fraction)
 
     async def _evict(self, outcome: CycleResult) -> None:
         requests = [EvictRequest(e.pod, e.action, e.preemptor) for e in outcome.evictions]

@@ -55,6 +55,8 @@ def snapshot_from_documents(
         reader = ObjectReader(doc, index)
         if kind == "Node" and api_group == "":
             _put(nodes, reader.name, parse_node(reader), reader, False)
+        elif kind == "Pod" and api_group == "" and L.is_reservation_pod(_labels(doc)):
+            skipped["Pod (GPU reservation)"] += 1
         elif kind == "Pod" and api_group == "":
             pod = parse_pod(reader)
             _put(pods, pod.key, pod, reader, True)
@@ -78,6 +80,11 @@ def snapshot_from_documents(
         priority_classes=tuple(classes.values()),
         report=LoadReport(dict(sorted(skipped.items())), tuple(warnings)),
     )
+
+
+def _labels(doc: Mapping[str, Any]) -> Mapping[str, str]:
+    labels = (doc.get("metadata") or {}).get("labels") if isinstance(doc.get("metadata"), Mapping) else None
+    return labels if isinstance(labels, Mapping) else {}
 
 
 def _put(store: dict[str, Any], key: str, value: Any, reader: ObjectReader, namespaced: bool) -> None:
