@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from k8s_adapter.api import JSON, KubeApi, KubeError
-from k8s_adapter.claims import ClaimBind, ClaimWriter
+from k8s_adapter.claims import ClaimBind, ClaimChange, ClaimWriter
 from k8s_adapter.gpu_env import GpuEnvError, GpuEnvWriter
 from k8s_adapter.gpu_sharing import ReservationError, ReservationService
 from k8s_adapter.kinds import PODS
@@ -80,7 +80,7 @@ class _Attempt:
 
     configmaps: list[str] = field(default_factory=list)
     reserved: bool = False
-    claims: list[ClaimBind] = field(default_factory=list)
+    claims: list[ClaimChange] = field(default_factory=list)
 
 
 class Binder:

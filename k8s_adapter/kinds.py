@@ -42,6 +42,7 @@ DEVICE_CLASSES = Kind("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", F
 RESOURCE_CLAIMS = Kind("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True)
 
 WATCHED = (NODES, PODS, QUEUES, POD_GROUPS, PRIORITY_CLASSES)
+DRA_WATCHED = (RESOURCE_SLICES, DEVICE_CLASSES, RESOURCE_CLAIMS)  # with `run --dra`
 
 # Owners the pod grouper walks to find a workload's top owner.
 OWNER_KINDS = {
