@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kai_ray.model import DeviceClass, DeviceRequest, Pod, ResourceClaim, SelectorRequirement
-from kai_ray.model.dra import ALL_DEVICES
+from kai_ray.model import ALL_DEVICES, DeviceClass, DeviceRequest, Pod, ResourceClaim, SelectorRequirement
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,9 @@ from typing import Any
 
 from kai_ray.io.fields import ObjectReader
 from kai_ray.model import (
+    ALL_DEVICES,
+    EXACT_COUNT,
+    AttrValue,
     ClaimAllocation,
     Device,
     DeviceClass,
@@ -22,7 +25,6 @@ from kai_ray.model import (
     ResourceClaim,
     ResourceSlice,
 )
-from kai_ray.model.dra import ALL_DEVICES, EXACT_COUNT, AttrValue
 from kai_ray.quantity import QuantityError, plain
 
 

@@ -2,6 +2,9 @@
 fair-share divider's inputs (queue specs, resource order) and is public as a module."""
 
 from kai_ray.model.dra import (
+    ALL_DEVICES,
+    EXACT_COUNT,
+    AttrValue,
     ClaimAllocation,
     Device,
     DeviceClass,
@@ -39,6 +42,9 @@ from kai_ray.model.resources import (
 from kai_ray.model.snapshot import ClusterSnapshot, LoadReport
 
 __all__ = [
+    "ALL_DEVICES",
+    "EXACT_COUNT",
+    "AttrValue",
     "GPU_RESOURCE",
     "QUEUE_RESOURCES",
     "UNLIMITED",
