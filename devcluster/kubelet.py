@@ -25,6 +25,7 @@ import logging
 from typing import Any
 
 from devcluster.catalog import ResourceType
+from devcluster.claims import ClaimController
 from devcluster.clock import Clock, parse_timestamp
 from devcluster.containers import ConfigError, ContainerRuntime, Started
 from devcluster.eviction import refresh_status
@@ -50,6 +51,8 @@ class NodeSimulator:
         self.pdbs = catalog.require("policy", "v1", "poddisruptionbudgets")
         self.config_maps = catalog.require("", "v1", "configmaps")
         self.runtime = ContainerRuntime()
+        self.claims = ClaimController(registry)
+        self.resource_claims = catalog.require("resource.k8s.io", "v1", "resourceclaims")
         self.logs: dict[str, dict[str, str]] = {}  # pod uid -> container -> what it printed
         self._timers: list[tuple[float, int, str, str, str, str]] = []  # (due, seq, action, ns, name, uid)
         self._due: dict[tuple[str, str], float] = {}  # (uid, action) -> earliest due, to avoid duplicates
@@ -64,6 +67,8 @@ class NodeSimulator:
 
     # ------------------------------------------------------------------ following the store
     def _on_change(self, rt: ResourceType, change: Change) -> None:
+        if self.claims.on_change(rt, change):
+            self.wake.set()
         key = rt.storage_key
         if key == self.pods.storage_key:
             ns = change.obj["metadata"].get("namespace", "")
@@ -128,7 +133,7 @@ class NodeSimulator:
     # ------------------------------------------------------------------ acting
     def step(self) -> int:
         """Fire every timer that is due; returns how many acted."""
-        acted = 0
+        acted = self.claims.sync()
         now = self.clock.now()
         while self._timers and self._timers[0][0] <= now:
             due, _, action, ns, name, uid = heapq.heappop(self._timers)
@@ -175,6 +180,7 @@ class NodeSimulator:
             for m in self.registry.store.table(self.config_maps).objects.get(namespace, {}).values()
         }
         try:
+            self._claims_prepared(pod)
             started = self.runtime.start(pod, int(str(gpus or 0)), maps)
         except ConfigError as exc:  # the kubelet retries until the ConfigMap exists
             self._waiting_config(pod, str(exc))
@@ -188,6 +194,25 @@ class NodeSimulator:
         self.registry.store.replace(self.pods, self._with_annotations(pod, started, self._running(pod)))
         self.started += 1
         return 1
+
+    def _claims_prepared(self, pod: Obj) -> None:
+        """The kubelet prepares a pod's claims before its containers: each must be allocated and
+        reserved for the pod (the scheduler's binder writes both before binding)."""
+        meta = pod["metadata"]
+        generated = {
+            s.get("name"): s.get("resourceClaimName")
+            for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+        }
+        for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+            name = entry.get("resourceClaimName") or generated.get(entry.get("name"))
+            claim = (
+                self.registry.store.get(self.resource_claims, meta.get("namespace", ""), str(name)) if name else None
+            )
+            status = (claim or {}).get("status") or {}
+            if not status.get("allocation") or not any(
+                r.get("uid") == meta["uid"] for r in status.get("reservedFor") or []
+            ):
+                raise ConfigError(f'resource claim "{entry.get("name")}" is not allocated and reserved for the pod')
 
     def log_of(self, pod: Obj, container: str | None) -> str:
         """What a started container printed (the first container's when none is named)."""

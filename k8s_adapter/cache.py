@@ -13,7 +13,8 @@ from dataclasses import replace
 from typing import Any
 
 from k8s_adapter.api import JSON
-from k8s_adapter.kinds import NODES, POD_GROUPS, PODS, PRIORITY_CLASSES, QUEUES, Kind
+from k8s_adapter.dra_cache import DraCache
+from k8s_adapter.kinds import DRA_WATCHED, NODES, POD_GROUPS, PODS, PRIORITY_CLASSES, QUEUES, Kind
 from kai_ray import labels as L
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.errors import InputError
@@ -44,10 +45,14 @@ class ClusterCache:
         self._sent_groups: dict[str, PodGroup] = {}
         self._sent_queues: set[str] = set()
         self.listeners: list[Callable[[Kind, str, JSON], None]] = []
+        self.dra = DraCache()  # ResourceSlices, DeviceClasses, ResourceClaims (with `run --dra`)
 
     # ------------------------------------------------------------------ input
     def on_list(self, kind: Kind, items: list[JSON]) -> None:
         """A fresh list replaces everything known of that kind."""
+        if kind in DRA_WATCHED:
+            self.dra.on_list(kind, items)
+            return
         seen = set()
         for obj in items:
             key = self._key(kind, obj)
@@ -60,6 +65,9 @@ class ClusterCache:
                 self._delete(kind, key)
 
     def on_event(self, kind: Kind, event: str, obj: JSON) -> None:
+        if kind in DRA_WATCHED:
+            self.dra.on_event(kind, event, obj)
+            return
         key = self._key(kind, obj)
         version = _version(obj)
         last = self.versions.get((kind.name, key))
@@ -155,6 +163,7 @@ class ClusterCache:
             queues_removed=queues_down,
             pod_groups_upserted=groups[0],
             pod_groups_removed=groups[1],
+            dra=self.dra.take(),
         )
         for bucket in (*self._changed.values(), *self._removed.values()):
             bucket.clear()

@@ -15,8 +15,26 @@ from dataclasses import dataclass
 
 from k8s_adapter.api import JSON, KubeApi, KubeError
 from k8s_adapter.kinds import RESOURCE_CLAIMS
+from kai_ray.model import ClaimAllocation
 
 CONFLICT_RETRIES = 5
+
+
+def allocation_json(allocation: ClaimAllocation) -> JSON:
+    """A claim's ``status.allocation`` in resource.k8s.io/v1 form (devices, and the node selector
+    the allocator writes for node-local devices)."""
+    out: JSON = {
+        "devices": {
+            "results": [
+                {"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device}
+                for r in allocation.results
+            ]
+        }
+    }
+    if allocation.node is not None:
+        field = {"key": "metadata.name", "operator": "In", "values": [allocation.node]}
+        out["nodeSelector"] = {"nodeSelectorTerms": [{"matchFields": [field]}]}
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,10 +21,11 @@ from coordinator.coordinator import BindIntent, CycleResult
 from k8s_adapter.api import KubeApi
 from k8s_adapter.binder import Binder, BindRequest, FractionBind
 from k8s_adapter.cache import ClusterCache
+from k8s_adapter.claims import ClaimBind, allocation_json
 from k8s_adapter.evictor import Evictor, EvictRequest
 from k8s_adapter.gpu_sharing import ReservationService, ReservationSettings, gpu_groups_of
 from k8s_adapter.grouper import PodGrouper
-from k8s_adapter.kinds import PODS, WATCHED, Kind
+from k8s_adapter.kinds import DRA_WATCHED, PODS, WATCHED, Kind
 from k8s_adapter.leader import Leadership
 from k8s_adapter.metrics import SECONDS_BUCKETS, SchedulerMetrics
 from k8s_adapter.reflector import Reflector
@@ -64,6 +65,7 @@ class SchedulerLoop:
         eviction_mode: str = "eviction",
         sync_timeout: float = 30.0,
         reservations: ReservationSettings | None = None,
+        dra: bool = False,
     ) -> None:
         self.api = api
         self.cache = cache
@@ -90,7 +92,8 @@ class SchedulerLoop:
         self.evictor = Evictor(api, mode=eviction_mode)
         self.status = StatusWriter(api)
         self.grouper = PodGrouper(api)
-        self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event) for kind in WATCHED]
+        kinds = WATCHED + (DRA_WATCHED if dra else ())
+        self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event) for kind in kinds]
         self.state = LoopState()
         self._stop = asyncio.Event()
         self._coordinator_lock = asyncio.Lock()
@@ -218,7 +221,8 @@ class SchedulerLoop:
             node = self.cache.nodes.get(bind.node)
             portion = pod.gpu_share.accepted_portion(node.gpu_memory_mib if node is not None else 0.0)
             fraction = FractionBind(f"{portion:.2f}", pod.gpu_share.devices > 1)
-        return BindRequest(bind.pod, pod.uid if pod is not None else "", bind.node, bind.gpu_groups, fraction)
+        claims = tuple(ClaimBind(g.claim.split("/", 1)[1], allocation_json(g.allocation)) for g in bind.claims)
+        return BindRequest(bind.pod, pod.uid if pod is not None else "", bind.node, bind.gpu_groups, fraction, claims)
 
     async def _evict(self, outcome: CycleResult) -> None:
         requests = [EvictRequest(e.pod, e.action, e.preemptor) for e in outcome.evictions]

@@ -48,6 +48,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     sharing.add_argument(
         "--reservation-timeout", type=float, default=40.0, help="seconds to wait for a reservation pod's GPU index"
     )
+    parser.add_argument(
+        "--dra",
+        action="store_true",
+        help="Dynamic Resource Allocation: watch resource.k8s.io/v1 slices, classes and claims (Kubernetes 1.34+)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     parser.set_defaults(handler=run)
 
@@ -99,6 +104,7 @@ async def _main(args: argparse.Namespace, config: object) -> int:
             runtime_class=args.reservation_runtime_class,
             timeout=args.reservation_timeout,
         ),
+        dra=args.dra,
     )
     server = await serve(
         registry,
