@@ -60,6 +60,17 @@ class SessionState:
             return task.shape
         return TaskShape.of_pod(task.pod, self.claims_of(task))
 
+    def claim_gpus(self, task: Task) -> float:
+        """GPUs of the pod's claims it would be charged for if placed now: those it allocates, and
+        allocated ones it joins that no placed pod uses (a claim is charged to one user only)."""
+        demand = self.claims_of(task)
+        joined = 0.0
+        for key in demand.joins:
+            claim = self.dra.claims.get(key)
+            if claim is not None and not self.table.devices.users.get(key):
+                joined += claim.gpus
+        return demand.gpus + joined
+
     def claim_problem(self, task: Task) -> str | None:
         if not task.pod.resource_claims:
             return None
@@ -79,7 +90,7 @@ class SessionState:
         if pod.gpu_share is not None:
             gpu += pod.gpu_share.quota_gpus(self.min_gpu_memory)
         if pod.resource_claims:
-            gpu += self.claims_of(task).gpus
+            gpu += self.claim_gpus(task)
         return (gpu, pod.requests.cpu, pod.requests.memory)
 
     def accepted_quota(self, task: Task, row: int) -> Quota:
@@ -87,7 +98,7 @@ class SessionState:
         it is about to allocate)."""
         gpu, cpu, memory = accepted_on(task, float(self.table.gpu_mem[row]))
         if task.pod.resource_claims:
-            gpu += self.claims_of(task).gpus
+            gpu += self.claim_gpus(task)
         return (gpu, cpu, memory)
 
     def job_request(self, job: Job, real: bool = False) -> np.ndarray:

@@ -105,14 +105,18 @@ def device_activation(device: Device) -> dict[str, Any]:
 
 
 class Selectors:
-    """Compiled selectors and their verdicts per device."""
+    """Compiled selectors and their verdicts per device, shared by every table of the process
+    (a session builds tables every cycle; compiling and evaluating again each time would waste
+    it). A verdict is keyed by the device record itself, so a device whose slice changed its
+    attributes is evaluated anew."""
 
     def __init__(self) -> None:
+        # celpy raises the interpreter's recursion limit when an environment is made: made once.
         self.env = celpy.Environment()
         self._programs: dict[str, Any] = {}
         self._errors: dict[str, str] = {}  # expression -> why it selects nothing (compile or runtime error)
-        self._verdicts: dict[tuple[str, str], bool] = {}
-        self._activations: dict[str, dict[str, Any]] = {}
+        self._verdicts: dict[tuple[str, Device], bool] = {}
+        self._activations: dict[Device, dict[str, Any]] = {}
 
     def error(self, expression: str) -> str | None:
         return self._errors.get(expression)
@@ -121,7 +125,7 @@ class Selectors:
         return all(self._matches(e, device) for e in expressions)
 
     def _matches(self, expression: str, device: Device) -> bool:
-        key = (expression, device.key)
+        key = (expression, device)
         verdict = self._verdicts.get(key)
         if verdict is None:
             verdict = self._evaluate(expression, device)
@@ -135,9 +139,9 @@ class Selectors:
         program = self._program(expression)
         if program is None:
             return False
-        activation = self._activations.get(device.key)
+        activation = self._activations.get(device)
         if activation is None:
-            activation = self._activations[device.key] = device_activation(device)
+            activation = self._activations[device] = device_activation(device)
         try:
             result = program.evaluate(activation)
         except Exception as exc:  # celpy raises its own errors and Python ones from our functions
@@ -159,3 +163,6 @@ class Selectors:
             program = None
         self._programs[expression] = program
         return program
+
+
+SELECTORS = Selectors()

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kai_ray.model import Device
-from shards.dra_cel import Selectors
+from shards.dra_cel import SELECTORS
 from shards.dra_demand import ClaimSpec, RequestSpec
 
 SEARCH_STEPS = 5_000  # choices tried per (node, pod) before the search gives up
@@ -65,7 +65,7 @@ class DeviceBook:
         self.claims: dict[str, Held] = {}  # claim key -> what it holds
         self.users: dict[str, set[str]] = {}  # claim key -> pods using it (sessions only)
         self.overrides: dict[str, tuple[bool, str | None]] = {}  # sessions: claims (de)allocated in them
-        self.selectors = Selectors()
+        self.selectors = SELECTORS
         self.on_change = on_change
         self.row_version: dict[int, int] = {}  # moves with every change to a row's devices or holders
         self._fits: dict[tuple[tuple[ClaimSpec, ...], int], tuple[int, bool]] = {}
