@@ -43,7 +43,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--dra-share",
         type=float,
         default=0.0,
-        help="share (0-1) of GPU nodes whose GPUs a DRA driver publishes, and of whole-GPU jobs asking through ResourceClaims",
+        help="share (0-1) of GPU nodes whose GPUs a DRA driver publishes, and of whole-GPU jobs that ask "
+        "for theirs through ResourceClaims",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run)

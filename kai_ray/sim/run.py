@@ -35,7 +35,10 @@ class SimOutcome:
             offered_load(self.workload, self.metrics.gpu_capacity),
         )
         if self.dra_jobs:
-            text += f"\nDRA: {self.dra_jobs} jobs asked for GPUs through ResourceClaims; devices given twice: {self.device_conflicts}"
+            text += (
+                f"\nDRA: {self.dra_jobs} jobs asked for GPUs through ResourceClaims; "
+                f"devices given twice: {self.device_conflicts} (must be 0)"
+            )
         return text
 
     def to_json(self) -> dict[str, Any]:
