@@ -47,6 +47,7 @@ from kai_ray.sim.cluster import model_nodes
 from kai_ray.sim.dra import DRIVER, with_dra_nodes
 from loadtests.baseline import FullScanCoordinator
 from loadtests.results import BenchRow, bench_main, compare, rss_bytes
+from shards.dra_cel import SELECTORS
 from shards.shard import Shard
 
 FULL = {"nodes": 2_000, "pods": 4_000, "waves": 10}
@@ -134,6 +135,7 @@ def _claim(name: str, count: int, selectors: tuple[str, ...], owner: str | None)
 
 
 def drive(system: str, coordinator: Coordinator, load: DraWorkload) -> tuple[BenchRow, dict[str, Decision]]:
+    SELECTORS.forget()  # every system evaluates the CEL selectors from a cold cache
     coordinator.apply(load.cluster)
     decided: dict[str, Decision] = {}
     cycles: list[float] = []

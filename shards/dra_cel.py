@@ -24,6 +24,7 @@ from kai_ray.model import Device
 from kai_ray.quantity import QuantityError, plain
 
 log = logging.getLogger(__name__)
+Seen = tuple[str, tuple[tuple[str, str, bool | int | str], ...], tuple[tuple[str, str, float], ...]]
 MAX_VERDICTS = 200_000  # cached (expression, device) verdicts before the cache starts over
 
 
@@ -107,16 +108,22 @@ def device_activation(device: Device) -> dict[str, Any]:
 class Selectors:
     """Compiled selectors and their verdicts per device, shared by every table of the process
     (a session builds tables every cycle; compiling and evaluating again each time would waste
-    it). A verdict is keyed by the device record itself, so a device whose slice changed its
-    attributes is evaluated anew."""
+    it). An expression sees a device's driver, attributes and capacity, nothing else, so a
+    verdict is keyed by those: the same GPU model on a thousand nodes is evaluated once, and a
+    device whose slice changed its attributes is evaluated anew."""
 
     def __init__(self) -> None:
         # celpy raises the interpreter's recursion limit when an environment is made: made once.
         self.env = celpy.Environment()
         self._programs: dict[str, Any] = {}
         self._errors: dict[str, str] = {}  # expression -> why it selects nothing (compile or runtime error)
-        self._verdicts: dict[tuple[str, Device], bool] = {}
-        self._activations: dict[Device, dict[str, Any]] = {}
+        self._verdicts: dict[tuple[str, Seen], bool] = {}
+        self._activations: dict[Seen, dict[str, Any]] = {}
+
+    def forget(self) -> None:
+        """Drop every cached verdict (benchmarks measure each system from a cold cache)."""
+        self._verdicts.clear()
+        self._activations.clear()
 
     def error(self, expression: str) -> str | None:
         return self._errors.get(expression)
@@ -125,7 +132,7 @@ class Selectors:
         return all(self._matches(e, device) for e in expressions)
 
     def _matches(self, expression: str, device: Device) -> bool:
-        key = (expression, device)
+        key = (expression, (device.driver, device.attributes, device.capacity))
         verdict = self._verdicts.get(key)
         if verdict is None:
             verdict = self._evaluate(expression, device)
@@ -139,9 +146,10 @@ class Selectors:
         program = self._program(expression)
         if program is None:
             return False
-        activation = self._activations.get(device)
+        seen = (device.driver, device.attributes, device.capacity)
+        activation = self._activations.get(seen)
         if activation is None:
-            activation = self._activations[device] = device_activation(device)
+            activation = self._activations[seen] = device_activation(device)
         try:
             result = program.evaluate(activation)
         except Exception as exc:  # celpy raises its own errors and Python ones from our functions
