@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from kai_ray.model import ClaimAllocation, DeviceClass, DeviceResult, DraObjects, Node, Pod, ResourceClaim
 from shards.dra_demand import ClaimDemand, claim_demand, claim_key
-from shards.dra_devices import Allocation, DeviceBook
+from shards.dra_devices import Allocation, DeviceBook, Held
 from shards.placement import Choice
 
 MAX_CONSUMERS = 256  # resource.k8s.io's limit on status.reservedFor
@@ -141,7 +141,7 @@ def place_claims(book: DeviceBook, pod_key: str, node: str, choice: Choice, dema
 
 def evict_claims(book: DeviceBook, pod: Pod) -> Undo:
     """The pod stops using its claims; a claim left without users is deallocated."""
-    freed: list[tuple[str, object, tuple[bool, str | None] | None]] = []
+    freed: list[tuple[str, Held | None, tuple[bool, str | None] | None]] = []
     used: list[str] = []
     for pod_claim in pod.resource_claims:
         if pod_claim.claim is None:
@@ -153,13 +153,20 @@ def evict_claims(book: DeviceBook, pod: Pod) -> Undo:
         users.discard(pod.key)
         used.append(key)
         if not users:
-            freed.append((key, book.release(key), book.overrides.get(key)))
+            held = book.release(key)
+            freed.append((key, held, book.overrides.get(key)))
             book.overrides[key] = (False, None)
+            for device in held.keys if held is not None else ():
+                book.releasing[device] = book.releasing.get(device, 0) + 1
 
     def undo() -> None:
         for key, held, before in reversed(freed):
             if held is not None:
-                book.take(key, held.keys, held.row)  # type: ignore[attr-defined]
+                for device in held.keys:
+                    book.releasing[device] -= 1
+                    if not book.releasing[device]:
+                        del book.releasing[device]
+                book.take(key, held.keys, held.row)
             if before is None:
                 book.overrides.pop(key, None)
             else:

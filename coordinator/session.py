@@ -169,6 +169,7 @@ def open_session(
     )
     table.devices.users = users
     table.devices.overrides = {}
+    table.devices.releasing = {}
     _attach_placed_pods(state, snapshot.pods, apply=built_here)
     _build_jobs(state, snapshot.pod_groups, ours)
     for task in tasks.values():
@@ -207,6 +208,7 @@ def _carry_claims(old: NodeTable, table: NodeTable) -> None:
     book, before = table.devices, old.devices
     book.users = {k: set(v) for k, v in before.users.items()}
     book.overrides = dict(before.overrides)
+    book.releasing = dict(before.releasing)
     for key, (allocated, node) in before.overrides.items():
         held = before.claims.get(key)
         if not allocated:

@@ -9,7 +9,7 @@ a module.
 from shards import partitioner
 from shards.constraints import tolerates_all
 from shards.dra_demand import ClaimDemand, ClaimSpec, RequestSpec, claim_demand, claim_key
-from shards.dra_devices import Allocation, DeviceBook
+from shards.dra_devices import Allocation, DeviceBook, Held
 from shards.messages import (
     ClaimHold,
     NodeDevices,
@@ -35,6 +35,7 @@ __all__ = [
     "ClaimHold",
     "ClaimSpec",
     "DeviceBook",
+    "Held",
     "NodeDevices",
     "RequestSpec",
     "claim_demand",

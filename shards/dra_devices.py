@@ -65,6 +65,7 @@ class DeviceBook:
         self.claims: dict[str, Held] = {}  # claim key -> what it holds
         self.users: dict[str, set[str]] = {}  # claim key -> pods using it (sessions only)
         self.overrides: dict[str, tuple[bool, str | None]] = {}  # sessions: claims (de)allocated in them
+        self.releasing: dict[str, int] = {}  # sessions: devices freed by evictions, still in use until the pods go
         self.selectors = SELECTORS
         self.on_change = on_change
         self.row_version: dict[int, int] = {}  # moves with every change to a row's devices or holders
@@ -191,8 +192,14 @@ class DeviceBook:
             return
         free = [d for d in self.devices[row] if d.key not in self.owner and d.key not in used]
         candidates = [d for d in free if match(request.selectors, d)]
+        if self.releasing:  # devices idle now before those an evicted pod still holds
+            candidates.sort(key=lambda d: d.key in self.releasing)
         if len(candidates) >= request.count:
             yield from itertools.combinations(candidates, request.count)
+
+    def waits(self, allocation: Allocation) -> bool:
+        """Whether an allocation uses a device an evicted pod has not given back yet."""
+        return bool(self.releasing) and any(d.key in self.releasing for claim in allocation for _, d in claim)
 
     def turned_away(self, specs: tuple[ClaimSpec, ...], rows: Mask) -> tuple[dict[str, int], Mask]:
         """Of ``rows``, those where the claims cannot be allocated, counted by reason."""

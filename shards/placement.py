@@ -252,7 +252,9 @@ class Placer:
         """The concrete placement on ``row`` (GPU groups for fractions, devices for claims)."""
         choice = self._choose_on(row, shape, pipeline_only)
         if shape.claims:
-            choice = replace(choice, devices=self.table.devices.allocate(row, shape.claims))
+            devices = self.table.devices.allocate(row, shape.claims)
+            waits = devices is not None and self.table.devices.waits(devices)  # devices still releasing
+            choice = replace(choice, devices=devices, pipelined=choice.pipelined or waits)
         return choice
 
     def _choose_on(self, row: int, shape: TaskShape, pipeline_only: bool) -> Choice:

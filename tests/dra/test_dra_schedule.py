@@ -156,3 +156,20 @@ def test_missing_claims_templates_and_classes_are_reasons_not_errors(kai_ray: Ru
     assert "ResourceClaim absent does not exist" in pods["team/no-claim"]["reason"]
     assert "ResourceClaimTemplate absent" in pods["team/no-template"]["reason"]
     assert "DeviceClass no-such-class does not exist" in pods["team/no-class"]["reason"]
+
+
+def test_preemption_frees_a_victims_device_for_the_preemptor_which_waits_until_it_is_given_back(
+    kai_ray: RunCli, tmp_path: Path
+) -> None:
+    objects = gpu_cluster(("n1", 1, 80))
+    objects += [m.priority_class("low", 50), m.priority_class("high", 125)]
+    objects.append(d.claim("victim-gpu", d.request("gpu", 1), allocated=("n1", ["gpu-0"]), reserved_for=["victim"]))
+    victim = m.pod("victim", "q", node_name="n1", phase="Running", priority_class_name="low")
+    objects.append(d.with_claims(victim, {"gpu": "victim-gpu"}))
+    objects += [d.template("t", d.request("gpu", 1))]
+    objects.append(d.with_claims(m.pod("urgent", "q", priority_class_name="high"), templates={"gpu": "t"}))
+    out = decide(kai_ray, tmp_path, objects)
+    assert out["pods"]["team/victim"]["status"] == "Releasing"
+    urgent = out["pods"]["team/urgent"]
+    # The device is the victim's until its pod is gone: the preemptor waits for it, not bound now.
+    assert urgent["status"] == "Pipelined" and urgent["node"] == "n1"
