@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kai_ray.cli import devcluster_cmd, fairshare_cmd, run_cmd, schedule_cmd, simulate_cmd
+from kai_ray.cli import crds_cmd, devcluster_cmd, fairshare_cmd, run_cmd, schedule_cmd, simulate_cmd
 from kai_ray.errors import InputError
 
 EXIT_BAD_INPUT = 2
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     schedule_cmd.add_parser(subparsers)
     run_cmd.add_parser(subparsers)
     devcluster_cmd.add_parsers(subparsers)
+    crds_cmd.add_parser(subparsers)
     return parser
 
 

@@ -99,6 +99,16 @@ status:
   resourcesStatus:
     allocated: {cpu: 500m, memory: 1Gi}
     requested: {nvidia.com/gpu: "8"}
+---
+apiVersion: kai.scheduler/v1alpha1
+kind: Topology
+metadata:
+  name: cluster-topology
+spec:
+  levels:
+    - {nodeLabel: topology.kubernetes.io/zone, alias: zone}
+    - {nodeLabel: example.com/rack, alias: rack}
+    - {nodeLabel: kubernetes.io/hostname}
 """
 
 # One mistake each, of the kind a strict apply must refuse.
@@ -110,8 +120,15 @@ BROKEN = [
     ("PodGroup", {"spec": {"preemptibility": "sometimes"}}, "is not one of"),
     ("PodGroup", {"spec": {"subGroups": [{"minMember": 2}]}}, "'name' is a required property"),
     ("PodGroup", {"spec": {"minMembers": 2}}, "'minMembers' was unexpected"),
+    ("Topology", {"spec": {"levels": []}}, "should be non-empty"),
+    ("Topology", {"spec": {"levels": [{"alias": "rack"}]}}, "'nodeLabel' is a required property"),
+    ("Topology", {"spec": {"levels": [{"nodeLabel": "-bad-"}]}}, "does not match"),
 ]
-API_VERSIONS = {"Queue": "scheduling.run.ai/v2", "PodGroup": "scheduling.run.ai/v2alpha2"}
+API_VERSIONS = {
+    "Queue": "scheduling.run.ai/v2",
+    "PodGroup": "scheduling.run.ai/v2alpha2",
+    "Topology": "kai.scheduler/v1alpha1",
+}
 
 
 def test_the_crds_define_exactly_the_kinds_the_adapter_watches() -> None:
@@ -151,7 +168,7 @@ def test_the_repositorys_examples_fit_the_crds() -> None:
         for obj in manifests_in(path)
         if obj.get("kind") in API_VERSIONS
     ]
-    assert {o["kind"] for o in found} == {"Queue", "PodGroup"}
+    assert {o["kind"] for o in found} >= {"Queue", "PodGroup"}
     assert [p for obj in found for p in custom_resource_problems(obj)] == []
 
 

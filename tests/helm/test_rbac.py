@@ -21,7 +21,7 @@ from k8s_adapter.kinds import OWNER_KINDS, WATCHED
 from k8s_adapter.reflector import Reflector
 from k8s_adapter.status import StatusWriter
 from tests.adapter.fake_api import FakeApi, ok
-from tests.helm.chart import NAMESPACE, find, one, render
+from tests.helm.chart import NAMESPACE, RELEASE, find, one, render
 
 Permission = tuple[str, str, str]  # (API group, resource or resource/subresource, verb)
 MARK_DISRUPTION = ("", "pods/status", "patch")
@@ -192,7 +192,7 @@ def needed(values: dict[str, Any]) -> tuple[set[Permission], set[Permission]]:
     cluster |= used["evict-delete" if eviction.get("mode") == "delete" else "evict"] - {MARK_DISRUPTION}
     if eviction.get("markDisruptionTarget"):
         cluster.add(MARK_DISRUPTION)
-    if values.get("podGrouper", {}).get("enabled", False):
+    if values.get("podGrouper", {}).get("enabled", True):
         cluster |= used["group"]
     if values.get("gpuSharing", {}).get("enabled"):
         cluster |= used["bind-fraction"]
@@ -210,9 +210,10 @@ def grants(rules: list[dict[str, Any]]) -> set[Permission]:
 
 
 def rendered_grants(values: dict[str, Any]) -> tuple[set[Permission], set[Permission]]:
+    """The scheduler's grants: its ClusterRole (named like the release) and its lease Role."""
     objects = render(values)
     roles = find(objects, "Role")
-    return grants(one(objects, "ClusterRole")["rules"]), grants(roles[0]["rules"]) if roles else set()
+    return grants(one(objects, "ClusterRole", RELEASE)["rules"]), grants(roles[0]["rules"]) if roles else set()
 
 
 VALUE_SETS = {
@@ -236,8 +237,13 @@ def test_with_every_option_off_the_cluster_role_is_the_least_privilege_core() ->
     assert rendered_grants({})[1] == LEASE
 
 
-def test_the_default_install_grants_nothing_beyond_the_least_privilege_list() -> None:
-    assert rendered_grants({}) == (CORE, LEASE)
+def test_the_default_install_adds_only_the_pod_grouper_to_the_least_privilege_list() -> None:
+    """The pod grouper is on by default, as KAI's is; everything else optional is off."""
+    cluster, namespaced = rendered_grants({})
+    grouper = cluster - CORE
+    assert cluster >= CORE and namespaced == LEASE
+    assert grouper == rendered_grants({**VALUE_SETS["every-option-off"], "podGrouper": {"enabled": True}})[0] - CORE
+    assert {("scheduling.run.ai", "podgroups", "create"), ("", "pods", "patch")} <= grouper
 
 
 def test_each_option_adds_only_its_own_grants() -> None:
@@ -255,7 +261,7 @@ def test_each_option_adds_only_its_own_grants() -> None:
 
 
 def test_the_bindings_give_the_roles_to_the_schedulers_service_account() -> None:
-    objects = render()
+    objects = [o for o in render() if "helm.sh/hook" not in o["metadata"].get("annotations", {})]
     account = one(objects, "ServiceAccount")["metadata"]
     pod_account = one(objects, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
     assert pod_account == account["name"]

@@ -113,6 +113,7 @@ def test_the_crds_are_valid_structural_definitions() -> None:
     assert sorted(c["metadata"]["name"] for c in definitions) == [
         "podgroups.scheduling.run.ai",
         "queues.scheduling.run.ai",
+        "topologies.kai.scheduler",
     ]
     assert problems_of(definitions) == []
     for crd in definitions:
