@@ -64,6 +64,7 @@ async def _main(args: argparse.Namespace, config: object) -> int:
     from k8s_adapter.health import serve, stalled_after
     from k8s_adapter.leader import Leadership
     from k8s_adapter.runner import SchedulerLoop
+    from kai_ray.cli.ports import port_error
     from kai_ray.config import SchedulerConfig
     from kai_ray.runtime import make_coordinator
 
@@ -80,12 +81,16 @@ async def _main(args: argparse.Namespace, config: object) -> int:
         period=args.period,
         eviction_mode=args.eviction_mode,
     )
-    server = await serve(
-        registry,
-        args.metrics_port,
-        stalled_after(max(60.0, 30 * args.period), lambda: loop.state.last_iteration),
-        lambda: loop.state.synced,
-    )
+    try:
+        server = await serve(
+            registry,
+            args.metrics_port,
+            stalled_after(max(60.0, 30 * args.period), lambda: loop.state.last_iteration),
+            lambda: loop.state.synced,
+        )
+    except OSError as exc:
+        await api.close()
+        raise port_error(args.metrics_port, "/metrics", "--metrics-port", exc) from None
     stop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         stop.add_signal_handler(sig, loop.stop)
