@@ -81,7 +81,7 @@ class CycleResult:
     evictions: list[EvictIntent] = field(default_factory=list)
     stats: CycleStats = field(default_factory=CycleStats)
     pod_queues: dict[str, str] = field(default_factory=dict)  # pod -> leaf queue, for pods of pod groups
-    pod_jobs: dict[str, str] = field(default_factory=dict)  # pod -> its pod group's key
+    pod_jobs: dict[str, str] = field(default_factory=dict)  # each of our pods -> its pod group ('' if missing)
     not_ready_jobs: frozenset[str] = frozenset()  # gangs whose pods are not all created yet (never tried)
     search_skipped: dict[str, str] = field(default_factory=dict)  # job -> why no victim search ran for it
     paused_jobs: frozenset[str] = frozenset()  # jobs whose victim search waits out a backoff
@@ -148,6 +148,7 @@ class Coordinator:
         result = CycleResult(decisions, stats=stats)
         result.pod_queues = {key: job.queue for key, job in state.jobs_by_task.items()}
         result.pod_jobs = {key: job.key for key, job in state.jobs_by_task.items()}
+        result.pod_jobs.update((key, "") for key in state.tasks if key not in state.jobs_by_task)
         result.not_ready_jobs = frozenset(k for k, j in state.jobs.items() if not j.ready_for_scheduling())
         result.search_skipped = dict(state.search_skipped)
         result.paused_jobs = state.search_paused

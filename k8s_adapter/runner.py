@@ -31,6 +31,7 @@ from kai_ray.deltas import ClusterDeltas
 from kai_ray.metrics import SECONDS_BUCKETS, SchedulerMetrics
 
 log = logging.getLogger(__name__)
+LOOP_STEPS = ("apply", "group", "cycle", "bind", "evict", "status", "metrics")
 
 
 class CoordinatorLike(Protocol):
@@ -77,6 +78,9 @@ class SchedulerLoop:
             buckets=SECONDS_BUCKETS,
             registry=registry,
         )
+        for step in LOOP_STEPS:  # every step's series exists from the start, at zero
+            self.errors.labels(step)
+            self.step_seconds.labels(step)
         self.leadership = leadership
         self.period = period
         self.sync_timeout = sync_timeout
@@ -90,6 +94,7 @@ class SchedulerLoop:
         self._coordinator_lock = asyncio.Lock()
         self._in_flight: set[asyncio.Task[None]] = set()
         self._explaining: asyncio.Task[None] | None = None
+        self._evicting: dict[str, tuple[str, str]] = {}  # pod -> (action, its pod group) until evicted
 
     def stop(self) -> None:
         self._stop.set()
@@ -154,7 +159,7 @@ class SchedulerLoop:
         await self._step("evict", lambda: self._evict(outcome))
         if self._explaining is None or self._explaining.done():
             self._explaining = self._background(self._step("status", lambda: self._explain(outcome)))
-        await self._step("metrics", lambda: _sync(lambda: self.metrics.observe_cycle(outcome)))
+        await self._step("metrics", lambda: _sync(lambda: self.metrics.observe_cycle(outcome, self.cache.queues)))
 
     async def _locked(self, method: Callable[..., Any], *args: Any) -> Any:
         """Coordinator calls one at a time, off the event loop (a cycle takes CPU)."""
@@ -194,13 +199,24 @@ class SchedulerLoop:
         if failed:
             await self._locked(coordinator.bind_failed, failed)
         self.state.binds += len(results) - len(failed)
-        self.metrics.observe_binds(len(results) - len(failed), len(failed))
+        now = time.time()
+        waited = [now - self.cache.pods[r.pod].created for r in results if r.ok and r.pod in self.cache.pods]
+        self.metrics.observe_binds(len(results) - len(failed), len(failed), waited)
 
     async def _evict(self, outcome: CycleResult) -> None:
         requests = [EvictRequest(e.pod, e.action, e.preemptor) for e in outcome.evictions]
+        for request in requests:
+            self._evicting[request.pod] = (request.action, outcome.pod_jobs.get(request.pod, ""))
         if requests or self.evictor.waiting:
             report = await self.evictor.evict_all(requests)
             self.state.evictions += len(report.evicted)
+            for pod in report.evicted:
+                action, job = self._evicting.pop(pod, ("", ""))
+                namespace, _, name = job.partition("/")
+                group = self.cache.raw_groups.get(job)
+                self.metrics.observe_eviction(action, name, namespace, group.uid if group else "")
+            for pod in report.failed:
+                self._evicting.pop(pod, None)
 
     async def _explain(self, outcome: CycleResult) -> None:
         groups = {key: (d.status, d.reason) for key, d in outcome.decisions.pod_groups.items()}

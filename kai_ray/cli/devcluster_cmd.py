@@ -105,19 +105,18 @@ async def _serve(args: argparse.Namespace, with_scheduler: bool) -> int:
 
 
 async def _scheduler(args: argparse.Namespace, kubeconfig: str) -> None:
-    from prometheus_client import CollectorRegistry
-
     from k8s_adapter.api import connect
     from k8s_adapter.cache import ClusterCache
     from k8s_adapter.health import serve
     from k8s_adapter.leader import Leadership
     from k8s_adapter.runner import SchedulerLoop
     from kai_ray.io.config import load_config
+    from kai_ray.metrics import new_registry
     from kai_ray.runtime import in_process_coordinator
 
     config = load_config(args.config)
     api = await connect(kubeconfig)
-    registry = CollectorRegistry()
+    registry = new_registry()
     loop = SchedulerLoop(
         api,
         ClusterCache(config.schedulerName),

@@ -57,8 +57,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(args: argparse.Namespace, config: object) -> int:
-    from prometheus_client import CollectorRegistry
-
     from k8s_adapter.api import connect
     from k8s_adapter.cache import ClusterCache
     from k8s_adapter.health import serve, stalled_after
@@ -66,11 +64,12 @@ async def _main(args: argparse.Namespace, config: object) -> int:
     from k8s_adapter.runner import SchedulerLoop
     from kai_ray.cli.ports import port_error
     from kai_ray.config import SchedulerConfig
+    from kai_ray.metrics import new_registry
     from kai_ray.runtime import make_coordinator
 
     assert isinstance(config, SchedulerConfig)
     api = await connect(args.kubeconfig, args.context)
-    registry = CollectorRegistry()
+    registry = new_registry()
     leadership = Leadership(enabled=args.leader_elect, lease_duration=args.lease_duration)
     loop = SchedulerLoop(
         api,
