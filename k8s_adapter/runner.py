@@ -18,9 +18,10 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from coordinator.coordinator import CycleResult
-from k8s_adapter.api import KubeApi
+from k8s_adapter.api import KubeApi, KubeError, describe
 from k8s_adapter.binder import Binder, BindRequest
 from k8s_adapter.cache import ClusterCache
+from k8s_adapter.decision_log import DecisionLog
 from k8s_adapter.evictor import Evictor, EvictRequest
 from k8s_adapter.grouper import PodGrouper
 from k8s_adapter.kinds import WATCHED
@@ -49,6 +50,7 @@ class LoopState:
     synced: bool = False
     binds: int = 0
     evictions: int = 0
+    cycles: int = 0  # cycles run as the leader
 
 
 class SchedulerLoop:
@@ -90,6 +92,7 @@ class SchedulerLoop:
         self.grouper = PodGrouper(api)
         self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event) for kind in WATCHED]
         self.state = LoopState()
+        self.decision_log = DecisionLog()
         self._stop = asyncio.Event()
         self._coordinator_lock = asyncio.Lock()
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -152,6 +155,8 @@ class SchedulerLoop:
         if not result:
             return
         outcome = result[0]
+        self.state.cycles += 1
+        self.decision_log.cycle(self.state.cycles, outcome)
         # Binds and explanations go on in the background while the next cycle is computed:
         # the coordinator already counts the binds as placed, and only the latest
         # explanation matters. Their failures come back through bind_failed.
@@ -178,7 +183,10 @@ class SchedulerLoop:
             await action()
         except asyncio.CancelledError:
             raise
-        except Exception:  # one failing step must not stop scheduling; it is logged and counted
+        except KubeError as exc:  # the API said no (a conflict, a timeout): expected, one line
+            self.errors.labels(name).inc()
+            log.warning("scheduler loop step %s failed: %s; retried next iteration", name, describe(exc))
+        except Exception:  # one failing step must not stop scheduling; a bug, so with its traceback
             self.errors.labels(name).inc()
             log.exception("scheduler loop step %s failed", name)
         finally:

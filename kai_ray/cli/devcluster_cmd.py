@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kai_ray.cli.ports import port_error
+from kai_ray.logs import FORMATS, configure
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,6 +44,8 @@ def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
                 action="store_true",
                 help="do not create KAI's default-parent-queue / default-queue",
             )
+            parser.add_argument("-v", "--verbose", action="store_true", help="log every scheduling decision")
+            parser.add_argument("--log-format", choices=FORMATS, default="text", help="text or JSON lines")
             parser.add_argument(
                 "--no-default-priority-classes",
                 action="store_true",
@@ -56,6 +59,7 @@ def run_dev_cluster(args: argparse.Namespace) -> int:
 
 
 def run_up(args: argparse.Namespace) -> int:
+    configure(args.verbose, args.log_format)
     return asyncio.run(_serve(args, with_scheduler=True))
 
 

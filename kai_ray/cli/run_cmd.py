@@ -8,6 +8,8 @@ import logging
 import os
 import signal
 
+from kai_ray.logs import FORMATS, configure
+
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("run", help="schedule pods of a Kubernetes cluster")
@@ -36,7 +38,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default="eviction",
         help="evict through pods/eviction (respects PodDisruptionBudgets) or delete pods",
     )
-    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log every decision (bind, pipeline, evict, pending) in one line"
+    )
+    parser.add_argument("--log-format", choices=FORMATS, default="text", help="text lines, or one JSON object per line")
     parser.set_defaults(handler=run)
 
 
@@ -44,9 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from kai_ray.io.config import load_config
 
     config = load_config(args.config)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure(args.verbose, args.log_format)
     try:
         import uvloop
 

@@ -99,3 +99,16 @@ def test_run_outside_a_cluster_without_a_kubeconfig_is_one_line_and_exit_2(tmp_p
     assert missing.returncode == 2 and missing.stderr.splitlines() == [
         f"kai-ray: error: {tmp_path / 'nope'}: no such kubeconfig file"
     ]
+
+
+def test_a_usage_error_is_one_line_naming_the_help_and_exit_2() -> None:
+    for argv, message in (
+        (["run", "--bogus"], "kai-ray: error: unrecognized arguments: --bogus (see kai-ray --help)"),
+        (["up", "--log-format", "xml"], "kai-ray up: error: argument --log-format: invalid choice: 'xml'"),
+        (["schedule"], "kai-ray schedule: error: the following arguments are required: --snapshot"),
+        ([], "kai-ray: error: the following arguments are required: COMMAND"),
+    ):
+        result = _cli(*argv)
+        assert result.returncode == 2 and result.stdout == ""
+        [line] = result.stderr.splitlines()
+        assert line.startswith(message), line

@@ -133,7 +133,10 @@ async def _leasing() -> set[Permission]:
     """The Lease lock kubernetes-asyncio's leader election uses: read, take, renew."""
     from kubernetes_asyncio import client
     from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
-    from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+    from k8s_adapter.leader import _quiet_lease_lock
+
+    LeaseLock = _quiet_lease_lock()  # the lock kai-ray runs: the library's, with one-line conflicts
 
     verbs = {
         "read": "get",
