@@ -27,7 +27,7 @@ from k8s_adapter.grouper import PodGrouper
 from k8s_adapter.kinds import WATCHED
 from k8s_adapter.leader import Leadership
 from k8s_adapter.reflector import Reflector
-from k8s_adapter.status import StatusWriter
+from k8s_adapter.status import Eviction, StatusWriter, describe_evictions
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.metrics import SECONDS_BUCKETS, SchedulerMetrics
 
@@ -88,7 +88,7 @@ class SchedulerLoop:
         self.sync_timeout = sync_timeout
         self.binder = Binder(api)
         self.evictor = Evictor(api, mode=eviction_mode)
-        self.status = StatusWriter(api)
+        self.status = StatusWriter(api, component=cache.scheduler_name)
         self.grouper = PodGrouper(api)
         self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event) for kind in WATCHED]
         self.state = LoopState()
@@ -97,7 +97,7 @@ class SchedulerLoop:
         self._coordinator_lock = asyncio.Lock()
         self._in_flight: set[asyncio.Task[None]] = set()
         self._explaining: asyncio.Task[None] | None = None
-        self._evicting: dict[str, tuple[str, str]] = {}  # pod -> (action, its pod group) until evicted
+        self._evicting: dict[str, Eviction] = {}  # pod -> what its eviction events will say, until evicted
 
     def stop(self) -> None:
         self._stop.set()
@@ -203,6 +203,9 @@ class SchedulerLoop:
             for b in outcome.binds
         ]
         results = await self.binder.bind_all(requests)
+        nodes = {b.pod: b.node for b in outcome.binds}
+        uids = {r.pod: r.uid for r in requests}
+        await self.status.bound([(r.pod, uids[r.pod], nodes[r.pod], r.ok, r.reason) for r in results])
         failed = [r.pod for r in results if not r.ok]
         if failed:
             await self._locked(coordinator.bind_failed, failed)
@@ -213,22 +216,20 @@ class SchedulerLoop:
 
     async def _evict(self, outcome: CycleResult) -> None:
         requests = [EvictRequest(e.pod, e.action, e.preemptor) for e in outcome.evictions]
-        for request in requests:
-            self._evicting[request.pod] = (request.action, outcome.pod_jobs.get(request.pod, ""))
+        self._evicting.update(describe_evictions(outcome, self.cache))
         if requests or self.evictor.waiting:
             report = await self.evictor.evict_all(requests)
             self.state.evictions += len(report.evicted)
-            for pod in report.evicted:
-                action, job = self._evicting.pop(pod, ("", ""))
-                namespace, _, name = job.partition("/")
-                group = self.cache.raw_groups.get(job)
-                self.metrics.observe_eviction(action, name, namespace, group.uid if group else "")
+            sent = [self._evicting.pop(pod) for pod in report.evicted if pod in self._evicting]
+            for eviction in sent:
+                namespace, _, name = eviction.group.partition("/")
+                self.metrics.observe_eviction(eviction.action, name, namespace, eviction.group_uid)
             for pod in report.failed:
                 self._evicting.pop(pod, None)
+            await self.status.evicted(sent)
 
     async def _explain(self, outcome: CycleResult) -> None:
-        groups = {key: (d.status, d.reason) for key, d in outcome.decisions.pod_groups.items()}
-        await self.status.publish(groups)
+        await self.status.publish(outcome, self.cache)
 
 
 async def _sync(action: Callable[[], None]) -> None:

@@ -24,7 +24,6 @@ from tests.adapter.fake_api import FakeApi, ok
 from tests.helm.chart import NAMESPACE, RELEASE, find, one, render
 
 Permission = tuple[str, str, str]  # (API group, resource or resource/subresource, verb)
-MARK_DISRUPTION = ("", "pods/status", "patch")
 
 # The brief's least-privilege list, narrowed to what the adapter uses: with every optional grant
 # off, this is the whole ClusterRole.
@@ -33,9 +32,12 @@ CORE: set[Permission] = {
     *(("", "pods", v) for v in ("get", "list", "watch")),
     ("", "pods/binding", "create"),
     ("", "pods/eviction", "create"),
+    ("", "pods/status", "patch"),  # PodScheduled=False on pending pods; DisruptionTarget before an eviction
     *(("scheduling.run.ai", r, v) for r in ("queues", "podgroups") for v in ("get", "list", "watch")),
     ("scheduling.run.ai", "podgroups/status", "patch"),
+    ("scheduling.run.ai", "queues/status", "patch"),
     ("", "events", "create"),
+    ("", "events", "patch"),  # an unchanged situation raises its Event's count
     *(("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")),
 }
 LEASE: set[Permission] = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
@@ -103,10 +105,17 @@ async def _evicting(mode: str) -> set[Permission]:
 
 
 async def _explaining() -> set[Permission]:
+    """A cycle's conditions, events and status; a repeated event; bind and eviction events."""
+    from k8s_adapter.status import Eviction
+    from tests.adapter.status_scenario import scenario
+
     api = FakeApi(lambda m, p, q, b: ok())
-    writer = StatusWriter(api, report_after=0)  # type: ignore[arg-type]
-    await writer.publish({"ns/pg": ("Pending", "OverLimit: queue q is over its limit")})
-    await writer.publish({"ns/pg": ("Running", "")})
+    writer = StatusWriter(api, report_after=0, repeat_after=0)  # type: ignore[arg-type]
+    outcome, cache = scenario()
+    await writer.publish(outcome, cache)
+    await writer.publish(outcome, cache)  # the same situation again: the Events' counts go up
+    await writer.bound([("ns/a", "u", "n1", True, ""), ("ns/b", "u", "n1", False, "500")])
+    await writer.evicted([Eviction("ns/v", "u", "ns/pg", "u-pg", "reclaim", "ns/big", "evicted", 1)])
     return recorded(api)
 
 
@@ -192,9 +201,7 @@ def needed(values: dict[str, Any]) -> tuple[set[Permission], set[Permission]]:
     used = adapter_requests()
     eviction = values.get("eviction", {})
     cluster = set(used["watch"] | used["bind"] | used["explain"])
-    cluster |= used["evict-delete" if eviction.get("mode") == "delete" else "evict"] - {MARK_DISRUPTION}
-    if eviction.get("markDisruptionTarget"):
-        cluster.add(MARK_DISRUPTION)
+    cluster |= used["evict-delete" if eviction.get("mode") == "delete" else "evict"]
     if values.get("podGrouper", {}).get("enabled", True):
         cluster |= used["group"]
     if values.get("gpuSharing", {}).get("enabled"):
@@ -222,7 +229,7 @@ def rendered_grants(values: dict[str, Any]) -> tuple[set[Permission], set[Permis
 VALUE_SETS = {
     "defaults": {},
     "every-option-off": {"podGrouper": {"enabled": False}, "replicas": 1, "leaderElection": {"enabled": False}},
-    "every-option-on": {"gpuSharing": {"enabled": True}, "eviction": {"markDisruptionTarget": True}},
+    "every-option-on": {"gpuSharing": {"enabled": True}},
     "delete-eviction": {"eviction": {"mode": "delete"}},
     "fractions-without-grouper": {"gpuSharing": {"enabled": True}, "podGrouper": {"enabled": False}},
 }
@@ -256,7 +263,6 @@ def test_each_option_adds_only_its_own_grants() -> None:
         ("", "pods", "delete"),
         ("", "pods/eviction", "create"),
     }
-    assert rendered_grants({**base, "eviction": {"markDisruptionTarget": True}})[0] - core == {MARK_DISRUPTION}
     assert rendered_grants({**base, "gpuSharing": {"enabled": True}})[0] - core == {("", "pods", "patch")}
     grouper = rendered_grants({**base, "podGrouper": {"enabled": True}})[0] - core
     assert {("scheduling.run.ai", "podgroups", "create"), ("", "pods", "patch")} <= grouper

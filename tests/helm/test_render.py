@@ -49,7 +49,7 @@ VALUE_SETS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     ),
     "delete-eviction-and-fractions": (
         {
-            "eviction": {"mode": "delete", "markDisruptionTarget": True},
+            "eviction": {"mode": "delete"},
             "gpuSharing": {"enabled": True},
             "scheduler": {"shards": 4, "verbose": True, "extraArgs": ["--period=0.5"]},
         },
