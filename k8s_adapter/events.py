@@ -40,6 +40,7 @@ class _Series:
     namespace: str
     count: int
     written: float  # when count was last written (monotonic)
+    seen: float  # when the situation was last reported, written or not
 
 
 def _timestamp(wall: float) -> str:
@@ -76,8 +77,10 @@ class EventRecorder:
         key = (obj.uid or f"{obj.kind}/{obj.namespace}/{obj.name}", type_, reason, message)
         series = self._series.get(key)
         now = self.clock()
-        if series is not None and now - series.written < self.repeat_after:
-            return False
+        if series is not None:
+            series.seen = now
+            if now - series.written < self.repeat_after:
+                return False
         async with self.limit:
             if series is not None:
                 series.count += 1
@@ -90,6 +93,20 @@ class EventRecorder:
         self._series[key] = series
         self._by_object.setdefault(key[0], set()).add(key)
         return True
+
+    def prune(self) -> int:
+        """Forget situations not reported for two repeat intervals (their objects are gone or moved
+        on without a ``forget``); how many were dropped."""
+        horizon = self.clock() - 2 * max(self.repeat_after, 60.0)
+        stale = [key for key, series in self._series.items() if series.seen < horizon]
+        for key in stale:
+            del self._series[key]
+            keys = self._by_object.get(key[0])
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_object[key[0]]
+        return len(stale)
 
     def forget(self, obj: ObjectRef) -> None:
         """The object's situations are over (or it is gone): a new occurrence starts a new Event."""
@@ -134,7 +151,8 @@ class EventRecorder:
         except KubeError:
             return None  # best effort, as client-go's recorder: the next occurrence tries again
         self.created += 1
-        return _Series(name, namespace, count, self.clock())
+        now = self.clock()
+        return _Series(name, namespace, count, now, now)
 
     async def _raise_count(self, series: _Series) -> bool:
         body = {"count": series.count, "lastTimestamp": _timestamp(self.wall())}

@@ -112,6 +112,7 @@ class StatusWriter:
         if now >= self._next_resources:
             self._next_resources = now + self.resources_every
             self._resource_status(outcome, cache, work)
+            self._forget_gone(outcome, cache)
         if work:
             await asyncio.gather(*work)
 
@@ -164,6 +165,22 @@ class StatusWriter:
             work.append(self._event(ref, "Normal", M.UNSCHEDULABLE, message))
             if self.last.get(key) != message:
                 work.append(self._set_condition(key, decision.reason, message))
+
+    def _forget_gone(self, outcome: CycleResult, cache: ClusterCache) -> None:
+        """Drop what is remembered of pod groups and queues that no longer exist."""
+        groups = cache.pod_groups
+        for memory in (self.last, self._transitions):
+            for key in [k for k in memory if k not in groups]:
+                del memory[key]
+        for kind, key in [
+            k for k in self._resources if (k[1] not in groups if k[0] == "pg" else k[1] not in cache.queues)
+        ]:
+            del self._resources[(kind, key)]
+        self.events.prune()
+
+    async def warn(self, ref: ObjectRef, reason: str, message: str) -> None:
+        """A Warning event on any object (e.g. one the scheduler cannot read), aggregated like the rest."""
+        await self._event(ref, "Warning", reason, message)
 
     # ------------------------------------------------------------------ writes
     async def _event(self, ref: ObjectRef, type_: str, reason: str, message: str, notes: Any = None) -> None:

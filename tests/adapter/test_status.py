@@ -170,3 +170,23 @@ async def test_binds_and_evictions_post_kais_events() -> None:
         "evictor-pod-group-name": "big",
         "evictor-pod-group-namespace": "team",
     }
+
+
+async def test_what_is_remembered_of_deleted_objects_is_dropped() -> None:
+    """A long-running scheduler must not keep every pod and group it ever reported."""
+    from coordinator.coordinator import CycleResult
+    from coordinator.decisions import Decisions
+    from k8s_adapter.kinds import POD_GROUPS, PODS
+
+    outcome, cache = scenario()
+    api, clock = recording(), Clock()
+    writer = StatusWriter(api, report_after=0, clock=clock)  # type: ignore[arg-type]
+    await writer.publish(outcome, cache)
+    assert writer.last and writer.events._series  # noqa: SLF001
+    cache.on_list(PODS, [])  # everything but the queues is deleted; a while later:
+    cache.on_list(POD_GROUPS, [])
+    cache.take_deltas()
+    clock.now += 700
+    await writer.publish(CycleResult(Decisions()), cache)
+    assert writer.last == {} and writer.events._series == {}  # noqa: SLF001
+    assert {kind for kind, _ in writer._resources} == {"queue"}  # noqa: SLF001 - the queues still exist
