@@ -5,7 +5,7 @@ A cycle is one KAI session:
 1. *Propose.* Every shard gets the cycle's distinct pending pod shapes in one call and
    answers with its best nodes for each, in the exact ranking a session uses, together
    with those nodes' current usage. The union is exact: a node outside every shard's top
-   ``k`` can never be chosen while fewer than ``k`` pods are placed (see DESIGN.md §3).
+   ``k`` can never be chosen while fewer than ``k`` pods are placed (docs/architecture.md#two-phase-reservation).
 2. *Session.* Allocate runs on those candidate nodes; if eviction actions are configured
    and jobs are still pending, the session moves onto every node's rows and runs them.
 3. *Prepare, commit or abort.* The pods each job binds now are reserved on every shard

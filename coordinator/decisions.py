@@ -1,4 +1,4 @@
-"""A session's outcome in the shape of DESIGN §5.3: every pod, pod group and queue."""
+"""A session's outcome, every pod, pod group and queue (docs/architecture.md#decision-output)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The coordinator's side of the shards: who owns which node, and one batched call per shard.
 
 ``ShardBackend`` is the single seam for remote calls: ``InProcessShards`` calls plain
-``Shard`` objects (tests, ``kai-ray schedule``); ``shards.actor.RayShards`` sends the same
-calls to Ray actors, all shards at once. Nothing else in the coordinator touches Ray.
+``Shard`` objects (tests, ``kai-ray schedule``); ``RayShards`` in ``kai_ray/actors.py`` sends
+the same calls to Ray actors, all shards at once. Nothing else in the coordinator touches Ray.
 """
 
 from __future__ import annotations

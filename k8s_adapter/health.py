@@ -8,7 +8,7 @@ from collections.abc import Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
-from kai_ray.metrics import exposition
+from k8s_adapter.metrics import exposition
 
 
 async def serve(

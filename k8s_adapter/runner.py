@@ -26,10 +26,10 @@ from k8s_adapter.evictor import Evictor, EvictRequest
 from k8s_adapter.grouper import PodGrouper
 from k8s_adapter.kinds import WATCHED
 from k8s_adapter.leader import Leadership
+from k8s_adapter.metrics import SECONDS_BUCKETS, SchedulerMetrics
 from k8s_adapter.reflector import Reflector
 from k8s_adapter.status import Eviction, StatusWriter, describe_evictions
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.metrics import SECONDS_BUCKETS, SchedulerMetrics
 
 log = logging.getLogger(__name__)
 LOOP_STEPS = ("apply", "group", "cycle", "bind", "evict", "status", "metrics")

@@ -1,6 +1,6 @@
 """One shard: a partition of the cluster's nodes, what runs on them, and reservations.
 
-A plain class: tests drive it in-process; ``shards.actor`` turns it into a Ray actor.
+A plain class: tests drive it in-process; ``kai_ray/actors.py`` hosts it in a Ray actor.
 Every public method is one batched call (one round trip per shard per phase).
 """
 

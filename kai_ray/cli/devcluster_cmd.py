@@ -113,9 +113,9 @@ async def _scheduler(args: argparse.Namespace, kubeconfig: str) -> None:
     from k8s_adapter.cache import ClusterCache
     from k8s_adapter.health import serve
     from k8s_adapter.leader import Leadership
+    from k8s_adapter.metrics import new_registry
     from k8s_adapter.runner import SchedulerLoop
     from kai_ray.io.config import load_config
-    from kai_ray.metrics import new_registry
     from kai_ray.runtime import in_process_coordinator
 
     config = load_config(args.config)

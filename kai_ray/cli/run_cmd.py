@@ -64,10 +64,10 @@ async def _main(args: argparse.Namespace, config: object) -> int:
     from k8s_adapter.cache import ClusterCache
     from k8s_adapter.health import serve, stalled_after
     from k8s_adapter.leader import Leadership
+    from k8s_adapter.metrics import new_registry
     from k8s_adapter.runner import SchedulerLoop
     from kai_ray.cli.ports import port_error
     from kai_ray.config import SchedulerConfig
-    from kai_ray.metrics import new_registry
     from kai_ray.runtime import make_coordinator
 
     assert isinstance(config, SchedulerConfig)

@@ -1,4 +1,4 @@
-"""Snapshot input (DESIGN §5.2): manifests in, a validated ClusterSnapshot out.
+"""Snapshot input (docs/architecture.md#snapshot-input): manifests in, a validated ClusterSnapshot out.
 
 Malformed input raises InputError with a one-line message naming the object and the
 field. Cluster states that KAI tolerates are not errors: orphan queues are dropped

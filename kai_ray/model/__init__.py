@@ -1,4 +1,5 @@
-"""kai-ray's cluster model: resources, nodes, pods, pod groups, queues."""
+"""kai-ray's cluster model: resources, nodes, pods, pod groups, queues; ``fairshare`` holds the
+fair-share divider's inputs (queue specs, resource order) and is public as a module."""
 
 from kai_ray.model.objects import (
     UNLIMITED,
@@ -47,4 +48,5 @@ __all__ = [
     "SubGroup",
     "Taint",
     "Toleration",
+    "fairshare",
 ]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kai_ray.metrics import SchedulerMetrics, exposition, new_registry
+from k8s_adapter.metrics import SchedulerMetrics, exposition, new_registry
 from kai_ray.model import Node, Pod, PodState
 from kai_ray.process_memory import rss_bytes
 

@@ -15,9 +15,9 @@ from devcluster import DevCluster
 from k8s_adapter.api import KubeApi, connect
 from k8s_adapter.cache import ClusterCache
 from k8s_adapter.leader import Leadership
+from k8s_adapter.metrics import new_registry
 from k8s_adapter.runner import SchedulerLoop
 from kai_ray.config import SchedulerConfig
-from kai_ray.metrics import new_registry
 from kai_ray.runtime import in_process_coordinator
 from kai_ray.sim.cluster import synthetic_nodes
 

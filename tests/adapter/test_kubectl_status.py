@@ -31,7 +31,7 @@ GANG = "Resources were found for 4 pods while 5 are required for gang scheduling
 @pytest.fixture
 async def slow_env(tmp_path: Path) -> AsyncIterator[Env]:
     """As ``env``, but an evicted pod stays Terminating for a few seconds, so it can be described."""
-    from kai_ray.metrics import new_registry
+    from k8s_adapter.metrics import new_registry
 
     cluster = DevCluster(nodes=synthetic_nodes(4), start_delay=0.05, max_grace=4.0, bookmark_seconds=0.5)
     await cluster.start()

@@ -1,4 +1,5 @@
-"""``kai-ray schedule``: the §5.3 output, and cluster states KAI tolerates (pending with a reason)."""
+"""``kai-ray schedule``: the decision output (docs/architecture.md#decision-output), and cluster
+states KAI tolerates (pending with a reason)."""
 
 from __future__ import annotations
 

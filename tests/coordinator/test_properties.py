@@ -1,4 +1,4 @@
-"""DESIGN §2's invariants as properties of one cycle on random small clusters and workloads.
+"""The invariants (docs/architecture.md#invariants) as properties of one cycle on random small clusters and workloads.
 
 Each example is a cluster of 1-8 nodes, a 1-6 queue tree and up to 12 gangs (whole GPUs,
 fractions, CPU-only pods; some running or terminating; priorities on both sides of 100),

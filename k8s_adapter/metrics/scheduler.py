@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
+from k8s_adapter.metrics.kai import KaiMetrics
+from k8s_adapter.metrics.kube_scheduler import KubeSchedulerMetrics
+from k8s_adapter.metrics.own import KaiRayMetrics
 from kai_ray import labels as L
-from kai_ray.metrics.kai import KaiMetrics
-from kai_ray.metrics.kube_scheduler import KubeSchedulerMetrics
-from kai_ray.metrics.own import KaiRayMetrics
 from kai_ray.model import Queue
 
 if TYPE_CHECKING:

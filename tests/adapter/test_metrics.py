@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from k8s_adapter.metrics import SchedulerMetrics, exposition, new_registry
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.metrics import SchedulerMetrics, exposition, new_registry
 from kai_ray.model import Queue, QueueResource
 from kai_ray.runtime import in_process_coordinator
 from tests.builders import JobSpec, build, config, node, queue

@@ -6,8 +6,8 @@ own under ``kai_ray_`` (``own``). ``new_registry`` adds the process and GC colle
 are always passed in, nothing registers at import.
 """
 
-from kai_ray.metrics.own import SECONDS_BUCKETS
-from kai_ray.metrics.registry import ExactCounter, exposition, new_registry
-from kai_ray.metrics.scheduler import SchedulerMetrics
+from k8s_adapter.metrics.own import SECONDS_BUCKETS
+from k8s_adapter.metrics.registry import ExactCounter, exposition, new_registry
+from k8s_adapter.metrics.scheduler import SchedulerMetrics
 
 __all__ = ["SECONDS_BUCKETS", "ExactCounter", "SchedulerMetrics", "exposition", "new_registry"]

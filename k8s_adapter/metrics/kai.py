@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from kai_ray.metrics.registry import ExactCounter
+from k8s_adapter.metrics.registry import ExactCounter
 from kai_ray.model import Queue
 
 if TYPE_CHECKING:
