@@ -18,8 +18,7 @@ COPY coordinator coordinator
 COPY shards shards
 COPY k8s_adapter k8s_adapter
 COPY devcluster devcluster
-RUN /opt/kai-ray/bin/pip install . \
- && /opt/kai-ray/bin/pip uninstall --yes pip setuptools wheel
+RUN /opt/kai-ray/bin/pip install .
 
 FROM ${PYTHON_IMAGE}
 # KubeRay's probes on Ray pods run bash (in the base image) and wget.

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -145,6 +146,7 @@ class StatusWriter:
             del self._pipelined[gone]
 
     def _groups(self, outcome: CycleResult, cache: ClusterCache, now: float, work: list[Awaitable[None]]) -> None:
+        existing = Counter(job for job in outcome.pod_jobs.values() if job in outcome.not_ready_jobs)
         for key, decision in outcome.decisions.pod_groups.items():
             raw = cache.raw_groups.get(key)
             if raw is None or not raw.uid:
@@ -158,8 +160,7 @@ class StatusWriter:
             if not self._waited(key, now):
                 continue
             if key in outcome.not_ready_jobs:
-                existing = sum(1 for job in outcome.pod_jobs.values() if job == key)
-                work.append(self._event(ref, "Normal", M.NOT_READY, M.not_ready(raw.min_member, existing)))
+                work.append(self._event(ref, "Normal", M.NOT_READY, M.not_ready(raw.min_member, existing[key])))
                 continue
             message = M.fit_message(decision.reason)
             work.append(self._event(ref, "Normal", M.UNSCHEDULABLE, message))
