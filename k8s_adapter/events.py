@@ -69,12 +69,29 @@ class EventRecorder:
         self._by_object: dict[str, set[tuple[str, ...]]] = {}
         self._names = itertools.count()
 
+    def due(self, obj: ObjectRef, type_: str, reason: str, message: str) -> bool:
+        """Whether reporting this situation now would send anything; notes it as seen either way.
+
+        The cheap, synchronous check a caller makes for every object every cycle, so that only
+        situations that are new or due for a repeat cost a request (or even a coroutine).
+        """
+        series = self._series.get(self._key(obj, type_, reason, message[:MAX_MESSAGE]))
+        if series is None:
+            return True
+        now = self.clock()
+        series.seen = now
+        return now - series.written >= self.repeat_after
+
+    @staticmethod
+    def _key(obj: ObjectRef, type_: str, reason: str, message: str) -> tuple[str, ...]:
+        return (obj.uid or f"{obj.kind}/{obj.namespace}/{obj.name}", type_, reason, message)
+
     async def record(
         self, obj: ObjectRef, type_: str, reason: str, message: str, annotations: Mapping[str, str] | None = None
     ) -> bool:
         """Report the situation; True when an Event was created or updated (False: aggregated, nothing sent)."""
         message = message[:MAX_MESSAGE]
-        key = (obj.uid or f"{obj.kind}/{obj.namespace}/{obj.name}", type_, reason, message)
+        key = self._key(obj, type_, reason, message)
         series = self._series.get(key)
         now = self.clock()
         if series is not None:

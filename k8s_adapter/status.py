@@ -128,14 +128,17 @@ class StatusWriter:
             ref = pod_ref(key, pod.uid)
             if decision.status == "Pending" and job not in outcome.not_ready_jobs:
                 if self._waited(key, now):
-                    work.append(self._unschedulable_pod(key, ref, M.fit_message(decision.reason)))
+                    message = M.fit_message(decision.reason)
+                    if self._pod_conditions.get(key) != message:
+                        work.append(self._pod_condition(key, M.UNSCHEDULABLE, message))
+                    self._report(work, ref, "Warning", M.UNSCHEDULABLE, message)
                 continue
             self._pending_since.pop(key, None)
             if self._pod_conditions.pop(key, None) is not None:
                 self.events.forget(ref)  # placed: binding sets PodScheduled=True
             if decision.status == "Pipelined" and decision.node and self._pipelined.get(key) != decision.node:
                 self._pipelined[key] = decision.node
-                work.append(self._event(ref, "Normal", M.PIPELINED, M.pipelined(key, decision.node)))
+                self._report(work, ref, "Normal", M.PIPELINED, M.pipelined(key, decision.node))
         for key in [
             k for k in self._pending_since if k not in outcome.pod_jobs and k not in outcome.decisions.pod_groups
         ]:
@@ -160,10 +163,10 @@ class StatusWriter:
             if not self._waited(key, now):
                 continue
             if key in outcome.not_ready_jobs:
-                work.append(self._event(ref, "Normal", M.NOT_READY, M.not_ready(raw.min_member, existing[key])))
+                self._report(work, ref, "Normal", M.NOT_READY, M.not_ready(raw.min_member, existing[key]))
                 continue
             message = M.fit_message(decision.reason)
-            work.append(self._event(ref, "Normal", M.UNSCHEDULABLE, message))
+            self._report(work, ref, "Normal", M.UNSCHEDULABLE, message)
             if self.last.get(key) != message:
                 work.append(self._set_condition(key, decision.reason, message))
 
@@ -184,6 +187,11 @@ class StatusWriter:
         await self._event(ref, "Warning", reason, message)
 
     # ------------------------------------------------------------------ writes
+    def _report(self, work: list[Awaitable[None]], ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        """Queue an event write only when it would send something (a new situation, or a repeat due)."""
+        if self.events.due(ref, type_, reason, message):
+            work.append(self._event(ref, type_, reason, message))
+
     async def _event(self, ref: ObjectRef, type_: str, reason: str, message: str, notes: Any = None) -> None:
         await self.events.record(ref, type_, reason, message, notes)
 
@@ -197,11 +205,6 @@ class StatusWriter:
                 return False
         self.writes += 1
         return True
-
-    async def _unschedulable_pod(self, key: str, ref: ObjectRef, message: str) -> None:
-        await self._event(ref, "Warning", M.UNSCHEDULABLE, message)
-        if self._pod_conditions.get(key) != message:
-            await self._pod_condition(key, M.UNSCHEDULABLE, message)
 
     async def _pod_condition(self, key: str, reason: str, message: str) -> None:
         namespace, _, name = key.partition("/")
@@ -248,21 +251,19 @@ class StatusWriter:
         figures = pod_group_figures(groups, pods, cache.nodes)
         for key, value in figures.items():
             raw = cache.raw_groups.get(key)
-            if raw is not None and raw.uid:
+            status = value.as_status()
+            if raw is not None and raw.uid and self._resources.get(("pg", key)) != status:
                 namespace, _, name = key.partition("/")
-                work.append(
-                    self._write_resources(
-                        ("pg", key), POD_GROUPS.item(name, namespace, "status"), value.as_status(), "resourcesStatus"
-                    )
-                )
-        for name, status in queue_status(cache.queues, groups, figures).items():
-            work.append(self._write_resources(("queue", name), QUEUES.item(name, None, "status"), status, None))
+                path = POD_GROUPS.item(name, namespace, "status")
+                work.append(self._write_resources(("pg", key), path, status, "resourcesStatus"))
+        for name, queue in queue_status(cache.queues, groups, figures).items():
+            if self._resources.get(("queue", name)) != queue:
+                work.append(self._write_resources(("queue", name), QUEUES.item(name, None, "status"), queue, None))
 
     async def _write_resources(
         self, key: tuple[str, str], path: str, status: dict[str, Any], under: str | None
     ) -> None:
-        if self._resources.get(key) == status:
-            return
+        """Write ``status`` (already known to differ from what was written last)."""
         previous = self._resources.get(key, {})
         body: dict[str, Any] = dict(status)
         for part in STATUS_KEYS:  # a merge patch keeps map keys it does not name: null the ones now gone
