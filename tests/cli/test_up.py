@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kai_ray import labels as L
+from tests.cli.conftest import RunCli
 from tests.conftest import REPO
 from tests.helm.chart import find, render
 
@@ -101,14 +102,14 @@ def test_run_outside_a_cluster_without_a_kubeconfig_is_one_line_and_exit_2(tmp_p
     ]
 
 
-def test_a_usage_error_is_one_line_naming_the_help_and_exit_2() -> None:
+def test_a_usage_error_is_one_line_naming_the_help_and_exit_2(kai_ray: RunCli) -> None:
     for argv, message in (
         (["run", "--bogus"], "kai-ray: error: unrecognized arguments: --bogus (see kai-ray --help)"),
         (["up", "--log-format", "xml"], "kai-ray up: error: argument --log-format: invalid choice: 'xml'"),
         (["schedule"], "kai-ray schedule: error: the following arguments are required: --snapshot"),
         ([], "kai-ray: error: the following arguments are required: COMMAND"),
     ):
-        result = _cli(*argv)
-        assert result.returncode == 2 and result.stdout == ""
-        [line] = result.stderr.splitlines()
+        result = kai_ray(*argv)
+        assert result.code == 2 and result.out == ""
+        [line] = result.error_lines
         assert line.startswith(message), line
