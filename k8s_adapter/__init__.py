@@ -2,8 +2,9 @@
 eviction, status, leader election and the scheduling loop that ties them together.
 
 ``__all__`` names the modules the CLI, the simulator and the benchmarks may use; the others
-(binder, evictor, grouper, kinds, reflector, status) are the loop's own parts. Modules are
+(binder, decision_log, events, evictor, grouper, kinds, messages, reflector, resource_status,
+status) are the loop's own parts. Modules are
 imported one at a time: the Kubernetes client is loaded only by what needs it.
 """
 
-__all__ = ["api", "cache", "health", "leader", "metrics", "runner"]
+__all__ = ["api", "cache", "crd_upgrade", "health", "leader", "metrics", "runner"]
