@@ -8,6 +8,7 @@ a module.
 
 from shards import partitioner
 from shards.constraints import tolerates_all
+from shards.dra_cel import SELECTORS
 from shards.dra_demand import ClaimDemand, ClaimSpec, RequestSpec, claim_demand, claim_key
 from shards.dra_devices import Allocation, DeviceBook, Held
 from shards.messages import (
@@ -30,6 +31,7 @@ from shards.shard import Shard
 
 __all__ = [
     "CPU",
+    "SELECTORS",
     "Allocation",
     "ClaimDemand",
     "ClaimHold",
