@@ -14,7 +14,7 @@ from typing import Any
 
 from k8s_adapter.api import JSON
 from k8s_adapter.dra_cache import DraCache
-from k8s_adapter.kinds import DRA_WATCHED, NODES, POD_GROUPS, PODS, PRIORITY_CLASSES, QUEUES, Kind
+from k8s_adapter.kinds import DRA_WATCHED, NODES, POD_GROUPS, PODS, PRIORITY_CLASSES, QUEUES, Kind, resource_version
 from kai_ray import labels as L
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.errors import InputError
@@ -69,7 +69,7 @@ class ClusterCache:
             self.dra.on_event(kind, event, obj)
             return
         key = self._key(kind, obj)
-        version = _version(obj)
+        version = resource_version(obj)
         last = self.versions.get((kind.name, key))
         if last is not None and version is not None and version <= last and event != "DELETED":
             return  # a duplicate or out-of-date event
@@ -99,7 +99,7 @@ class ClusterCache:
         return store
 
     def _upsert(self, kind: Kind, obj: JSON, key: str) -> None:
-        version = _version(obj)
+        version = resource_version(obj)
         if version is not None:
             self.versions[(kind.name, key)] = version
         try:
@@ -266,14 +266,6 @@ class ClusterCache:
     def pod_groups(self) -> dict[str, PodGroup]:
         """Every PodGroup as last handed to the coordinator, explicit and implicit, by key (for status)."""
         return self._sent_groups
-
-
-def _version(obj: JSON) -> int | None:
-    raw = (obj.get("metadata") or {}).get("resourceVersion")
-    try:
-        return int(raw) if raw is not None else None
-    except (TypeError, ValueError):
-        return None
 
 
 def _owner_refs(obj: JSON) -> tuple[OwnerRef, ...]:

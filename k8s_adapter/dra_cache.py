@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from k8s_adapter.api import JSON
-from k8s_adapter.kinds import DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES, Kind
+from k8s_adapter.kinds import DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES, Kind, resource_version
 from kai_ray.errors import InputError
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_dra import parse_device_class, parse_resource_claim, parse_resource_slice
@@ -53,7 +53,7 @@ class DraCache:
             self.versions.pop((kind.name, key), None)
             self._delete(kind, key)
             return
-        version = _version(obj)
+        version = resource_version(obj)
         last = self.versions.get((kind.name, key))
         if last is not None and version is not None and version <= last:
             return
@@ -100,11 +100,3 @@ def _key(kind: Kind, obj: JSON) -> str:
     meta = obj.get("metadata") or {}
     name = str(meta.get("name") or "")
     return f"{meta.get('namespace') or 'default'}/{name}" if kind.namespaced else name
-
-
-def _version(obj: JSON) -> int | None:
-    raw = (obj.get("metadata") or {}).get("resourceVersion")
-    try:
-        return int(raw) if raw is not None else None
-    except (TypeError, ValueError):
-        return None

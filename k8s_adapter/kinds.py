@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +62,12 @@ OWNER_KINDS = {
         "LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", True
     ),
 }
+
+
+def resource_version(obj: dict[str, Any]) -> int | None:
+    """An object's metadata.resourceVersion as a number (None when absent or not a number)."""
+    raw = (obj.get("metadata") or {}).get("resourceVersion")
+    try:
+        return int(raw) if raw is not None else None
+    except (TypeError, ValueError):
+        return None

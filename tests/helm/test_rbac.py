@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from k8s_adapter.binder import Binder, BindRequest, FractionBind
 from k8s_adapter.claims import ClaimBind, ClaimChange, ClaimWriter
 from k8s_adapter.evictor import Evictor, EvictRequest
 from k8s_adapter.grouper import PodGrouper
-from k8s_adapter.kinds import DRA_WATCHED, OWNER_KINDS, WATCHED
+from k8s_adapter.kinds import DRA_WATCHED, OWNER_KINDS, WATCHED, Kind
 from k8s_adapter.reflector import Reflector
 from k8s_adapter.status import StatusWriter
 from tests.adapter.fake_api import FakeApi, ok
@@ -70,7 +71,13 @@ def recorded(api: FakeApi) -> set[Permission]:
 async def _watching() -> set[Permission]:
     """Each informer: one list, then a watch."""
     api = FakeApi(lambda m, p, q, b: ok({"items": [], "metadata": {"resourceVersion": "1"}}))
-    reflectors = [Reflector(api, kind, lambda k, items: None, lambda k, e, o: None) for kind in WATCHED]  # type: ignore[arg-type]
+    await _informers(api, WATCHED)
+    return recorded(api)
+
+
+async def _informers(api: FakeApi, kinds: Sequence[Kind]) -> None:
+    """Run one reflector per kind until each has listed and started watching."""
+    reflectors = [Reflector(api, kind, lambda k, items: None, lambda k, e, o: None) for kind in kinds]  # type: ignore[arg-type]
     tasks = [asyncio.create_task(r.run()) for r in reflectors]
     while not all(r.stats.watches for r in reflectors):
         await asyncio.sleep(0.01)
@@ -78,7 +85,6 @@ async def _watching() -> set[Permission]:
         reflector.stop()
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    return recorded(api)
 
 
 async def _binding(gpu_groups: tuple[str, ...]) -> set[Permission]:
@@ -156,14 +162,7 @@ async def _dra() -> set[Permission]:
     """The DRA informers, and a claim written for a bind then given back by a rollback."""
     claim = {"metadata": {"name": "c", "namespace": "ns"}, "status": {}}
     api = FakeApi(lambda m, p, q, b: ok({"items": [], "metadata": {"resourceVersion": "1"}, **claim}))
-    reflectors = [Reflector(api, kind, lambda k, items: None, lambda k, e, o: None) for kind in DRA_WATCHED]  # type: ignore[arg-type]
-    tasks = [asyncio.create_task(r.run()) for r in reflectors]
-    while not all(r.stats.watches for r in reflectors):
-        await asyncio.sleep(0.01)
-    for reflector, task in zip(reflectors, tasks, strict=True):
-        reflector.stop()
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await _informers(api, DRA_WATCHED)
     writer = ClaimWriter(api)  # type: ignore[arg-type]
     done: list[ClaimChange] = []
     pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}}
