@@ -122,12 +122,20 @@ def place_claims(book: DeviceBook, pod_key: str, node: str, choice: Choice, dema
             taken.append(key)
             book.overrides[key] = (True, node)
     joined = [*demand.keys, *demand.joins]
+    payers = {k: book.payer.get(k) for k in joined}
     for key in joined:
+        if key in demand.keys or not book.users.get(key):  # allocated by it, or nobody pays yet
+            book.payer[key] = pod_key
         book.users.setdefault(key, set()).add(pod_key)
 
     def undo() -> None:
         for key in joined:
             book.users.get(key, set()).discard(pod_key)
+            paid_by = payers[key]
+            if paid_by is None:
+                book.payer.pop(key, None)
+            else:
+                book.payer[key] = paid_by
         for key in reversed(taken):
             book.release(key)
             before = previous[key]
@@ -139,10 +147,14 @@ def place_claims(book: DeviceBook, pod_key: str, node: str, choice: Choice, dema
     return undo
 
 
-def evict_claims(book: DeviceBook, pod: Pod) -> Undo:
-    """The pod stops using its claims; a claim left without users is deallocated."""
+def evict_claims(book: DeviceBook, pod: Pod) -> tuple[Undo, list[tuple[str, float]]]:
+    """The pod stops using its claims; a claim left without users is deallocated, and one still
+    used whose GPUs the pod paid for is charged to another user instead. Returns the undo and
+    those charges: (new payer, GPUs)."""
     freed: list[tuple[str, Held | None, tuple[bool, str | None] | None]] = []
     used: list[str] = []
+    moved: list[tuple[str, str]] = []  # claim, the payer it had (this pod)
+    charges: list[tuple[str, float]] = []
     for pod_claim in pod.resource_claims:
         if pod_claim.claim is None:
             continue
@@ -152,6 +164,10 @@ def evict_claims(book: DeviceBook, pod: Pod) -> Undo:
             continue
         users.discard(pod.key)
         used.append(key)
+        if users and book.payer.get(key) == pod.key:
+            book.payer[key] = min(users)
+            moved.append((key, pod.key))
+            charges.append((book.payer[key], book.claim_gpus.get(key, 0.0)))
         if not users:
             held = book.release(key)
             freed.append((key, held, book.overrides.get(key)))
@@ -173,5 +189,7 @@ def evict_claims(book: DeviceBook, pod: Pod) -> Undo:
                 book.overrides[key] = before
         for key in used:
             book.users.setdefault(key, set()).add(pod.key)
+        for key, payer in moved:
+            book.payer[key] = payer
 
-    return undo
+    return undo, charges

@@ -174,6 +174,8 @@ def open_session(
     table.devices.users = users
     table.devices.overrides = {}
     table.devices.releasing = {}
+    table.devices.claim_gpus = {k: float(c.gpus) for k, c in dra.claims.items() if c.gpus}
+    table.devices.payer = {k: min(v) for k, v in users.items() if v and k in dra.claims and dra.claims[k].allocation}
     _attach_placed_pods(state, snapshot.pods, apply=built_here)
     _build_jobs(state, snapshot.pod_groups, ours)
     for task in tasks.values():
@@ -213,6 +215,8 @@ def _carry_claims(old: NodeTable, table: NodeTable) -> None:
     book.users = {k: set(v) for k, v in before.users.items()}
     book.overrides = dict(before.overrides)
     book.releasing = dict(before.releasing)
+    book.payer = dict(before.payer)
+    book.claim_gpus = before.claim_gpus
     for key, (allocated, node) in before.overrides.items():
         held = before.claims.get(key)
         if not allocated:

@@ -119,10 +119,13 @@ class Statement:
         was_evicted = task.evicted_in_session
         task.evicted_in_session = True
         self.evictions.append(Eviction(task, action, preemptor))
-        undo_claims = evict_claims(self.table.devices, task.pod) if task.pod.resource_claims else None
+        undo_claims, charges = evict_claims(self.table.devices, task.pod) if task.pod.resource_claims else (None, [])
+        undo_charges = [self._charge(payer, gpus) for payer, gpus in charges if gpus]
 
         def undo() -> None:
             job.version += 1
+            for undo_charge in reversed(undo_charges):
+                undo_charge()
             if undo_claims is not None:
                 undo_claims()
             self.evictions.pop()
@@ -138,6 +141,24 @@ class Statement:
                 task.holdings.append(restored)
 
         self.undo_log.append(undo)
+
+    def _charge(self, pod_key: str, gpus: float) -> Undo:
+        """A shared claim's GPUs move to the user that pays for them now (same claim, same count)."""
+        job = self.jobs_by_task.get(pod_key)
+        task = next((t for t in job.tasks if t.key == pod_key), None) if job is not None else None
+        if job is None or task is None:
+            return lambda: None  # a user that is not this scheduler's pod: its queue is not ours
+        amount = (gpus, 0.0, 0.0)
+        task.accepted = (task.accepted[0] + gpus, task.accepted[1], task.accepted[2])
+        job.version += 1
+        self.queues.add_allocation(job.queue, amount, job.preemptible)
+
+        def undo() -> None:
+            task.accepted = (task.accepted[0] - gpus, task.accepted[1], task.accepted[2])
+            job.version += 1
+            self.queues.add_allocation(job.queue, amount, job.preemptible, sign=-1.0)
+
+        return undo
 
     # ------------------------------------------------------------- helpers
     # Both helpers take the new hold before releasing the old one: a shared GPU whose usage

@@ -66,6 +66,8 @@ class DeviceBook:
         self.users: dict[str, set[str]] = {}  # claim key -> pods using it (sessions only)
         self.overrides: dict[str, tuple[bool, str | None]] = {}  # sessions: claims (de)allocated in them
         self.releasing: dict[str, int] = {}  # sessions: devices freed by evictions, still in use until the pods go
+        self.payer: dict[str, str] = {}  # sessions: the pod a claim's GPUs are charged to (one per claim)
+        self.claim_gpus: dict[str, float] = {}  # sessions: GPUs each claim counts toward its queue
         self.selectors = SELECTORS
         self.on_change = on_change
         self.row_version: dict[int, int] = {}  # moves with every change to a row's devices or holders

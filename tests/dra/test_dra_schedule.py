@@ -173,3 +173,19 @@ def test_preemption_frees_a_victims_device_for_the_preemptor_which_waits_until_i
     urgent = out["pods"]["team/urgent"]
     # The device is the victim's until its pod is gone: the preemptor waits for it, not bound now.
     assert urgent["status"] == "Pipelined" and urgent["node"] == "n1"
+
+
+def test_evicting_the_pod_a_shared_claim_was_charged_to_keeps_its_gpus_counted_once(
+    kai_ray: RunCli, tmp_path: Path
+) -> None:
+    objects = [m.queue("q"), d.gpu_class(), m.node("n1", gpu=0, cpu="2"), d.gpu_slice("n1", 2)]
+    objects += [m.priority_class("low", 50), m.priority_class("mid", 75), m.priority_class("high", 125)]
+    objects.append(d.claim("shared", d.request("gpu", 2), allocated=("n1", ["gpu-0", "gpu-1"]), reserved_for=["a", "b"]))
+    for name, level in (("a", "low"), ("b", "mid")):  # "a" pays for the claim (first user by name)
+        pod = m.pod(name, "q", node_name="n1", phase="Running", priority_class_name=level)
+        objects.append(d.with_claims(pod, {"gpu": "shared"}))
+    objects.append(m.pod("urgent", "q", priority_class_name="high"))
+    out = decide(kai_ray, tmp_path, objects)
+    assert out["pods"]["team/a"]["status"] == "Releasing" and out["pods"]["team/b"]["status"] == "Running"
+    assert out["pods"]["team/urgent"]["status"] == "Pipelined"
+    assert out["queues"]["q"]["allocated"]["gpu"] == 2  # b still uses the claim's two GPUs

@@ -15,11 +15,11 @@ def test_claim_jobs_run_on_dra_nodes_with_no_device_given_twice() -> None:
     dra_gpus = sum(len(s.devices) for s in dra.slices)
     plugin_gpus = sum(n.allocatable.gpu for n in nodes)
     assert dra_gpus > 0 and plugin_gpus > 0  # both kinds of GPU nodes
-    workload = generate(dra_gpus + plugin_gpus, seed=3, jobs=150, load=1.3, dra_share=0.5)
+    workload = generate(dra_gpus + plugin_gpus, seed=3, jobs=80, load=1.3, dra_share=0.5)
     assert any(j.dra for j in workload.jobs) and any(j.fraction for j in workload.jobs)
     config = SchedulerConfig.model_validate({})
     simulation = Simulation(
-        in_process_coordinator(config, 1), nodes, workload, SimSettings(period=10, horizon=3 * 3600), dra=dra
+        in_process_coordinator(config, 1), nodes, workload, SimSettings(period=10, horizon=2 * 3600), dra=dra
     )
     metrics = simulation.run()
     assert simulation.devices.allocations >= 10  # claims were allocated by binds, many times over
