@@ -89,7 +89,8 @@ def clusters(draw: st.DrawFn) -> Cluster:
                 labels=(("kai.scheduler/queue", queue),),
             )
         )
-        group = PodGroup("ns", f"g{c}", queue, 50, True, min_member=draw(st.integers(1, users)))
+        priority = draw(st.sampled_from((50, 75, 125)))  # preemptible below 100
+        group = PodGroup("ns", f"g{c}", queue, priority, priority < 100, min_member=draw(st.integers(1, users)))
         groups.append(group)
         for u in range(users):
             name = f"c{c}-p{u}"
@@ -116,8 +117,8 @@ def clusters(draw: st.DrawFn) -> Cluster:
     return Cluster(snapshot, queue_of)
 
 
-def run(cluster: Cluster, shards: int = 1) -> CycleResult:
-    config = SchedulerConfig.model_validate({"actions": ["allocate"], "kValue": 0})
+def run(cluster: Cluster, shards: int = 1, actions: tuple[str, ...] = ("allocate",)) -> CycleResult:
+    config = SchedulerConfig.model_validate({"actions": list(actions), "kValue": 0})
     coordinator = in_process_coordinator(config, shards)
     coordinator.apply(ClusterDeltas.of_snapshot(cluster.snapshot))
     return coordinator.cycle(1000.0)
@@ -143,20 +144,20 @@ def test_no_device_is_ever_allocated_to_two_claims(cluster: Cluster) -> None:
                 assert owner.setdefault(device.key, grant.claim) == grant.claim, f"{device.key} given twice"
 
 
-@settings(max_examples=60, deadline=None)
-@given(clusters())
-def test_no_gpu_is_counted_twice_toward_a_queue(cluster: Cluster) -> None:
-    result = run(cluster)
-    placed = {k for k, d in result.decisions.pods.items() if d.status in ("Running", "Binding")}
-    granted = {g.claim for b in result.binds for g in b.claims}
+ALL_ACTIONS = ("allocate", "consolidation", "reclaim", "preempt")
+
+
+@settings(max_examples=80, deadline=None)
+@given(clusters(), st.sampled_from([("allocate",), ALL_ACTIONS]))
+def test_no_gpu_is_counted_twice_toward_a_queue(cluster: Cluster, actions: tuple[str, ...]) -> None:
+    """A queue's GPUs are its claims that some pod of it uses (runs, binds or waits pipelined on),
+    each once: whatever allocate placed and whatever reclaim or preempt evicted."""
+    result = run(cluster, actions=actions)
+    using = {k for k, d in result.decisions.pods.items() if d.status in ("Running", "Binding", "Pipelined")}
     expected = dict.fromkeys(QUEUES, 0.0)
     for claim in cluster.snapshot.dra.claims:
-        if claim.allocation is None and claim.key not in granted:
-            continue
         users = [
-            p
-            for p in cluster.snapshot.pods
-            if p.key in placed and any(c.claim == claim.name for c in p.resource_claims)
+            p for p in cluster.snapshot.pods if p.key in using and any(c.claim == claim.name for c in p.resource_claims)
         ]
         if users:  # counted once, for its queue, however many pods use it
             expected[cluster.queue_of[users[0].key]] += claim.gpus

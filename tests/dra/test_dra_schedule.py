@@ -180,7 +180,9 @@ def test_evicting_the_pod_a_shared_claim_was_charged_to_keeps_its_gpus_counted_o
 ) -> None:
     objects = [m.queue("q"), d.gpu_class(), m.node("n1", gpu=0, cpu="2"), d.gpu_slice("n1", 2)]
     objects += [m.priority_class("low", 50), m.priority_class("mid", 75), m.priority_class("high", 125)]
-    objects.append(d.claim("shared", d.request("gpu", 2), allocated=("n1", ["gpu-0", "gpu-1"]), reserved_for=["a", "b"]))
+    objects.append(
+        d.claim("shared", d.request("gpu", 2), allocated=("n1", ["gpu-0", "gpu-1"]), reserved_for=["a", "b"])
+    )
     for name, level in (("a", "low"), ("b", "mid")):  # "a" pays for the claim (first user by name)
         pod = m.pod(name, "q", node_name="n1", phase="Running", priority_class_name=level)
         objects.append(d.with_claims(pod, {"gpu": "shared"}))
