@@ -92,6 +92,9 @@ class DeviceLedger:
             if self.holder.setdefault(result.key, claim) != claim:
                 self.conflicts += 1
 
-    def release(self, claim: str) -> None:
-        for key in [k for k, c in self.holder.items() if c == claim]:
+    def release(self, claim: str) -> int:
+        """Devices the claim held, now free: how many."""
+        keys = [k for k, c in self.holder.items() if c == claim]
+        for key in keys:
             del self.holder[key]
+        return len(keys)

@@ -87,6 +87,8 @@ class Simulation:
         self.last_result: CycleResult | None = None
         self.dra = dra or DraObjects()
         self.devices = DeviceLedger()  # which claim holds which DRA device, by the simulator's count
+        # DRA GPUs are the cluster's GPUs too: in its capacity, and in use while a claim holds them.
+        self.metrics.gpu_capacity += sum(len(s.devices) for s in self.dra.slices)
 
     # ------------------------------------------------------------------ events
     def _at(self, when: float, kind: str, subject: str, tag: int = 0) -> None:
@@ -123,7 +125,7 @@ class Simulation:
     def _drop_claim(self, pod: Pod) -> None:
         for pod_claim in pod.resource_claims:
             key = f"{pod.namespace}/{pod_claim.claim}"
-            self.devices.release(key)
+            self.metrics.gpus_in_use -= self.devices.release(key)
             self._deltas.claims[key] = None
 
     def _finish(self, name: str, epoch: int, now: float) -> None:
@@ -166,6 +168,7 @@ class Simulation:
             bound = replace(pod, state=PodState.RUNNING, node=bind.node, gpu_groups=bind.gpu_groups)
             for grant in bind.claims:  # the binder's write: the claim's allocation, reserved for the pod
                 self.devices.allocate(grant.claim, grant.allocation)
+                self.metrics.gpus_in_use += len(grant.allocation.results)
                 claim = self._deltas.claims.get(grant.claim) or self._claims.get(grant.claim)
                 if claim is not None:
                     self._deltas.claims[grant.claim] = replace(
