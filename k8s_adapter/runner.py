@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -239,7 +240,12 @@ class SchedulerLoop:
             node = self.cache.nodes.get(bind.node)
             portion = pod.gpu_share.accepted_portion(node.gpu_memory_mib if node is not None else 0.0)
             fraction = FractionBind(f"{portion:.2f}", pod.gpu_share.devices > 1)
-        claims = tuple(ClaimBind(g.claim.split("/", 1)[1], allocation_json(g.allocation)) for g in bind.claims)
+        class_configs = (
+            {name: json.loads(c.config_json) for name, c in self.cache.dra.classes.items()} if bind.claims else {}
+        )
+        claims = tuple(
+            ClaimBind(g.claim.split("/", 1)[1], allocation_json(g.allocation), class_configs) for g in bind.claims
+        )
         return BindRequest(bind.pod, pod.uid if pod is not None else "", bind.node, bind.gpu_groups, fraction, claims)
 
     async def _evict(self, outcome: CycleResult) -> None:
