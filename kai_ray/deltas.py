@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kai_ray.model import ClusterSnapshot, Node, Pod, PodGroup, Queue
@@ -17,6 +18,8 @@ class ClusterDeltas:
     queues_removed: tuple[str, ...] = ()
     pod_groups_upserted: tuple[PodGroup, ...] = ()  # priorities and preemptibility already resolved
     pod_groups_removed: tuple[str, ...] = ()  # "namespace/name"
+    # Time-based fair share: every queue's past usage, replacing what was known (None: unchanged).
+    queue_usage: Mapping[str, tuple[float, float, float]] | None = None
 
     def __bool__(self) -> bool:
         return any(
@@ -29,6 +32,7 @@ class ClusterDeltas:
                 self.queues_removed,
                 self.pod_groups_upserted,
                 self.pod_groups_removed,
+                self.queue_usage is not None,
             )
         )
 
