@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from coordinator.fairshare import QueueSpec, QueueTree, divide
+from coordinator.fairshare import QueueSpec, QueueTree, divide, usage_array
+from coordinator.job_timers import apply_timers
 from coordinator.jobs import DEFAULT_SUBGROUP, Job, PodSet, Status, Task, task_status
+from coordinator.min_runtime import MinRuntimes
 from coordinator.queue_state import QueueState
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import ClusterSnapshot, Pod, PodGroup, ResourceVector
@@ -45,6 +47,7 @@ class SessionState:
     placer_type: type[Placer] = Placer  # how pods find nodes (benchmarks swap in a full scan)
     search_paused: frozenset[str] = frozenset()  # jobs whose victim search is backed off this session
     search_failed: set[str] = field(default_factory=set)  # jobs whose victim search failed this session
+    min_runtimes: MinRuntimes = field(default_factory=lambda: MinRuntimes({}, {}, {}))
 
     def explain(self, shape: TaskShape) -> str:
         """Why no node takes ``shape``: this table's nodes now, plus what the shards said of the rest."""
@@ -130,6 +133,10 @@ def open_session(
     _attach_placed_pods(state, snapshot.pods, apply=built_here)
     _build_jobs(state, snapshot.pod_groups, ours)
     state.queues = _queue_state(state, snapshot)
+    state.min_runtimes = MinRuntimes.of(
+        snapshot.queues, config.defaultPreemptMinRuntime, config.defaultReclaimMinRuntime, config.reclaimResolveMethod
+    )
+    apply_timers(state.jobs, state.last_start, config, now)
     return state
 
 
@@ -249,7 +256,8 @@ def _queue_state(state: SessionState, snapshot: ClusterSnapshot) -> QueueState:
                 request[leaf] += state.requested_quota(task)
     request, allocated, allocated_np = tree.roll_up(request), tree.roll_up(allocated), tree.roll_up(allocated_np)
     total = _divisible_total(state, snapshot)
-    division = divide(tree, total, request, None, state.config.kValue)
+    usage = usage_array(tree, snapshot.queue_usage) if snapshot.queue_usage else None
+    division = divide(tree, total, request, usage, state.config.kValue)
     return QueueState(tree, division.fair_share, request, allocated, allocated_np, total)
 
 

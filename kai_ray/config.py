@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from kai_ray import labels as L
 from kai_ray.quantity import parse_duration
 
-ActionName = Literal["allocate", "consolidation", "reclaim", "preempt", "stalegangeviction"]
+ActionName = Literal["allocate", "consolidation", "reclaim", "preempt", "stalegangeviction", "runtimelimit"]
 DEFAULT_ACTIONS: tuple[ActionName, ...] = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
 
 
@@ -226,6 +226,10 @@ class SchedulerConfig(BaseModel):
 
     @property
     def effective_actions(self) -> tuple[ActionName, ...]:
-        """KAI disables consolidation when either placement strategy is spread."""
+        """KAI disables consolidation when either placement strategy is spread; stopping jobs past
+        their expected runtime adds the ``runtimelimit`` step at the end unless it is listed."""
         spread = "spread" in (self.placementStrategy.gpu, self.placementStrategy.cpu)
-        return tuple(a for a in self.actions if not (spread and a == "consolidation"))
+        actions = tuple(a for a in self.actions if not (spread and a == "consolidation"))
+        if self.expectedRuntimeExceeded == "stop" and "runtimelimit" not in actions:
+            actions += ("runtimelimit",)
+        return actions
