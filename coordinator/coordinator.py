@@ -19,11 +19,12 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from coordinator.actions.registry import build_actions
 from coordinator.cluster_model import ClusterModel
 from coordinator.decisions import Decisions, PodDecision, collect
+from coordinator.job_timers import JobClock, remember_clocks
 from coordinator.jobs import Status, Task
 from coordinator.search_backoff import SearchBackoff
 from coordinator.session import SessionState, open_session, rebase_session
@@ -78,6 +79,7 @@ class CycleResult:
     evictions: list[EvictIntent] = field(default_factory=list)
     stats: CycleStats = field(default_factory=CycleStats)
     pod_queues: dict[str, str] = field(default_factory=dict)  # pod -> leaf queue, for pods of pod groups
+    job_clocks: dict[str, JobClock] = field(default_factory=dict)  # pod groups whose timestamps changed
 
 
 class Coordinator:
@@ -139,7 +141,8 @@ class Coordinator:
         self._commit_binds(state, now, result)
         stats.commit_seconds = time.perf_counter() - commit_started
         result.evictions = [EvictIntent(pod, action, by) for pod, action, by in decisions.evictions]
-        self._remember_job_clock(state)
+        evicted = {state.jobs_by_task[e.pod].key for e in result.evictions if e.pod in state.jobs_by_task}
+        result.job_clocks = remember_clocks(self.model.pod_groups, state.jobs.values(), state.last_start, evicted, now)
         self.search_backoff.record(now, state.search_failed, {k for k, j in state.jobs.items() if j.has_pending()})
         stats.shard_calls = self.shards.calls - calls_before
         stats.seconds = time.perf_counter() - started
@@ -227,14 +230,6 @@ class Coordinator:
             if task.status in (Status.ALLOCATED, Status.PIPELINED) and task.original_status is Status.PENDING:
                 result.decisions.pods[task.key] = PodDecision("Pending", None, (), reason)
         result.decisions.pod_groups[job_key] = PodDecision("Pending", None, (), reason)
-
-    def _remember_job_clock(self, state: SessionState) -> None:
-        for key, when in state.last_start.items():
-            group = self.model.pod_groups.get(key)
-            if group is not None and group.last_start != when:
-                self.model.pod_groups[key] = replace(group, last_start=when)
-        for key, job in state.jobs.items():
-            self.model.set_stale_since(key, job.stale_since)
 
 
 def _needs_every_node(action: str, state: SessionState) -> bool:
