@@ -64,6 +64,7 @@ async def _main(args: argparse.Namespace, config: object) -> int:
     from k8s_adapter.health import serve, stalled_after
     from k8s_adapter.leader import Leadership
     from k8s_adapter.runner import SchedulerLoop
+    from k8s_adapter.usage_feeds import make_feed
     from kai_ray.config import SchedulerConfig
     from kai_ray.runtime import make_coordinator
 
@@ -79,6 +80,7 @@ async def _main(args: argparse.Namespace, config: object) -> int:
         leadership,
         period=args.period,
         eviction_mode=args.eviction_mode,
+        usage=make_feed(config.usageDBConfig, api) if config.usageDBConfig else None,
     )
     server = await serve(
         registry,
