@@ -41,8 +41,15 @@ def _seconds(value: Any) -> float:
 
 
 # Prometheus-style durations for usage windows ("1w", "30d", "12h"), as KAI's usageParams take them.
-_PROM_UNITS = (("ms", 1e-3), ("y", 365 * 86400.0), ("w", 7 * 86400.0), ("d", 86400.0), ("h", 3600.0))
-_PROM_UNITS += (("m", 60.0), ("s", 1.0))
+_PROM_UNITS: tuple[tuple[str, float], ...] = (
+    ("ms", 1e-3),
+    ("y", 365 * 86400.0),
+    ("w", 7 * 86400.0),
+    ("d", 86400.0),
+    ("h", 3600.0),
+    ("m", 60.0),
+    ("s", 1.0),
+)
 
 
 def parse_window(value: Any) -> float:
