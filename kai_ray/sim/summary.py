@@ -64,6 +64,25 @@ def render_text(m: SimMetrics, nodes: int, shards: int, setup_seconds: float, lo
     lines.append(
         format_table(["queue", "jobs started", "wait p50", "wait p90", "wait max", "|alloc - fair share| (GPUs)"], rows)
     )
+    if m.usage is not None:
+        lines += ["", "time-based fair share (usage: the queue's GPU-time over the cluster's, over the window)"]
+        history = report["queueHistory"]
+        usage_rows = []
+        for name, entry in history.items():
+            samples = entry["allocatedAndFairShare"]
+            usage = entry.get("usage") or [[0.0, 0.0]]
+            usage_rows.append(
+                [
+                    name,
+                    f"{entry['gpuHours']:,.1f}",
+                    f"{entry['shareOfGpuHours']:.1%}",
+                    f"{samples[-1][2]:g}" if samples else "-",
+                    f"{usage[-1][1]:.3f}",
+                ]
+            )
+        lines.append(
+            format_table(["queue", "GPU-hours", "share of GPU-hours", "fair share now", "usage now"], usage_rows)
+        )
     if m.waiting_jobs:
         lines += ["", f"why jobs still wait ({len(m.waiting_jobs):,} jobs; the largest first)"]
         lines += [f"  {job} ({n} pods): {_shorten(reason)}" for job, n, reason in m.waiting_jobs[:5]]
