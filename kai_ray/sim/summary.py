@@ -25,7 +25,11 @@ def render_text(m: SimMetrics, nodes: int, shards: int, setup_seconds: float, lo
     mode = "in one process" if shards <= 1 else f"coordinator + {shards} shard actors on Ray"
     lines = [
         f"kai-ray simulate: {nodes:,} nodes ({m.gpu_capacity:,.0f} GPUs), {m.jobs:,} jobs / {m.pods_total:,} pods "
-        f"offering {load:.2f}x the GPU-hours the cluster has while they arrive; {mode}",
+        + (
+            f"offering {load:.2f}x the GPU-hours the cluster has while they arrive; {mode}"
+            if load > 0
+            else f"all submitted at the start; {mode}"
+        ),
         f"  simulated {m.simulated_seconds / 3600:.1f} h in {m.wall_seconds:.1f} s wall "
         f"(+{setup_seconds:.1f} s setup), {len(m.cycle_walls):,} scheduling cycles",
         "",
