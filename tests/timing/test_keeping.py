@@ -94,3 +94,33 @@ async def test_a_crd_that_prunes_the_field_is_reported_once() -> None:
     assert store.pruned
     assert {path for _, path, _ in api.calls} == {QUEUES.item(n, None, "status") for n in ("team", "dept")}
     assert all(FIELD in body["status"] for _, _, body in api.calls)
+
+
+async def test_the_pod_grouper_carries_a_workloads_timing_annotations_to_its_pod_group() -> None:
+    from k8s_adapter.grouper import PodGrouper
+
+    owner = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "uid": "u-1", "annotations": {"kai.scheduler/preemption-delay": "5m"}},
+        "spec": {},
+    }
+    api = FakeApi(lambda m, p, q, b: ok(owner) if m == "GET" else ok())
+    pod = {
+        "metadata": {
+            "name": "train-0",
+            "namespace": "ml",
+            "annotations": {"kai.scheduler/preemption-delay": "1m", "kai.scheduler/staleness-grace-period": "2m"},
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u-1", "controller": True}
+            ],
+        },
+        "spec": {"schedulerName": "kai-scheduler"},
+    }
+    await PodGrouper(api).group([pod])  # type: ignore[arg-type]
+    [created] = [body for method, path, body in api.calls if method == "POST"]
+    assert created["metadata"]["annotations"] == {
+        "kai.scheduler/preemption-delay": "5m",  # the owner's wins, as in KAI's grouper
+        "kai.scheduler/staleness-grace-period": "2m",
+    }
+    assert custom_resource_problems(created) == []
