@@ -40,6 +40,12 @@ def _seconds(value: Any) -> float:
         raise ValueError(f"bad duration {value!r}") from None
 
 
+def _positive(seconds: float) -> float:
+    if seconds <= 0:
+        raise ValueError("must be positive")
+    return seconds
+
+
 # Prometheus-style durations for usage windows ("1w", "30d", "12h"), as KAI's usageParams take them.
 _PROM_UNITS: tuple[tuple[str, float], ...] = (
     ("ms", 1e-3),
@@ -101,10 +107,7 @@ class UsageParams(BaseModel):
     @field_validator("windowSize", mode="before")
     @classmethod
     def _window(cls, value: Any) -> float:
-        seconds = parse_window(value)
-        if seconds <= 0:
-            raise ValueError("must be positive")
-        return seconds
+        return _positive(parse_window(value))
 
     @field_validator("windowType", mode="before")
     @classmethod
@@ -175,10 +178,7 @@ class JobAging(BaseModel):
     @field_validator("interval", mode="before")
     @classmethod
     def _interval(cls, value: Any) -> float:
-        seconds = _seconds(value)
-        if seconds <= 0:
-            raise ValueError("must be positive")
-        return seconds
+        return _positive(_seconds(value))
 
 
 class SchedulerConfig(BaseModel):

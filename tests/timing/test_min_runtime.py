@@ -128,49 +128,36 @@ def test_a_leaf_setting_zero_does_not_shield_it_from_cousins_under_lca() -> None
     assert evicted(case, ["reclaim"], reclaimResolveMethod="queue") == {"hog2"}
 
 
-def test_kai_doc_workflow_thirty_seconds_of_reclaim_protection() -> None:
-    """minruntime.md: a job of a queue with reclaimMinRuntime 30s is protected at 20s of runtime."""
-    tree = [q("production", reclaim=30), q("research")]
-    case = build(
-        [node("a", gpu=2)],
-        tree,
-        [
-            JobSpec("train1", "production", gpu=1, running_on=["a"], created=1),
-            JobSpec("train2", "production", gpu=1, running_on=["a"], created=2),
-            JobSpec("wants", "research", gpu=1, created=10),
-        ],
-    )
-    assert evicted(started(started(case, "train1", 20), "train2", 20), ["reclaim"]) == set()
-    assert evicted(started(started(case, "train1", 40), "train2", 40), ["reclaim"]) == {"train2"}
-
-
-def test_default_reclaim_minimum_applies_where_no_queue_sets_one() -> None:
-    tree = [q("a"), q("b")]
+def two_hogs(tree: list[Queue], victim_queue: str, reclaimer_queue: str, ran_for: float | None) -> ClusterSnapshot:
+    """Two 1-GPU jobs of one queue fill a 2-GPU node (running ``ran_for`` seconds, or never
+    started); another queue wants one GPU."""
     case = build(
         [node("n", gpu=2)],
         tree,
         [
-            JobSpec("hog1", "a", gpu=1, running_on=["n"], created=1),
-            JobSpec("hog2", "a", gpu=1, running_on=["n"], created=2),
-            JobSpec("wants", "b", gpu=1, created=10),
+            JobSpec("hog1", victim_queue, gpu=1, running_on=["n"], created=1),
+            JobSpec("hog2", victim_queue, gpu=1, running_on=["n"], created=2),
+            JobSpec("wants", reclaimer_queue, gpu=1, created=10),
         ],
     )
-    case = started(started(case, "hog1", 50), "hog2", 50)
+    return case if ran_for is None else started(started(case, "hog1", ran_for), "hog2", ran_for)
+
+
+def test_kai_doc_workflow_thirty_seconds_of_reclaim_protection() -> None:
+    """minruntime.md: a job of a queue with reclaimMinRuntime 30s is protected at 20s of runtime."""
+    tree = [q("production", reclaim=30), q("research")]
+    assert evicted(two_hogs(tree, "production", "research", 20), ["reclaim"]) == set()
+    assert evicted(two_hogs(tree, "production", "research", 40), ["reclaim"]) == {"hog2"}
+
+
+def test_default_reclaim_minimum_applies_where_no_queue_sets_one() -> None:
+    case = two_hogs([q("a"), q("b")], "a", "b", 50)
     assert evicted(case, ["reclaim"], defaultReclaimMinRuntime="60s") == set()
     assert evicted(case, ["reclaim"], defaultReclaimMinRuntime="40s") == {"hog2"}
 
 
 def test_a_job_that_never_started_is_not_protected() -> None:
-    tree = [q("a", reclaim=3600), q("b")]
-    case = build(
-        [node("n", gpu=2)],
-        tree,
-        [
-            JobSpec("hog1", "a", gpu=1, running_on=["n"], created=1),
-            JobSpec("hog2", "a", gpu=1, running_on=["n"], created=2),
-            JobSpec("wants", "b", gpu=1, created=10),
-        ],
-    )
+    case = two_hogs([q("a", reclaim=3600), q("b")], "a", "b", None)
     assert evicted(case, ["reclaim"]) == {"hog2"}  # no last-start time: KAI does not protect it
 
 
