@@ -25,7 +25,7 @@ from coordinator.actions.registry import build_actions
 from coordinator.cluster_model import ClusterModel
 from coordinator.decisions import Decisions, PodDecision, collect
 from coordinator.job_timers import JobClock, remember_clocks
-from coordinator.jobs import Status, Task
+from coordinator.jobs import Job, Status, Task
 from coordinator.search_backoff import SearchBackoff
 from coordinator.session import SessionState, open_session, rebase_session
 from coordinator.shard_set import ShardSet
@@ -63,7 +63,10 @@ class EvictIntent:
 @dataclass(slots=True)
 class CycleStats:
     seconds: float = 0.0
+    open_seconds: float = 0.0  # candidate nodes from the shards and the session's tables (KAI's open session)
     session_seconds: float = 0.0
+    close_seconds: float = 0.0  # decisions collected, binds committed (KAI's close session)
+    action_seconds: dict[str, float] = field(default_factory=dict)  # per action, in the order they ran
     candidate_nodes: int = 0
     full_table: bool = False
     commit_seconds: float = 0.0  # prepare + commit/abort across shards
@@ -79,6 +82,10 @@ class CycleResult:
     evictions: list[EvictIntent] = field(default_factory=list)
     stats: CycleStats = field(default_factory=CycleStats)
     pod_queues: dict[str, str] = field(default_factory=dict)  # pod -> leaf queue, for pods of pod groups
+    pod_jobs: dict[str, str] = field(default_factory=dict)  # each of our pods -> its pod group ('' if missing)
+    not_ready_jobs: frozenset[str] = frozenset()  # gangs whose pods are not all created yet (never tried)
+    search_skipped: dict[str, str] = field(default_factory=dict)  # job -> why no victim search ran for it
+    paused_jobs: frozenset[str] = frozenset()  # jobs whose victim search waits out a backoff
     job_clocks: dict[str, JobClock] = field(default_factory=dict)  # pod groups whose timestamps changed
 
 
@@ -124,27 +131,43 @@ class Coordinator:
         state = open_session(snapshot, self.config, now, table, self.placer_type)
         state.remote_diagnoses = diagnoses
         state.search_paused = self.search_backoff.paused(now)
+        state.search_reasons = self.search_backoff.reasons(state.search_paused)
         stmt = Statement(state.table, state.queues, state.jobs_by_task)
         session_started = time.perf_counter()
+        stats.open_seconds = session_started - started
         for action in build_actions(names):
+            action_started = time.perf_counter()
             if not stats.full_table and _needs_every_node(action.name, state):
                 rebase_session(state, self._full_table())
                 stmt = Statement(state.table, state.queues, state.jobs_by_task)
                 stats.full_table = True
             action.execute(state, stmt)
             stmt.commit()
-        stats.session_seconds = time.perf_counter() - session_started
+            stats.action_seconds[action.name] = time.perf_counter() - action_started
+        closing = time.perf_counter()
+        stats.session_seconds = closing - session_started
         decisions = collect(state, stmt.evictions)
         result = CycleResult(decisions, stats=stats)
         result.pod_queues = {key: job.queue for key, job in state.jobs_by_task.items()}
+        result.pod_jobs = {key: job.key for key, job in state.jobs_by_task.items()}
+        result.pod_jobs.update((key, "") for key in state.tasks if key not in state.jobs_by_task)
+        result.not_ready_jobs = frozenset(k for k, j in state.jobs.items() if not j.ready_for_scheduling())
+        result.search_skipped = dict(state.search_skipped)
+        result.paused_jobs = state.search_paused
         commit_started = time.perf_counter()
         self._commit_binds(state, now, result)
         stats.commit_seconds = time.perf_counter() - commit_started
         result.evictions = [EvictIntent(pod, action, by) for pod, action, by in decisions.evictions]
         evicted = {state.jobs_by_task[e.pod].key for e in result.evictions if e.pod in state.jobs_by_task}
         result.job_clocks = remember_clocks(self.model.pod_groups, state.jobs.values(), state.last_start, evicted, now)
-        self.search_backoff.record(now, state.search_failed, {k for k, j in state.jobs.items() if j.has_pending()})
+        self.search_backoff.record(
+            now,
+            state.search_failed,
+            {k for k, j in state.jobs.items() if j.has_pending()},
+            {key: _search_reasons(state.jobs[key]) for key in state.search_failed if key in state.jobs},
+        )
         stats.shard_calls = self.shards.calls - calls_before
+        stats.close_seconds = time.perf_counter() - closing
         stats.seconds = time.perf_counter() - started
         return result
 
@@ -230,6 +253,11 @@ class Coordinator:
             if task.status in (Status.ALLOCATED, Status.PIPELINED) and task.original_status is Status.PENDING:
                 result.decisions.pods[task.key] = PodDecision("Pending", None, (), reason)
         result.decisions.pod_groups[job_key] = PodDecision("Pending", None, (), reason)
+
+
+def _search_reasons(job: Job) -> dict[str, str]:
+    """What a job's victim searches said in this session (allocate's reason is recomputed every cycle)."""
+    return {action: why for action, why in job.fit_errors.items() if action in EVICTION_ACTIONS}
 
 
 def _needs_every_node(action: str, state: SessionState) -> bool:

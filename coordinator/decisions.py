@@ -100,7 +100,8 @@ def job_reason(state: SessionState, job: Job) -> str:
     if job.fit_errors:
         primary = job.fit_errors.get("allocate")
         others = [f"{action}: {why}" for action, why in job.fit_errors.items() if action != "allocate"]
-        return "; ".join(([primary] if primary else []) + others)
+        parts = ([primary] if primary else []) + others
+        return "; ".join(part.rstrip(".") for part in parts[:-1]) + ("; " if len(parts) > 1 else "") + parts[-1]
     return "not scheduled in this session"
 
 

@@ -47,6 +47,10 @@ class SessionState:
     placer_type: type[Placer] = Placer  # how pods find nodes (benchmarks swap in a full scan)
     search_paused: frozenset[str] = frozenset()  # jobs whose victim search is backed off this session
     search_failed: set[str] = field(default_factory=set)  # jobs whose victim search failed this session
+    # Per paused job, what its last real victim search said (action -> reason): a paused job keeps
+    # naming the cause, so its message does not change while nothing else does.
+    search_reasons: dict[str, dict[str, str]] = field(default_factory=dict)
+    search_skipped: dict[str, str] = field(default_factory=dict)  # job -> why no victim search ran for it
     min_runtimes: MinRuntimes = field(default_factory=lambda: MinRuntimes({}, {}, {}))
 
     def explain(self, shape: TaskShape) -> str:

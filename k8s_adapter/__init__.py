@@ -2,9 +2,10 @@
 eviction, status, leader election and the scheduling loop that ties them together.
 
 ``__all__`` names the modules the CLI, the simulator and the benchmarks may use; the others
-(binder, evictor, grouper, kinds, reflector, status, job_clocks, usage_store, prometheus_usage)
-are the loop's own parts; ``usage_feeds`` builds the usage source the config asks for. Modules are
-imported one at a time: the Kubernetes client is loaded only by what needs it.
+(binder, decision_log, events, evictor, grouper, kinds, messages, reflector, resource_status,
+status, job_clocks, usage_store, prometheus_usage) are the loop's own parts; ``usage_feeds`` builds
+the usage source the config asks for. Modules are imported one at a time: the Kubernetes client is
+loaded only by what needs it.
 """
 
-__all__ = ["api", "cache", "health", "leader", "metrics", "runner", "usage_feeds"]
+__all__ = ["api", "cache", "crd_upgrade", "health", "leader", "metrics", "runner", "usage_feeds"]

@@ -254,6 +254,11 @@ class ClusterCache:
         self._sent_queues = valid
         return upserted, removed
 
+    @property
+    def pod_groups(self) -> dict[str, PodGroup]:
+        """Every PodGroup as last handed to the coordinator, explicit and implicit, by key (for status)."""
+        return self._sent_groups
+
 
 def _version(obj: JSON) -> int | None:
     raw = (obj.get("metadata") or {}).get("resourceVersion")

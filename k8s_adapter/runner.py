@@ -18,9 +18,10 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from coordinator.coordinator import CycleResult
-from k8s_adapter.api import KubeApi
+from k8s_adapter.api import KubeApi, KubeError, describe
 from k8s_adapter.binder import Binder, BindRequest
 from k8s_adapter.cache import ClusterCache
+from k8s_adapter.decision_log import DecisionLog
 from k8s_adapter.evictor import Evictor, EvictRequest
 from k8s_adapter.grouper import PodGrouper
 from k8s_adapter.job_clocks import JobClockWriter
@@ -28,11 +29,12 @@ from k8s_adapter.kinds import WATCHED
 from k8s_adapter.leader import Leadership
 from k8s_adapter.metrics import SECONDS_BUCKETS, SchedulerMetrics
 from k8s_adapter.reflector import Reflector
-from k8s_adapter.status import StatusWriter
+from k8s_adapter.status import Eviction, StatusWriter, describe_evictions
 from k8s_adapter.usage_feeds import UsageFeed
 from kai_ray.deltas import ClusterDeltas
 
 log = logging.getLogger(__name__)
+LOOP_STEPS = ("apply", "group", "usage", "cycle", "bind", "evict", "clocks", "status", "metrics")
 
 
 class CoordinatorLike(Protocol):
@@ -50,6 +52,7 @@ class LoopState:
     synced: bool = False
     binds: int = 0
     evictions: int = 0
+    cycles: int = 0  # cycles run as the leader
 
 
 class SchedulerLoop:
@@ -80,21 +83,26 @@ class SchedulerLoop:
             buckets=SECONDS_BUCKETS,
             registry=registry,
         )
+        for step in LOOP_STEPS:  # every step's series exists from the start, at zero
+            self.errors.labels(step)
+            self.step_seconds.labels(step)
         self.leadership = leadership
         self.period = period
         self.sync_timeout = sync_timeout
         self.binder = Binder(api)
         self.evictor = Evictor(api, mode=eviction_mode)
-        self.status = StatusWriter(api)
+        self.status = StatusWriter(api, component=cache.scheduler_name)
         self.clocks = JobClockWriter(api)
         self.usage = usage  # time-based fair share (None: no usage, KAI's default)
         self.grouper = PodGrouper(api)
         self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event) for kind in WATCHED]
         self.state = LoopState()
+        self.decision_log = DecisionLog()
         self._stop = asyncio.Event()
         self._coordinator_lock = asyncio.Lock()
         self._in_flight: set[asyncio.Task[None]] = set()
         self._explaining: asyncio.Task[None] | None = None
+        self._evicting: dict[str, Eviction] = {}  # pod -> what its eviction events will say, until evicted
 
     def stop(self) -> None:
         self._stop.set()
@@ -158,6 +166,8 @@ class SchedulerLoop:
         if not result:
             return
         outcome = result[0]
+        self.state.cycles += 1
+        self.decision_log.cycle(self.state.cycles, outcome)
         # Binds and explanations go on in the background while the next cycle is computed:
         # the coordinator already counts the binds as placed, and only the latest
         # explanation matters. Their failures come back through bind_failed.
@@ -170,7 +180,7 @@ class SchedulerLoop:
             await self._step("usage", lambda: usage.after_cycle(now, outcome, self.cache.nodes.values()))
         if self._explaining is None or self._explaining.done():
             self._explaining = self._background(self._step("status", lambda: self._explain(outcome)))
-        await self._step("metrics", lambda: _sync(lambda: self.metrics.observe_cycle(outcome)))
+        await self._step("metrics", lambda: _sync(lambda: self.metrics.observe_cycle(outcome, self.cache.queues)))
 
     async def _feed_usage(self, coordinator: CoordinatorLike, now: float, leader: bool) -> None:
         assert self.usage is not None
@@ -195,7 +205,10 @@ class SchedulerLoop:
             await action()
         except asyncio.CancelledError:
             raise
-        except Exception:  # one failing step must not stop scheduling; it is logged and counted
+        except KubeError as exc:  # the API said no (a conflict, a timeout): expected, one line
+            self.errors.labels(name).inc()
+            log.warning("scheduler loop step %s failed: %s; retried next iteration", name, describe(exc))
+        except Exception:  # one failing step must not stop scheduling; a bug, so with its traceback
             self.errors.labels(name).inc()
             log.exception("scheduler loop step %s failed", name)
         finally:
@@ -212,21 +225,33 @@ class SchedulerLoop:
             for b in outcome.binds
         ]
         results = await self.binder.bind_all(requests)
+        nodes = {b.pod: b.node for b in outcome.binds}
+        uids = {r.pod: r.uid for r in requests}
+        await self.status.bound([(r.pod, uids[r.pod], nodes[r.pod], r.ok, r.reason) for r in results])
         failed = [r.pod for r in results if not r.ok]
         if failed:
             await self._locked(coordinator.bind_failed, failed)
         self.state.binds += len(results) - len(failed)
-        self.metrics.observe_binds(len(results) - len(failed), len(failed))
+        now = time.time()
+        waited = [now - self.cache.pods[r.pod].created for r in results if r.ok and r.pod in self.cache.pods]
+        self.metrics.observe_binds(len(results) - len(failed), len(failed), waited)
 
     async def _evict(self, outcome: CycleResult) -> None:
         requests = [EvictRequest(e.pod, e.action, e.preemptor) for e in outcome.evictions]
+        self._evicting.update(describe_evictions(outcome, self.cache))
         if requests or self.evictor.waiting:
             report = await self.evictor.evict_all(requests)
             self.state.evictions += len(report.evicted)
+            sent = [self._evicting.pop(pod) for pod in report.evicted if pod in self._evicting]
+            for eviction in sent:
+                namespace, _, name = eviction.group.partition("/")
+                self.metrics.observe_eviction(eviction.action, name, namespace, eviction.group_uid)
+            for pod in report.failed:
+                self._evicting.pop(pod, None)
+            await self.status.evicted(sent)
 
     async def _explain(self, outcome: CycleResult) -> None:
-        groups = {key: (d.status, d.reason) for key, d in outcome.decisions.pod_groups.items()}
-        await self.status.publish(groups)
+        await self.status.publish(outcome, self.cache)
 
 
 async def _sync(action: Callable[[], None]) -> None:

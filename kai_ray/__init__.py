@@ -17,6 +17,7 @@ __all__ = [
     "grouping",
     "io",
     "labels",
+    "logs",
     "model",
     "process_memory",
     "quantity",

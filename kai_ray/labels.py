@@ -30,3 +30,12 @@ DEFAULT_QUEUE_PRIORITY = 100
 DEFAULT_JOB_PRIORITY = 50  # KAI's fallback when no PriorityClass applies
 PREEMPTIBLE_BELOW = 100  # priority < 100 is preemptible unless said otherwise
 DEFAULT_GPU_MEMORY_MIB = 100
+
+# KAI's priority classes (its chart installs them; so do kai-ray's chart and `kai-ray up`):
+# below PREEMPTIBLE_BELOW a job may be preempted unless its PodGroup says otherwise.
+KAI_PRIORITY_CLASSES = (
+    ("train", 50, "Training: preemptible; the default for batch work."),
+    ("build-preemptible", 75, "Interactive build work that may be preempted."),
+    ("build", 100, "Interactive build work: non-preemptible, uses in-quota resources only."),
+    ("inference", 125, "Inference: non-preemptible, uses in-quota resources only."),
+)

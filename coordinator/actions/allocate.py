@@ -46,17 +46,24 @@ def allocate_job(
 
 
 def _task_failure(state: SessionState, job: Job, task_failed: Task, placed: int) -> str:
+    """KAI's words for a job whose pod found no node (actions/common/allocate.go), so tools and
+    runbooks that read KAI's messages read kai-ray's."""
     why = state.explain(task_failed.shape)
     pod_set = job.pod_sets.get(task_failed.subgroup)
     minimum = pod_set.min_available if pod_set else 1
     gang = any(ps.min_available > 1 for ps in job.pod_sets.values())
     if gang and pod_set is not None and pod_set.active_used < minimum:
-        scope = "" if len(job.pod_sets) == 1 else f" in sub-group {pod_set.name}"
+        if len(job.pod_sets) == 1:
+            return (
+                f"Resources were found for {placed} pods while {minimum} are required for gang scheduling. "
+                f"Additional pods cannot be scheduled due to: {why}"
+            )
         return (
-            f"gang needs {minimum} pods{scope}; resources were found for {placed}; "
-            f"pod {task_failed.pod.name} does not fit: {why}"
+            f"Resources were found for {placed} pods from all sub-groups while sub-group {pod_set.name} "
+            f"requires {minimum} pods for gang scheduling. "
+            f"Additional pods cannot be scheduled in this sub-group due to: {why}"
         )
-    return f"pod {task_failed.pod.name} does not fit: {why}"
+    return f"Resources were not found for pod {task_failed.pod.key} due to: {why}"
 
 
 class AllocateAction:

@@ -8,6 +8,8 @@ import logging
 import os
 import signal
 
+from kai_ray.logs import FORMATS, configure
+
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("run", help="schedule pods of a Kubernetes cluster")
@@ -36,7 +38,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default="eviction",
         help="evict through pods/eviction (respects PodDisruptionBudgets) or delete pods",
     )
-    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log every decision (bind, pipeline, evict, pending) in one line"
+    )
+    parser.add_argument("--log-format", choices=FORMATS, default="text", help="text lines, or one JSON object per line")
     parser.set_defaults(handler=run)
 
 
@@ -44,9 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from kai_ray.io.config import load_config
 
     config = load_config(args.config)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure(args.verbose, args.log_format)
     try:
         import uvloop
 
@@ -57,20 +60,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(args: argparse.Namespace, config: object) -> int:
-    from prometheus_client import CollectorRegistry
-
     from k8s_adapter.api import connect
     from k8s_adapter.cache import ClusterCache
     from k8s_adapter.health import serve, stalled_after
     from k8s_adapter.leader import Leadership
+    from k8s_adapter.metrics import new_registry
     from k8s_adapter.runner import SchedulerLoop
     from k8s_adapter.usage_feeds import make_feed
+    from kai_ray.cli.ports import port_error
     from kai_ray.config import SchedulerConfig
     from kai_ray.runtime import make_coordinator
 
     assert isinstance(config, SchedulerConfig)
     api = await connect(args.kubeconfig, args.context)
-    registry = CollectorRegistry()
+    registry = new_registry()
     leadership = Leadership(enabled=args.leader_elect, lease_duration=args.lease_duration)
     loop = SchedulerLoop(
         api,
@@ -82,12 +85,16 @@ async def _main(args: argparse.Namespace, config: object) -> int:
         eviction_mode=args.eviction_mode,
         usage=make_feed(config.usageDBConfig, api) if config.usageDBConfig else None,
     )
-    server = await serve(
-        registry,
-        args.metrics_port,
-        stalled_after(max(60.0, 30 * args.period), lambda: loop.state.last_iteration),
-        lambda: loop.state.synced,
-    )
+    try:
+        server = await serve(
+            registry,
+            args.metrics_port,
+            stalled_after(max(60.0, 30 * args.period), lambda: loop.state.last_iteration),
+            lambda: loop.state.synced,
+        )
+    except OSError as exc:
+        await api.close()
+        raise port_error(args.metrics_port, "/metrics", "--metrics-port", exc) from None
     stop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         stop.add_signal_handler(sig, loop.stop)

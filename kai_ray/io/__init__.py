@@ -6,6 +6,7 @@ fair-share input (#fair-share-input). The adapter reads watched objects with the
 """
 
 from kai_ray.io.config import config_from_mapping, load_config
+from kai_ray.io.documents import iter_objects, parse_documents, read_text
 from kai_ray.io.fairshare_input import FairShareProblem, fairshare_problem_from_mapping, load_fairshare_problem
 from kai_ray.io.fields import ObjectReader, parse_time
 from kai_ray.io.parse_core import parse_node, parse_pod
@@ -18,14 +19,17 @@ __all__ = [
     "RawPodGroup",
     "config_from_mapping",
     "fairshare_problem_from_mapping",
+    "iter_objects",
     "load_config",
     "load_fairshare_problem",
     "load_snapshot",
+    "parse_documents",
     "parse_node",
     "parse_pod",
     "parse_pod_group",
     "parse_priority_class",
     "parse_queue",
     "parse_time",
+    "read_text",
     "snapshot_from_documents",
 ]

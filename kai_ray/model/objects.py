@@ -195,6 +195,7 @@ class Queue:
     created: float = 0.0
     preempt_min_runtime: float | None = None  # seconds
     reclaim_min_runtime: float | None = None
+    display_name: str = ""  # spec.displayName (KAI's queue metrics label queues by it)
 
     def resource(self, name: str) -> QueueResource:
         if name == "gpu":

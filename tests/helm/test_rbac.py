@@ -24,10 +24,9 @@ from k8s_adapter.reflector import Reflector
 from k8s_adapter.status import StatusWriter
 from k8s_adapter.usage_store import QueueUsageStore
 from tests.adapter.fake_api import FakeApi, ok
-from tests.helm.chart import NAMESPACE, find, one, render
+from tests.helm.chart import NAMESPACE, RELEASE, find, one, render
 
 Permission = tuple[str, str, str]  # (API group, resource or resource/subresource, verb)
-MARK_DISRUPTION = ("", "pods/status", "patch")
 
 # The brief's least-privilege list, narrowed to what the adapter uses: with every optional grant
 # off, this is the whole ClusterRole.
@@ -36,10 +35,13 @@ CORE: set[Permission] = {
     *(("", "pods", v) for v in ("get", "list", "watch")),
     ("", "pods/binding", "create"),
     ("", "pods/eviction", "create"),
+    ("", "pods/status", "patch"),  # PodScheduled=False on pending pods; DisruptionTarget before an eviction
     *(("scheduling.run.ai", r, v) for r in ("queues", "podgroups") for v in ("get", "list", "watch")),
     ("scheduling.run.ai", "podgroups/status", "patch"),
     ("scheduling.run.ai", "podgroups", "patch"),
+    ("scheduling.run.ai", "queues/status", "patch"),
     ("", "events", "create"),
+    ("", "events", "patch"),  # an unchanged situation raises its Event's count
     *(("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")),
 }
 LEASE: set[Permission] = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
@@ -107,10 +109,17 @@ async def _evicting(mode: str) -> set[Permission]:
 
 
 async def _explaining() -> set[Permission]:
+    """A cycle's conditions, events and status; a repeated event; bind and eviction events."""
+    from k8s_adapter.status import Eviction
+    from tests.adapter.status_scenario import scenario
+
     api = FakeApi(lambda m, p, q, b: ok())
-    writer = StatusWriter(api, report_after=0)  # type: ignore[arg-type]
-    await writer.publish({"ns/pg": ("Pending", "OverLimit: queue q is over its limit")})
-    await writer.publish({"ns/pg": ("Running", "")})
+    writer = StatusWriter(api, report_after=0, repeat_after=0)  # type: ignore[arg-type]
+    outcome, cache = scenario()
+    await writer.publish(outcome, cache)
+    await writer.publish(outcome, cache)  # the same situation again: the Events' counts go up
+    await writer.bound([("ns/a", "u", "n1", True, ""), ("ns/b", "u", "n1", False, "500")])
+    await writer.evicted([Eviction("ns/v", "u", "ns/pg", "u-pg", "reclaim", "ns/big", "evicted", 1)])
     return recorded(api)
 
 
@@ -151,7 +160,10 @@ async def _leasing() -> set[Permission]:
     """The Lease lock kubernetes-asyncio's leader election uses: read, take, renew."""
     from kubernetes_asyncio import client
     from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
-    from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+    from k8s_adapter.leader import _quiet_lease_lock
+
+    LeaseLock = _quiet_lease_lock()  # the lock kai-ray runs: the library's, with one-line conflicts
 
     verbs = {
         "read": "get",
@@ -208,13 +220,9 @@ def needed(values: dict[str, Any]) -> tuple[set[Permission], set[Permission]]:
     """(cluster-wide, release-namespace) permissions the adapter uses with these values."""
     used = adapter_requests()
     eviction = values.get("eviction", {})
-    cluster = set(used["watch"] | used["bind"] | used["explain"] | used["clocks"])
-    if (values.get("scheduler", {}).get("config", {}).get("usageDBConfig") or {}).get("clientType") == "accounting":
-        cluster |= used["usage"]
-    cluster |= used["evict-delete" if eviction.get("mode") == "delete" else "evict"] - {MARK_DISRUPTION}
-    if eviction.get("markDisruptionTarget"):
-        cluster.add(MARK_DISRUPTION)
-    if values.get("podGrouper", {}).get("enabled", False):
+    cluster = set(used["watch"] | used["bind"] | used["explain"] | used["clocks"] | used["usage"])
+    cluster |= used["evict-delete" if eviction.get("mode") == "delete" else "evict"]
+    if values.get("podGrouper", {}).get("enabled", True):
         cluster |= used["group"]
     if values.get("gpuSharing", {}).get("enabled"):
         cluster |= used["bind-fraction"]
@@ -232,15 +240,16 @@ def grants(rules: list[dict[str, Any]]) -> set[Permission]:
 
 
 def rendered_grants(values: dict[str, Any]) -> tuple[set[Permission], set[Permission]]:
+    """The scheduler's grants: its ClusterRole (named like the release) and its lease Role."""
     objects = render(values)
     roles = find(objects, "Role")
-    return grants(one(objects, "ClusterRole")["rules"]), grants(roles[0]["rules"]) if roles else set()
+    return grants(one(objects, "ClusterRole", RELEASE)["rules"]), grants(roles[0]["rules"]) if roles else set()
 
 
 VALUE_SETS = {
     "defaults": {},
     "every-option-off": {"podGrouper": {"enabled": False}, "replicas": 1, "leaderElection": {"enabled": False}},
-    "every-option-on": {"gpuSharing": {"enabled": True}, "eviction": {"markDisruptionTarget": True}},
+    "every-option-on": {"gpuSharing": {"enabled": True}},
     "delete-eviction": {"eviction": {"mode": "delete"}},
     "fractions-without-grouper": {"gpuSharing": {"enabled": True}, "podGrouper": {"enabled": False}},
     "usage-accounting": {"scheduler": {"config": {"usageDBConfig": {"clientType": "accounting"}}}},
@@ -259,8 +268,13 @@ def test_with_every_option_off_the_cluster_role_is_the_least_privilege_core() ->
     assert rendered_grants({})[1] == LEASE
 
 
-def test_the_default_install_grants_nothing_beyond_the_least_privilege_list() -> None:
-    assert rendered_grants({}) == (CORE, LEASE)
+def test_the_default_install_adds_only_the_pod_grouper_to_the_least_privilege_list() -> None:
+    """The pod grouper is on by default, as KAI's is; everything else optional is off."""
+    cluster, namespaced = rendered_grants({})
+    grouper = cluster - CORE
+    assert cluster >= CORE and namespaced == LEASE
+    assert grouper == rendered_grants({**VALUE_SETS["every-option-off"], "podGrouper": {"enabled": True}})[0] - CORE
+    assert {("scheduling.run.ai", "podgroups", "create"), ("", "pods", "patch")} <= grouper
 
 
 def test_each_option_adds_only_its_own_grants() -> None:
@@ -270,7 +284,6 @@ def test_each_option_adds_only_its_own_grants() -> None:
         ("", "pods", "delete"),
         ("", "pods/eviction", "create"),
     }
-    assert rendered_grants({**base, "eviction": {"markDisruptionTarget": True}})[0] - core == {MARK_DISRUPTION}
     assert rendered_grants({**base, "gpuSharing": {"enabled": True}})[0] - core == {("", "pods", "patch")}
     grouper = rendered_grants({**base, "podGrouper": {"enabled": True}})[0] - core
     assert {("scheduling.run.ai", "podgroups", "create"), ("", "pods", "patch")} <= grouper
@@ -278,7 +291,7 @@ def test_each_option_adds_only_its_own_grants() -> None:
 
 
 def test_the_bindings_give_the_roles_to_the_schedulers_service_account() -> None:
-    objects = render()
+    objects = [o for o in render() if "helm.sh/hook" not in o["metadata"].get("annotations", {})]
     account = one(objects, "ServiceAccount")["metadata"]
     pod_account = one(objects, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
     assert pod_account == account["name"]
