@@ -85,15 +85,17 @@ def default_resolution(params: UsageParams) -> float:
 
 @dataclass(slots=True)
 class UsageLedger:
-    """Resource-seconds per queue and capacity-seconds of the cluster, in time buckets."""
+    """Resource-seconds per queue and capacity-seconds of the cluster, in time buckets: one
+    (queues, buckets, 3) array, so a cycle's credit and a refresh are single array operations."""
 
     window: UsageWindow
     resolution: float
-    first: int = 0  # absolute number (time // resolution) of row 0
-    allocated: dict[str, Array] = field(default_factory=dict)  # queue -> (rows, 3)
+    first: int = 0  # absolute number (time // resolution) of bucket row 0
+    names: dict[str, int] = field(default_factory=dict)  # queue -> its row in ``used``
+    used: Array = field(default_factory=lambda: np.zeros((0, 0, 3)))
     capacity: Array = field(default_factory=lambda: np.zeros((0, 3)))
     last_time: float | None = None
-    last_allocated: dict[str, Array] = field(default_factory=dict)
+    last_rates: Array = field(default_factory=lambda: np.zeros((0, 3)))  # per queue row, from last_time on
     last_capacity: Array = field(default_factory=lambda: np.zeros(3))
 
     @property
@@ -105,29 +107,46 @@ class UsageLedger:
     def observe(self, now: float, allocated: Mapping[str, Iterable[float]], capacity: Iterable[float]) -> None:
         """What is allocated from ``now`` on; the previous observation is credited up to ``now``."""
         if self.last_time is not None and now > self.last_time:
-            self._credit(self.last_time, now, self.last_allocated, self.last_capacity)
+            self._credit(self.last_time, now, self.last_rates, self.last_capacity)
         if self.last_time is None or now >= self.last_time:
             self.last_time = now
-        self.last_allocated = {q: np.asarray(tuple(v), dtype=np.float64) for q, v in allocated.items()}
+        values = {q: tuple(v) for q, v in allocated.items()}
+        self._add_queues([q for q, v in values.items() if any(v) and q not in self.names])
+        rates = np.zeros((len(self.names), 3))
+        for queue, value in values.items():
+            row = self.names.get(queue)
+            if row is not None:
+                rates[row] = value
+        self.last_rates = rates
         self.last_capacity = np.asarray(tuple(capacity), dtype=np.float64)
 
-    def _credit(self, t0: float, t1: float, rates: Mapping[str, Array], capacity: Array) -> None:
+    def _add_queues(self, names: list[str]) -> None:
+        if not names:
+            return
+        for name in names:
+            self.names[name] = len(self.names)
+        grown = np.zeros((len(self.names), len(self.capacity), 3))
+        grown[: len(self.used)] = self.used
+        self.used = grown
+
+    def _credit(self, t0: float, t1: float, rates: Array, capacity: Array) -> None:
         b0, b1 = math.floor(t0 / self.resolution), math.floor(t1 / self.resolution)
-        self._make_room(b0, b1)
+        if self._make_room(b0, b1):
+            self._forget_idle()
+            rates = self.last_rates
         edges = np.clip((np.arange(b0, b1 + 2) * self.resolution), t0, t1)
         seconds = np.diff(edges)  # time spent in each bucket b0..b1
         rows = np.arange(b0, b1 + 1) - self.first
         keep = rows >= 0
         rows, seconds = rows[keep], seconds[keep]
         self.capacity[rows] += seconds[:, None] * capacity
-        for queue, rate in rates.items():
-            if not rate.any():
-                continue
-            table = self.allocated.setdefault(queue, np.zeros((len(self.capacity), 3)))
-            table[rows] += seconds[:, None] * rate
+        busy = np.flatnonzero(rates.any(axis=1))
+        if len(busy) and len(rows):
+            self.used[busy[:, None], rows[None, :]] += seconds[None, :, None] * rates[busy][:, None, :]
 
-    def _make_room(self, lo: int, hi: int) -> None:
-        """Rows for buckets ``lo`` to ``hi``, dropping rows the window no longer reaches."""
+    def _make_room(self, lo: int, hi: int) -> bool:
+        """Rows for buckets ``lo`` to ``hi``, dropping rows the window no longer reaches; whether
+        the rows moved."""
         if len(self.capacity) == 0:
             self.first = lo
         low = min(self.first, lo)
@@ -135,30 +154,36 @@ class UsageLedger:
         new_first = max(low, high - self.keep + 1)
         rows = high - new_first + 1
         if new_first == self.first and rows == len(self.capacity):
-            return
+            return False
         shift = new_first - self.first
         self.capacity = _moved(self.capacity, shift, rows)
-        for queue in list(self.allocated):
-            moved = _moved(self.allocated[queue], shift, rows)
-            if moved.any():
-                self.allocated[queue] = moved
-            else:
-                del self.allocated[queue]
+        self.used = _moved(self.used.transpose(1, 0, 2), shift, rows).transpose(1, 0, 2)
         self.first = new_first
+        return True
+
+    def _forget_idle(self) -> None:
+        """Drop queues that have nothing left in the window and allocate nothing now."""
+        rates = np.zeros((len(self.names), 3))
+        rates[: len(self.last_rates)] = self.last_rates
+        alive = self.used.any(axis=(1, 2)) | rates.any(axis=1)
+        if not alive.all():
+            kept = np.flatnonzero(alive)
+            order = sorted(self.names, key=self.names.__getitem__)
+            self.names = {order[i]: n for n, i in enumerate(kept)}
+            self.used, rates = self.used[kept], rates[kept]
+        self.last_rates = rates
 
     # ------------------------------------------------------------------ reading
     def usage(self, now: float) -> dict[str, tuple[float, float, float]]:
         """Every queue's usage normalized to the cluster's capacity over the window (KAI's ratio)."""
-        if len(self.capacity) == 0:
+        if len(self.capacity) == 0 or not self.names:
             return {}
         weights = self._weights(now)
         capacity = weights @ self.capacity
-        out: dict[str, tuple[float, float, float]] = {}
-        for queue, table in self.allocated.items():
-            used = weights @ table
-            ratio = np.divide(used, capacity, out=np.zeros(3), where=capacity > 0)
-            out[queue] = (float(ratio[0]), float(ratio[1]), float(ratio[2]))
-        return out
+        used = np.einsum("r,qrc->qc", weights, self.used)
+        ratio = np.divide(used, capacity[None, :], out=np.zeros_like(used), where=capacity[None, :] > 0)
+        rows = ratio.tolist()
+        return {name: (rows[i][0], rows[i][1], rows[i][2]) for name, i in self.names.items() if any(rows[i])}
 
     def _weights(self, now: float) -> Array:
         """Per row: the share of the bucket inside the window times the decay at its middle."""
@@ -177,12 +202,14 @@ class UsageLedger:
     def records(self) -> dict[str, dict[str, object]]:
         """One plain record per queue that used anything (capacity repeated in each)."""
         out: dict[str, dict[str, object]] = {}
-        for queue, table in self.allocated.items():
-            used = np.flatnonzero(table.any(axis=1) | self.capacity.any(axis=1))
-            if not len(used):
+        observed = np.flatnonzero(self.capacity.any(axis=1))
+        for name, i in self.names.items():
+            table = self.used[i]
+            rows = np.flatnonzero(table.any(axis=1))
+            if not len(rows):
                 continue
-            lo = int(used[0])
-            out[queue] = {
+            lo = int(min(rows[0], observed[0])) if len(observed) else int(rows[0])
+            out[name] = {
                 "version": RECORD_VERSION,
                 "resolution": self.resolution,
                 "firstBucket": self.first + lo,
@@ -196,21 +223,24 @@ class UsageLedger:
         Capacity is repeated in every queue's record: each kept bucket counts once."""
         bad: list[str] = []
         capacity: dict[tuple[float, int], Array] = {}
+        parsed_records = []
         for queue, record in records.items():
             parsed = _parse_record(record)
             if parsed is None:
                 bad.append(queue)
                 continue
-            resolution, first, used, cap = parsed
+            parsed_records.append((queue, parsed))
+        self._add_queues([q for q, _ in parsed_records if q not in self.names])
+        for queue, (resolution, first, used, cap) in parsed_records:
             for row in range(len(used)):
                 key = (resolution, first + row)
                 capacity[key] = np.maximum(capacity.get(key, np.zeros(3)), cap[row])
-                self._spread(queue, key, used[row])
+                self._spread(self.names[queue], key, used[row])
         for key, cap in capacity.items():
             self._spread(None, key, cap)
         return bad
 
-    def _spread(self, queue: str | None, kept: tuple[float, int], amount: Array) -> None:
+    def _spread(self, queue: int | None, kept: tuple[float, int], amount: Array) -> None:
         """Add one kept bucket (its resolution, its number) over this ledger's buckets."""
         resolution, number = kept
         t0, t1 = number * resolution, (number + 1) * resolution
@@ -223,7 +253,7 @@ class UsageLedger:
         rows, share = rows[keep], share[keep]
         if not len(rows):
             return
-        table = self.capacity if queue is None else self.allocated.setdefault(queue, np.zeros((len(self.capacity), 3)))
+        table = self.capacity if queue is None else self.used[queue]
         table[rows] += share[:, None] * amount
 
 
@@ -243,7 +273,8 @@ def _parse_record(record: Mapping[str, object]) -> tuple[float, int, Array, Arra
 
 
 def _moved(table: Array, shift: int, rows: int) -> Array:
-    out = np.zeros((rows, 3))
+    """``table``'s rows moved ``shift`` rows up, in ``rows`` rows (the other axes kept)."""
+    out = np.zeros((rows, *table.shape[1:]))
     src = table[max(shift, 0) :]
     dst = max(-shift, 0)
     n = min(len(src), rows - dst)
