@@ -11,7 +11,7 @@ import enum
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kai_ray.model import Pod, PodGroup, PodState
 from shards.node_table import Holding
@@ -71,6 +71,7 @@ class Task:
     original_status: Status = Status.PENDING
     original_node: str | None = None
     accepted: tuple[float, float, float] = (0.0, 0.0, 0.0)  # queue quota it holds: gpu, cpu, memory
+    claims: tuple[Any, ...] = ()  # DRA claims this session allocated for it (dra_session.ClaimGrant)
 
     @property
     def key(self) -> str:
