@@ -8,6 +8,7 @@ from the module that defines it. ``coordinator.fairshare`` has its own public na
 from coordinator.coordinator import BindIntent, Coordinator, CycleResult, CycleStats, EvictIntent
 from coordinator.decisions import Decisions, PodDecision
 from coordinator.dra_session import ClaimGrant, DraView
+from coordinator.job_timers import JobClock
 from coordinator.scheduler import run_session
 from coordinator.shard_set import Call, InProcessShards, ShardBackend, ShardSet
 
@@ -22,6 +23,7 @@ __all__ = [
     "Decisions",
     "EvictIntent",
     "InProcessShards",
+    "JobClock",
     "PodDecision",
     "ShardBackend",
     "ShardSet",

@@ -18,6 +18,7 @@ class ClusterModel:
         self.pods: dict[str, Pod] = {}
         self.pod_groups: dict[str, PodGroup] = {}
         self.queues: dict[str, Queue] = {}
+        self.queue_usage: dict[str, tuple[float, float, float]] = {}
         self.dra = DraModel()  # ResourceSlices, DeviceClasses, ResourceClaims
         self.assumed_claims: dict[str, tuple[str, ...]] = {}  # pod -> claims its committed bind allocated
 
@@ -47,6 +48,8 @@ class ClusterModel:
             self.pod_groups[group.key] = group
         for key in deltas.pod_groups_removed:
             self.pod_groups.pop(key, None)
+        if deltas.queue_usage is not None:
+            self.queue_usage = dict(deltas.queue_usage)
         return replace(deltas, pods_upserted=pods)
 
     def _keep_assumption(self, pod: Pod) -> Pod:
@@ -69,6 +72,7 @@ class ClusterModel:
             pod_groups=tuple(self.pod_groups.values()),
             queues=tuple(self.queues.values()),
             dra=self.dra.objects() if self.dra else DraObjects(),
+            queue_usage=self.queue_usage,
         )
 
     def assume_bound(
@@ -98,13 +102,3 @@ class ClusterModel:
         pending = replace(pod, state=PodState.PENDING, node=None, gpu_groups=())
         self.pods[key] = pending
         return pending
-
-    def set_last_start(self, key: str, when: float) -> None:
-        group = self.pod_groups.get(key)
-        if group is not None:
-            self.pod_groups[key] = replace(group, last_start=when)
-
-    def set_stale_since(self, key: str, when: float | None) -> None:
-        group = self.pod_groups.get(key)
-        if group is not None and group.stale_since != when:
-            self.pod_groups[key] = replace(group, stale_since=when)

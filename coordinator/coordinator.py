@@ -19,12 +19,13 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from coordinator.actions.registry import build_actions
 from coordinator.cluster_model import ClusterModel
 from coordinator.decisions import Decisions, PodDecision, collect
 from coordinator.dra_session import ClaimGrant, DraView
+from coordinator.job_timers import JobClock, remember_clocks
 from coordinator.jobs import Job, Status, Task
 from coordinator.search_backoff import SearchBackoff
 from coordinator.session import SessionState, open_session, rebase_session
@@ -88,6 +89,7 @@ class CycleResult:
     not_ready_jobs: frozenset[str] = frozenset()  # gangs whose pods are not all created yet (never tried)
     search_skipped: dict[str, str] = field(default_factory=dict)  # job -> why no victim search ran for it
     paused_jobs: frozenset[str] = frozenset()  # jobs whose victim search waits out a backoff
+    job_clocks: dict[str, JobClock] = field(default_factory=dict)  # pod groups whose timestamps changed
 
 
 class Coordinator:
@@ -161,7 +163,8 @@ class Coordinator:
         self._commit_binds(state, now, result)
         stats.commit_seconds = time.perf_counter() - commit_started
         result.evictions = [EvictIntent(pod, action, by) for pod, action, by in decisions.evictions]
-        self._remember_job_clock(state)
+        evicted = {state.jobs_by_task[e.pod].key for e in result.evictions if e.pod in state.jobs_by_task}
+        result.job_clocks = remember_clocks(self.model.pod_groups, state.jobs.values(), state.last_start, evicted, now)
         self.search_backoff.record(
             now,
             state.search_failed,
@@ -256,14 +259,6 @@ class Coordinator:
             if task.status in (Status.ALLOCATED, Status.PIPELINED) and task.original_status is Status.PENDING:
                 result.decisions.pods[task.key] = PodDecision("Pending", None, (), reason)
         result.decisions.pod_groups[job_key] = PodDecision("Pending", None, (), reason)
-
-    def _remember_job_clock(self, state: SessionState) -> None:
-        for key, when in state.last_start.items():
-            group = self.model.pod_groups.get(key)
-            if group is not None and group.last_start != when:
-                self.model.pod_groups[key] = replace(group, last_start=when)
-        for key, job in state.jobs.items():
-            self.model.set_stale_since(key, job.stale_since)
 
 
 def _shape(pod: Pod, dra: DraView | None) -> TaskShape:

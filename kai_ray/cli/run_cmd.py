@@ -84,6 +84,7 @@ async def _main(args: argparse.Namespace, config: object) -> int:
     from k8s_adapter.leader import Leadership
     from k8s_adapter.metrics import new_registry
     from k8s_adapter.runner import SchedulerLoop
+    from k8s_adapter.usage_feeds import make_feed
     from kai_ray.cli.ports import port_error
     from kai_ray.config import SchedulerConfig
     from kai_ray.runtime import make_coordinator
@@ -108,6 +109,7 @@ async def _main(args: argparse.Namespace, config: object) -> int:
             timeout=args.reservation_timeout,
         ),
         dra=args.dra,
+        usage=make_feed(config.usageDBConfig, api) if config.usageDBConfig else None,
     )
     try:
         server = await serve(
