@@ -1,8 +1,8 @@
 """The coordinator's side of the shards: who owns which node, and one batched call per shard.
 
 ``ShardBackend`` is the single seam for remote calls: ``InProcessShards`` calls plain
-``Shard`` objects (tests, ``kai-ray schedule``); ``shards.actor.RayShards`` sends the same
-calls to Ray actors, all shards at once. Nothing else in the coordinator touches Ray.
+``Shard`` objects (tests, ``kai-ray schedule``); ``RayShards`` in ``kai_ray/actors.py`` sends
+the same calls to Ray actors, all shards at once. Nothing else in the coordinator touches Ray.
 """
 
 from __future__ import annotations
@@ -13,7 +13,15 @@ from typing import Any, Protocol
 
 from kai_ray.deltas import ClusterDeltas
 from shards import partitioner
-from shards.messages import PrepareItem, PrepareReply, ProposeReply, ProposeRequest, ShardDeltas
+from shards.messages import (
+    ClaimHold,
+    NodeDevices,
+    PrepareItem,
+    PrepareReply,
+    ProposeReply,
+    ProposeRequest,
+    ShardDeltas,
+)
 from shards.rows import NodeRows
 from shards.shard import Shard
 
@@ -94,7 +102,11 @@ class ShardSet:
         return self.backend.call_many(calls) if calls else []
 
     # ------------------------------------------------------------------ deltas
-    def apply(self, deltas: ClusterDeltas) -> None:
+    def apply(
+        self, deltas: ClusterDeltas, devices: Sequence[NodeDevices] = (), holds: Sequence[ClaimHold] = ()
+    ) -> None:
+        """Route changes to the shards owning their nodes; ``devices`` and ``holds`` are the DRA
+        ones (coordinator/dra_model.py), routed the same way after the nodes."""
         ids = self.ids
         per_shard: dict[int, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
         for node in deltas.nodes_upserted:
@@ -126,6 +138,12 @@ class ShardSet:
             self.pod_node.pop(key, None)
             if previous is not None:
                 per_shard[previous]["pods_removed"].append(key)
+        for node_name, listed in devices:
+            if node_name in self.owner:
+                per_shard[self.owner[node_name]]["devices"].append((node_name, listed))
+        for hold in holds:  # a hold whose node no shard owns (network devices) goes to every shard
+            for shard in [self.owner[hold[1]]] if hold[1] in self.owner else ids if hold[1] is None else []:
+                per_shard[shard]["claims"].append(hold)
         for shard, parts in per_shard.items():
             message = ShardDeltas(**{k: tuple(v) for k, v in parts.items()})
             if message:

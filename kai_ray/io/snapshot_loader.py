@@ -1,4 +1,4 @@
-"""Snapshot input (DESIGN §5.2): manifests in, a validated ClusterSnapshot out.
+"""Snapshot input (docs/architecture.md#snapshot-input): manifests in, a validated ClusterSnapshot out.
 
 Malformed input raises InputError with a one-line message naming the object and the
 field. Cluster states that KAI tolerates are not errors: orphan queues are dropped
@@ -18,6 +18,7 @@ from kai_ray import labels as L
 from kai_ray.errors import InputError
 from kai_ray.grouping import OwnerRef, implicit_group
 from kai_ray.io.documents import iter_objects, parse_documents, read_text
+from kai_ray.io.dra_snapshot import DRA_KINDS, DraReader
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.kai_snapshot import is_kai_snapshot, read_kai_snapshot
 from kai_ray.io.parse_core import parse_node, parse_pod
@@ -55,6 +56,7 @@ def snapshot_from_documents(
     binding: dict[str, tuple[str, tuple[str, ...]]] = {}  # pod -> (node, GPU groups) of its BindRequest
     skipped: Counter[str] = Counter()
     warnings: list[str] = []
+    dra = DraReader()
     for index, doc in iter_objects(documents, source):
         kind = doc.get("kind")
         if not isinstance(kind, str) or not kind:
@@ -63,6 +65,8 @@ def snapshot_from_documents(
         reader = ObjectReader(doc, index)
         if kind == "Node" and api_group == "":
             _put(nodes, reader.name, parse_node(reader), reader, False)
+        elif kind == "Pod" and api_group == "" and L.is_reservation_pod(_labels(doc)):
+            skipped["Pod (GPU reservation)"] += 1
         elif kind == "Pod" and api_group == "":
             pod = parse_pod(reader)
             _put(pods, pod.key, pod, reader, True)
@@ -78,9 +82,12 @@ def snapshot_from_documents(
             request = _bind_request(reader)
             if request is not None:
                 binding[request[0]] = request[1]
+        elif api_group == "resource.k8s.io" and kind in DRA_KINDS:
+            dra.add(kind, reader)
         else:
             skipped[kind] += 1
     _apply_bind_requests(pods, binding)
+    resolved = dra.resolve(pods)
     kept_queues = _valid_queue_tree(queues, warnings)
     groups = _resolve_groups(raw_groups, pods, owners, classes, warnings, scheduler_name)
     return ClusterSnapshot(
@@ -90,7 +97,13 @@ def snapshot_from_documents(
         queues=tuple(kept_queues),
         priority_classes=tuple(classes.values()),
         report=LoadReport(dict(sorted(skipped.items())), tuple(warnings)),
+        dra=resolved,
     )
+
+
+def _labels(doc: Mapping[str, Any]) -> Mapping[str, str]:
+    labels = (doc.get("metadata") or {}).get("labels") if isinstance(doc.get("metadata"), Mapping) else None
+    return labels if isinstance(labels, Mapping) else {}
 
 
 def _put(store: dict[str, Any], key: str, value: Any, reader: ObjectReader, namespaced: bool) -> None:
@@ -192,6 +205,9 @@ def _resolve_groups(
                 staleness_grace_seconds=raw.staleness_grace_seconds,
                 stale_since=raw.stale_since,
                 last_start=raw.last_start,
+                last_eviction=raw.last_eviction,
+                preemption_delay_seconds=raw.preemption_delay_seconds,
+                expected_runtime_seconds=raw.expected_runtime_seconds,
             )
         )
     groups.extend(_implicit_groups(pods, owners, classes, warnings, scheduler_name))
