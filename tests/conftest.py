@@ -22,3 +22,32 @@ def ray_session() -> Iterator[None]:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
+
+
+# ---------------------------------------------------------------- the e2e tier (tests/e2e)
+E2E = Path(__file__).resolve().parent / "e2e"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--e2e",
+        action="store_true",
+        help="run the e2e tier in tests/e2e: etcd, kube-apiserver and kwok built from their Go modules (needs Go)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--e2e"):
+        from realcluster.build import GoMissing, go_binary
+
+        try:
+            go_binary()
+        except GoMissing as missing:
+            raise pytest.UsageError(str(missing)) from None  # one line, and the run fails
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The e2e tier runs only when asked for (``--e2e``); the default run never starts Go binaries."""
+    if not config.getoption("--e2e") and (collection_path == E2E or E2E in collection_path.parents):
+        return True
+    return None

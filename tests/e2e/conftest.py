@@ -1,0 +1,98 @@
+"""The e2e tier's clusters: one real control plane for the session, a fresh dev cluster per test.
+
+The real cluster's binaries come from realcluster.build (built once per pinned version set);
+its processes are checked to be gone when the session ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from realcluster.build import BuildFailed, build_record, ensure_built
+from realcluster.cluster import ClusterOptions, RealCluster
+from tests.e2e.backends import Backend, dev_backend, real_backend, seed_real
+from tests.helm.chart import NAMESPACE, crds
+
+SERVICE_ACCOUNT = "kai-ray"
+SA_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+
+
+@pytest.fixture(scope="session")
+def binaries() -> Path:
+    try:
+        return ensure_built()
+    except BuildFailed as failed:
+        pytest.exit(str(failed), returncode=1)
+
+
+def real_options() -> ClusterOptions:
+    return ClusterOptions(
+        controllers=True,
+        kwok=True,
+        node_lease_seconds=40,
+        compaction_seconds=5,  # short: versions older than a few seconds are gone from etcd
+        audit_users=(SA_USER,),
+    )
+
+
+@pytest.fixture(scope="session")
+def real_cluster(binaries: Path) -> Iterator[RealCluster]:
+    cluster = RealCluster(real_options(), keep=bool(os.environ.get("KAI_RAY_E2E_KEEP")))
+    started = time.monotonic()
+    cluster.start()
+    try:
+        with ThreadPoolExecutor(1) as pool:  # fixtures may be set up while an event loop runs
+            pool.submit(asyncio.run, seed_real(cluster, crds())).result()
+        record = build_record(binaries)
+        print(f"\nreal cluster up in {time.monotonic() - started:.1f}s; built {record.get('versions')}")
+        yield cluster
+    finally:
+        pids = list(cluster.pids().values())
+        cluster.stop()
+        left = [pid for pid in pids if _alive(pid)]
+        assert not left, f"processes left behind: {left}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture(params=["dev", "real"])
+async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    """The same test against the dev cluster and against the real one."""
+    if request.param == "dev":
+        backend = await dev_backend(tmp_path)
+        try:
+            yield backend
+        finally:
+            await backend.close()
+            assert backend.dev is not None
+            await backend.dev.stop()
+    else:
+        real: RealCluster = request.getfixturevalue("real_cluster")
+        backend = await real_backend(real)
+        try:
+            yield backend
+        finally:
+            await backend.close()
+
+
+@pytest.fixture
+async def real(real_cluster: RealCluster) -> AsyncIterator[Backend]:
+    """The real cluster alone, emptied of earlier tests' objects."""
+    backend = await real_backend(real_cluster)
+    try:
+        yield backend
+    finally:
+        await backend.close()
