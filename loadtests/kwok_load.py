@@ -31,6 +31,7 @@ from typing import Any
 
 from kai_ray.cli.output import format_table
 from loadtests.kwok_phase import KAI, KUBE, NAMESPACE, PhaseResult, load_pod, run_phase
+from realcluster.build import BuildFailed, GoMissing, ensure_built
 
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 GROUPS = f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NAMESPACE}/podgroups"
@@ -161,6 +162,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
     size = Size(args.nodes or base.nodes, args.pods or base.pods, args.gangs or base.gangs)
+    try:
+        ensure_built()
+    except (GoMissing, BuildFailed) as error:
+        print(f"kwok_load: {error}", file=sys.stderr)
+        return 2
     results = asyncio.run(run_all(size, args.shards, args.skip))
     print(report(results))
     if args.json:

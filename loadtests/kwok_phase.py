@@ -225,7 +225,11 @@ async def run_phase(
     timeout: float = 900.0,
 ) -> PhaseResult:
     """A fresh cluster, populated, then ``scheduler`` started and timed until every pod is bound."""
-    cluster = RealCluster(ClusterOptions(kwok=True))
+    # No controller manager: nothing would lift the not-ready taint the TaintNodesByCondition
+    # admission plugin puts on each new node, so the plugin is off (the nodes are Ready already).
+    cluster = RealCluster(
+        ClusterOptions(kwok=True, extra_apiserver_args=("--disable-admission-plugins=TaintNodesByCondition",))
+    )
     await asyncio.to_thread(cluster.start)
     scheduler_process: subprocess.Popen[bytes] | None = None
     errors: list[str] = []

@@ -35,7 +35,8 @@ from realcluster.pki import Pki, make_pki
 
 SERVICE_RANGE = "10.96.0.0/16"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
-KCM_CONTROLLERS = (  # no node lifecycle: kwok's nodes are static; no controllers for workloads we never create
+KCM_CONTROLLERS = (  # what a cluster of bare pods needs; none for workloads we never create
+    "node-lifecycle-controller",  # lifts the not-ready taint the apiserver puts on every new node
     "disruption-controller",
     "namespace-controller",
     "serviceaccount-controller",
@@ -319,7 +320,7 @@ class RealCluster:
             "--secure-port=0",
             f"--root-ca-file={pki.ca_cert}",
             f"--service-account-private-key-file={pki.sa_key}",
-            "--use-service-account-credentials=false",
+            "--use-service-account-credentials=true",  # each controller as its own account, as clusters run it
             "--v=1",
         ]
 

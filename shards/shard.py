@@ -83,9 +83,9 @@ class Shard:
         hold = pod_hold(self.table, pod)
         current = self.pods.get(pod.key)
         if hold is None:
-            if current is not None and pod.node is None and pod.state.value == "Pending":
-                self._drop_pod(pod.key)  # a failed bind: the pod is pending again
-            elif current is not None and (pod.node is None or pod.node not in self.table.index):
+            # Holds nothing here any more: a failed bind (pending again), a pod that finished
+            # (Succeeded/Failed pods keep their nodeName but free their resources) or moved away.
+            if current is not None:
                 self._drop_pod(pod.key)
             return
         if (
