@@ -61,6 +61,8 @@ class SchedulerLoop:
         period: float = 1.0,
         eviction_mode: str = "eviction",
         sync_timeout: float = 30.0,
+        pod_grouper: bool = True,
+        mark_disruption_target: bool = True,
     ) -> None:
         self.api = api
         self.cache = cache
@@ -81,9 +83,10 @@ class SchedulerLoop:
         self.period = period
         self.sync_timeout = sync_timeout
         self.binder = Binder(api)
-        self.evictor = Evictor(api, mode=eviction_mode)
+        self.evictor = Evictor(api, mode=eviction_mode, mark=mark_disruption_target)
         self.status = StatusWriter(api)
         self.grouper = PodGrouper(api)
+        self.pod_grouper = pod_grouper  # off: no PodGroup creates or pod patches (the chart may not grant them)
         self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event) for kind in WATCHED]
         self.state = LoopState()
         self._stop = asyncio.Event()
@@ -135,7 +138,8 @@ class SchedulerLoop:
         coordinator = self.coordinator
         assert coordinator is not None
         await self._step("apply", lambda: self._locked(coordinator.apply, self.cache.take_deltas()))
-        await self._step("group", lambda: self.grouper.group(self.cache.ungrouped()))
+        if self.pod_grouper:
+            await self._step("group", lambda: self.grouper.group(self.cache.ungrouped()))
         if not self.leadership.is_leader():
             return
         result: list[CycleResult] = []

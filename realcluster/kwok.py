@@ -51,13 +51,14 @@ def _container_states(state: str) -> str:
 
 
 def state_block(state: str) -> str:
+    """Inside ``range .spec.containers``: ``.`` is the container, ``$`` the pod."""
     if state == "running":
         return "    running:\n      startedAt: {{ Now | Quote }}\n"
     return (
         "    terminated:\n"
-        "      exitCode: {{ or (index .metadata.annotations " + f'"{EXIT_CODE}"' + ') "0" }}\n'
+        "      exitCode: {{ or (index $.metadata.annotations " + f'"{EXIT_CODE}"' + ') "0" }}\n'
         f"      reason: {'Completed' if state == 'succeeded' else 'Error'}\n"
-        "      startedAt: {{ .status.startTime | Quote }}\n"
+        "      startedAt: {{ $.status.startTime | Quote }}\n"
         "      finishedAt: {{ Now | Quote }}\n"
     )
 

@@ -36,6 +36,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default="eviction",
         help="evict through pods/eviction (respects PodDisruptionBudgets) or delete pods",
     )
+    parser.add_argument(
+        "--pod-grouper",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="create PodGroups for workloads whose pods name none (needs podgroups create and pods patch)",
+    )
+    parser.add_argument(
+        "--mark-disruption-target",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="give a pod a DisruptionTarget condition before evicting it (needs pods/status patch)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     parser.set_defaults(handler=run)
 
@@ -79,6 +91,8 @@ async def _main(args: argparse.Namespace, config: object) -> int:
         leadership,
         period=args.period,
         eviction_mode=args.eviction_mode,
+        pod_grouper=args.pod_grouper,
+        mark_disruption_target=args.mark_disruption_target,
     )
     server = await serve(
         registry,

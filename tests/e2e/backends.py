@@ -34,7 +34,7 @@ PDBS = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
 NODE_COUNT = 4
 # Namespaced collections a test may leave objects in, emptied before the next test on the real cluster.
-NAMESPACED = (PODS, GROUPS, PDBS, LEASES, "/api/v1/namespaces/default/events")
+NAMESPACED = (PODS, GROUPS, PDBS, LEASES, "/api/v1/namespaces/default/events", "/api/v1/namespaces/default/configmaps")
 
 
 @dataclass
@@ -77,18 +77,23 @@ class Backend:
     async def phases(self) -> dict[str, str]:
         return {p["metadata"]["name"]: (p.get("status") or {}).get("phase", "") for p in await self.items(PODS)}
 
-    async def break_watches(self) -> None:
-        """Every open watch ends and resuming from the version a client holds gets 410 Gone.
+    async def expire_versions(self) -> None:
+        """Make every version a client holds now too old: resuming a watch from it gets 410 Gone.
 
-        dev: the change history is dropped and the streams are closed.
-        real: kube-apiserver restarts on the same etcd (its watch cache begins at etcd's current
-        revision, which the apiserver's short compaction interval also moves past).
+        dev: the change history is dropped and the streams end (cleanly, so clients re-watch).
+        real: writes move etcd's revision on, and the apiserver's compaction passes it; with the
+        watch cache off (``real-etcd``) the next watch from an older version is refused by etcd.
         """
         if self.dev is not None:
             self.dev.expire_history()
             self.dev.drop_watches(abrupt=False)
         elif self.real is not None:
-            await asyncio.to_thread(self.real.restart_apiserver)
+            interval = self.real.options.compaction_seconds
+            for tick in range(3):
+                body = {"metadata": {"generateName": "clock-"}, "data": {"tick": str(tick)}}
+                await self.api.request("POST", "/api/v1/namespaces/default/configmaps", body=body)
+                await asyncio.sleep(interval)
+            await asyncio.sleep(interval)
 
     async def close(self) -> None:
         await self.api.close()

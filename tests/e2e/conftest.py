@@ -42,15 +42,39 @@ def real_options() -> ClusterOptions:
     )
 
 
+def etcd_watch_options() -> ClusterOptions:
+    """Watches served by etcd itself (no watch cache) and compaction every 2 s: a watch resumed
+    from a version older than that is told 410 Gone by etcd, through the apiserver."""
+    return ClusterOptions(
+        controllers=True,
+        kwok=True,
+        node_lease_seconds=40,
+        compaction_seconds=COMPACTION_SECONDS,
+        extra_apiserver_args=("--watch-cache=false",),
+    )
+
+
+COMPACTION_SECONDS = 2
+
+
 @pytest.fixture(scope="session")
 def real_cluster(binaries: Path) -> Iterator[RealCluster]:
-    cluster = RealCluster(real_options(), keep=bool(os.environ.get("KAI_RAY_E2E_KEEP")))
+    yield from _running(real_options())
+
+
+@pytest.fixture(scope="session")
+def etcd_watch_cluster(binaries: Path) -> Iterator[RealCluster]:
+    yield from _running(etcd_watch_options())
+
+
+def _running(options: ClusterOptions) -> Iterator[RealCluster]:
+    cluster = RealCluster(options, keep=bool(os.environ.get("KAI_RAY_E2E_KEEP")))
     started = time.monotonic()
     cluster.start()
     try:
         with ThreadPoolExecutor(1) as pool:  # fixtures may be set up while an event loop runs
             pool.submit(asyncio.run, seed_real(cluster, crds())).result()
-        record = build_record(binaries)
+        record = build_record(cluster.bin)
         print(f"\nreal cluster up in {time.monotonic() - started:.1f}s; built {record.get('versions')}")
         yield cluster
     finally:
@@ -70,7 +94,8 @@ def _alive(pid: int) -> bool:
 
 @pytest.fixture(params=["dev", "real"])
 async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    """The same test against the dev cluster and against the real one."""
+    """The same test against the dev cluster and against the real one (``real-etcd``: the real
+    one with watches served by etcd, for tests that ask for it by indirect parametrization)."""
     if request.param == "dev":
         backend = await dev_backend(tmp_path)
         try:
@@ -80,7 +105,8 @@ async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
             assert backend.dev is not None
             await backend.dev.stop()
     else:
-        real: RealCluster = request.getfixturevalue("real_cluster")
+        name = "etcd_watch_cluster" if request.param == "real-etcd" else "real_cluster"
+        real: RealCluster = request.getfixturevalue(name)
         backend = await real_backend(real)
         try:
             yield backend

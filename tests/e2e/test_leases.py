@@ -46,7 +46,6 @@ async def test_one_leader_binds_and_a_standby_takes_over(cluster: Backend) -> No
         assert asyncio.get_running_loop().time() - started < 20
         lease = await cluster.get(f"{LEASES}/kai-ray")
         assert lease["spec"]["holderIdentity"] == leaders[1 - first].identity
-        assert lease["spec"]["leaseTransitions"] >= 1
         await cluster.create(PODS, pod("after", gpus=1, queue_name="q"))
         await until_true(lambda: loops[1 - first].state.binds == 1, timeout=20)
     finally:

@@ -23,8 +23,8 @@ import yaml
 
 from k8s_adapter.api import KubeError, connect
 from realcluster.cluster import free_port
-from tests.adapter.conftest import pod, queue
-from tests.e2e.backends import PODS, QUEUES, Backend, until_true
+from tests.adapter.conftest import pod, pod_group, queue
+from tests.e2e.backends import GROUPS, PODS, QUEUES, Backend, until_true
 from tests.e2e.conftest import SA_USER
 from tests.helm.chart import NAMESPACE, find, one, render
 
@@ -109,6 +109,8 @@ async def test_a_full_run_under_the_charts_role_meets_no_403(real: Backend, tmp_
     # reclaim (evictions) when a queue owed its quota asks for GPUs another queue borrowed.
     await real.create(QUEUES, queue("greedy", gpu_quota=0))
     await real.create(QUEUES, queue("owed", gpu_quota=16))
+    await real.create(GROUPS, pod_group("too-big", "owed", 1))  # never fits: explained in status and Events
+    await real.create(PODS, pod("too-big-0", gpus=16, group="too-big"))
     for i in range(4):
         await real.create(PODS, pod(f"greedy-{i}", gpus=8, queue_name="greedy"))
     port = free_port()
@@ -130,8 +132,15 @@ async def test_a_full_run_under_the_charts_role_meets_no_403(real: Backend, tmp_
         await until_true(lambda: _bound(real, ["owed-0", "owed-1"]), timeout=90, every=0.5)
         placed = await real.placements()
         assert sum(1 for name in placed if name.startswith("greedy-")) == 2  # two were reclaimed
-        events = await real.items("/api/v1/namespaces/default/events")
-        assert any(e.get("reportingComponent") or e.get("source") for e in events)
+
+        async def explained() -> bool:
+            events = await real.items("/api/v1/namespaces/default/events")
+            status = (await real.get(f"{GROUPS}/too-big")).get("status") or {}
+            return bool(status.get("schedulingConditions")) and any(
+                e["involvedObject"]["name"] == "too-big" for e in events
+            )
+
+        await until_true(explained, timeout=60, every=0.5)
         lease = await real.get(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/kai-ray")
         assert lease["spec"]["holderIdentity"]
     finally:
@@ -143,12 +152,13 @@ async def test_a_full_run_under_the_charts_role_meets_no_403(real: Backend, tmp_
             code = scheduler.wait()
     assert code == 0, log.read_text()[-3000:]
     entries = audit_entries(real.real.audit_log, SA_USER, since)
-    verbs = {
+    verbs = {  # (verb, resource, subresource) of every request it made
         (e["verb"], (e.get("objectRef") or {}).get("resource"), (e.get("objectRef") or {}).get("subresource"))
         for e in entries
     }
     assert ("create", "pods", "binding") in verbs and ("create", "pods", "eviction") in verbs
     assert ("update", "leases", None) in verbs or ("create", "leases", None) in verbs
+    assert ("patch", "podgroups", "status") in verbs and ("create", "events", None) in verbs
     assert forbidden(entries) == [], yaml.safe_dump(forbidden(entries))
 
 

@@ -159,6 +159,15 @@ def test_the_defaults_run_two_leader_elected_replicas_that_evict_politely() -> N
     assert one(objects, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
 
 
+@pytest.mark.parametrize(("grouper", "mark"), [(False, False), (True, True), (True, False)])
+def test_the_scheduler_only_does_what_its_role_grants(grouper: bool, mark: bool) -> None:
+    """The pod grouper and the DisruptionTarget mark are switched on exactly when the ClusterRole
+    grants their writes (kube-apiserver's RBAC refused them otherwise: tests/e2e/test_rbac.py)."""
+    objects = render({"podGrouper": {"enabled": grouper}, "eviction": {"markDisruptionTarget": mark}})
+    args = build_parser().parse_args(scheduler_container(objects)["args"])
+    assert (args.pod_grouper, args.mark_disruption_target) == (grouper, mark)
+
+
 def test_probes_use_the_health_endpoints_of_the_metrics_port() -> None:
     container = scheduler_container(render())
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}

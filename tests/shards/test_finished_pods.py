@@ -6,8 +6,8 @@ import pytest
 
 from kai_ray.model import PodState
 from shards.messages import ShardDeltas
-from shards.shard import Shard
 from shards.shapes import GPU
+from shards.shard import Shard
 from tests.shards.catalog import Ask, make_node, make_pod
 
 
