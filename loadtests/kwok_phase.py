@@ -239,13 +239,14 @@ async def run_phase(
             began = time.monotonic()
             await populate(api, nodes, pods, errors)
             setup = time.monotonic() - began
+            print(f"{name}, {scheduler}: cluster populated in {setup:.1f}s", file=sys.stderr)
             watch = Watch(api)
             await watch.start()
             watching = asyncio.create_task(watch.run())
             requests_before = await asyncio.to_thread(apiserver_requests, cluster)
             pids = cluster.pids()
             cpu_before = cpu_seconds(pids)
-            log = (cluster.dir / f"{name}.log").open("wb")
+            log = (cluster.dir / "scheduler.log").open("wb")
             started = time.monotonic()
             scheduler_process = subprocess.Popen(
                 scheduler_command(cluster, scheduler, shards, cluster.dir),
