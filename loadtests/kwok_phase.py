@@ -9,6 +9,7 @@ the CPU time of every process are sampled, so the report can say who set the pac
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import subprocess
 import sys
@@ -127,8 +128,11 @@ def apiserver_requests(cluster: RealCluster) -> float:
     request = urllib.request.Request(
         f"{cluster.url}/metrics", headers={"Authorization": f"Bearer {cluster.pki.token('admin')}"}
     )
-    with urllib.request.urlopen(request, timeout=30, context=cluster.ssl_context()) as response:
-        text = response.read().decode()
+    try:
+        with urllib.request.urlopen(request, timeout=60, context=cluster.ssl_context()) as response:
+            text = response.read().decode()
+    except OSError:
+        return math.nan  # reported as unknown rather than ending the run
     total = 0.0
     for family in text_string_to_metric_families(text):
         total += sum(s.value for s in family.samples if s.name == "apiserver_request_total")
