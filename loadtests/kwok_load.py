@@ -147,6 +147,11 @@ def report(results: Sequence[PhaseResult]) -> str:
             f"\n{r.name} ({'kai-ray' if r.scheduler == KAI else 'kube-scheduler'}): cores busy on average - "
             + ", ".join(f"{k} {v:.2f}" for k, v in sorted(busy.items()))
         )
+    for r in results:
+        if r.steps:
+            text += f"\n{r.name} (kai-ray) loop steps, count / seconds: " + ", ".join(
+                f"{step} {count} / {seconds:.1f}" for step, (count, seconds) in sorted(r.steps.items())
+            )
     return text
 
 

@@ -52,6 +52,7 @@ class PhaseResult:
     requests_per_second: float = 0.0  # the apiserver's, over the measured window
     cpu_seconds: dict[str, float] = field(default_factory=dict)  # per process over the window
     setup_seconds: float = 0.0
+    steps: dict[str, tuple[int, float]] = field(default_factory=dict)  # kai-ray loop step -> (count, seconds)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -139,14 +140,36 @@ def apiserver_requests(cluster: RealCluster) -> float:
     return total
 
 
+def kai_ray_steps(port: int) -> dict[str, tuple[int, float]]:
+    """kai-ray's own account of its loop: how many times each step ran and its total seconds."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    counts: dict[str, int] = {}
+    sums: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "kai_ray_loop_step_duration_seconds":
+            continue
+        for sample in family.samples:
+            step = sample.labels.get("step", "")
+            if sample.name.endswith("_count"):
+                counts[step] = int(sample.value)
+            elif sample.name.endswith("_sum"):
+                sums[step] = sample.value
+    return {step: (counts[step], round(sums.get(step, 0.0), 2)) for step in counts}
+
+
 def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
-    """User + system CPU of each process and its children."""
+    """User + system CPU of each process; the scheduler's with its children (Ray's processes)."""
     out: dict[str, float] = {}
     for name, pid in pids.items():
         try:
             process = psutil.Process(pid)
             total = 0.0
-            for member in [process, *process.children(recursive=True)]:
+            children = process.children(recursive=True) if name == "scheduler" else []
+            for member in [process, *children]:
                 times = member.cpu_times()
                 total += times.user + times.system
             out[name] = total
@@ -186,7 +209,9 @@ class Watch:
                 await asyncio.sleep(0.2)
 
 
-def scheduler_command(cluster: RealCluster, scheduler: str, shards: int | None, workdir: Path) -> list[str]:
+def scheduler_command(
+    cluster: RealCluster, scheduler: str, shards: int | None, workdir: Path, metrics_port: int
+) -> list[str]:
     if scheduler == KUBE:
         qps = cluster.options.scheduler_qps
         config = {
@@ -200,13 +225,18 @@ def scheduler_command(cluster: RealCluster, scheduler: str, shards: int | None, 
         path.write_text(yaml.safe_dump(config))
         return [str(cluster.bin / "kube-scheduler"), f"--config={path}", "--secure-port=0", "--v=1"]
     command = [sys.executable, "-m", "kai_ray", "run", "--kubeconfig", str(cluster.kubeconfig("admin"))]
-    command += ["--metrics-port", str(free_port())]
+    # As the chart runs it by default: no pod grouper (pods without a PodGroup are scheduled as
+    # one-pod gangs in memory, as KAI's pod grouper would make them), no DisruptionTarget mark.
+    command += ["--metrics-port", str(metrics_port), "--no-pod-grouper", "--no-mark-disruption-target"]
     if shards is not None:
         command += ["--shards", str(shards)]
     return command
 
 
 async def populate(api: KubeApi, nodes: int, pods: list[tuple[str, dict[str, Any]]], errors: list[str]) -> None:
+    # No controller manager makes the namespace's `default` ServiceAccount, and pods are refused without it.
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
+    await create_all(api, [(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", account)], errors)
     for crd in sorted(CRD_DIR.glob("*.yaml")):
         body = yaml.safe_load(crd.read_text())
         await api.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=body)
@@ -232,7 +262,8 @@ async def run_phase(
     # No controller manager: nothing would lift the not-ready taint the TaintNodesByCondition
     # admission plugin puts on each new node, so the plugin is off (the nodes are Ready already).
     cluster = RealCluster(
-        ClusterOptions(kwok=True, extra_apiserver_args=("--disable-admission-plugins=TaintNodesByCondition",))
+        ClusterOptions(kwok=True, extra_apiserver_args=("--disable-admission-plugins=TaintNodesByCondition",)),
+        keep=bool(os.environ.get("KAI_RAY_E2E_KEEP")),
     )
     await asyncio.to_thread(cluster.start)
     scheduler_process: subprocess.Popen[bytes] | None = None
@@ -244,16 +275,19 @@ async def run_phase(
             await populate(api, nodes, pods, errors)
             setup = time.monotonic() - began
             print(f"{name}, {scheduler}: cluster populated in {setup:.1f}s", file=sys.stderr)
+            if errors:
+                raise RuntimeError(f"populating the cluster failed ({len(errors)} errors), first: {errors[0]}")
             watch = Watch(api)
             await watch.start()
             watching = asyncio.create_task(watch.run())
             requests_before = await asyncio.to_thread(apiserver_requests, cluster)
-            pids = cluster.pids()
+            pids = {**cluster.pids(), "driver": os.getpid()}  # the driver: this process, the watch
             cpu_before = cpu_seconds(pids)
+            metrics_port = free_port()
             log = (cluster.dir / "scheduler.log").open("wb")
             started = time.monotonic()
             scheduler_process = subprocess.Popen(
-                scheduler_command(cluster, scheduler, shards, cluster.dir),
+                scheduler_command(cluster, scheduler, shards, cluster.dir, metrics_port),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=REPO,
@@ -270,6 +304,7 @@ async def run_phase(
                 await asyncio.sleep(0.1)
             window = time.monotonic() - started
             cpu_after = cpu_seconds(pids)
+            steps = await asyncio.to_thread(kai_ray_steps, metrics_port) if scheduler == KAI else {}
             requests_after = await asyncio.to_thread(apiserver_requests, cluster)
             watching.cancel()
             times = [at - started for at in watch.bound_at.values()]
@@ -293,6 +328,7 @@ async def run_phase(
                 requests_per_second=(requests_after - requests_before) / window if window else 0.0,
                 cpu_seconds={k: round(cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0), 1) for k in pids},
                 setup_seconds=setup,
+                steps=steps,
                 errors=(errors + watch.errors)[:10],
             )
         finally:

@@ -174,7 +174,10 @@ class RealCluster:
             if self.options.kube_scheduler:
                 self._start("kube-scheduler", self._scheduler_command())
             if self.options.kwok:
-                config = kwok.write_config(self.dir / "kwok.yaml", self.options.node_lease_seconds // 4 or None)
+                # kwok manages a node only through a node stage; without leases a slow heartbeat does
+                # (5,000 nodes every ~10 minutes is a few writes a second).
+                heartbeat = self.options.node_lease_seconds // 4 or 600
+                config = kwok.write_config(self.dir / "kwok.yaml", heartbeat)
                 self._start("kwok", self._kwok_command(config))
         except BaseException:
             self.stop()

@@ -33,9 +33,9 @@ async def test_the_charts_crds_are_established_with_the_served_versions(real: Ba
         conditions = {c["type"]: c["status"] for c in found["status"]["conditions"]}
         assert conditions["Established"] == "True" and conditions["NamesAccepted"] == "True"
         assert found["status"]["acceptedNames"]["kind"] == crd["spec"]["names"]["kind"]
-        assert found["spec"]["versions"] == crd["spec"]["versions"] or [
-            v["name"] for v in found["spec"]["versions"]
-        ] == [v["name"] for v in crd["spec"]["versions"]]
+        served = {v["name"]: (v["served"], v["storage"]) for v in found["spec"]["versions"]}
+        assert served == {v["name"]: (v["served"], v["storage"]) for v in crd["spec"]["versions"]}
+        assert found["status"]["storedVersions"] == [v["name"] for v in crd["spec"]["versions"] if v["storage"]]
 
 
 async def test_kais_own_manifests_are_accepted_strictly(cluster: Backend) -> None:
