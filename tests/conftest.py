@@ -46,8 +46,21 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(missing)) from None  # one line, and the run fails
 
 
-def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """The e2e tier runs only when asked for (``--e2e``); the default run never starts Go binaries."""
-    if not config.getoption("--e2e") and (collection_path == E2E or E2E in collection_path.parents):
-        return True
-    return None
+REAL_PARAMS = {"real", "real-etcd"}
+REAL_FIXTURES = {"real", "real_cluster", "etcd_watch_cluster", "binaries"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without ``--e2e`` the tests of tests/e2e run against the dev cluster only: every test that
+    needs the real control plane (built with Go) is deselected, so the default run never needs Go."""
+    if config.getoption("--e2e"):
+        return
+    keep, drop = [], []
+    for item in items:
+        params = set(getattr(getattr(item, "callspec", None), "params", {}).values())
+        fixtures = set(getattr(item, "fixturenames", ()))
+        needs_real = E2E in item.path.parents and (params & REAL_PARAMS or fixtures & REAL_FIXTURES)
+        (drop if needs_real else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

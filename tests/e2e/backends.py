@@ -26,6 +26,7 @@ from kai_ray.io.config import SchedulerConfig
 from kai_ray.runtime import in_process_coordinator
 from kai_ray.sim.cluster import synthetic_nodes
 from realcluster.cluster import RealCluster
+from tests.adapter.conftest import until as until_true
 
 PODS = "/api/v1/namespaces/default/pods"
 QUEUES = "/apis/scheduling.run.ai/v2/queues"
@@ -166,16 +167,3 @@ async def empty(backend: Backend) -> None:
         return not await backend.items(PODS) and not await backend.items(QUEUES)
 
     await until_true(gone, timeout=60)
-
-
-async def until_true(check: Any, timeout: float = 10.0, every: float = 0.1) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = check()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(every)

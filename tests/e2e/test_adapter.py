@@ -4,25 +4,12 @@ informers, binding, pod lifecycle, PodGroup status, eviction with a budget, watc
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 
 import pytest
 
 from k8s_adapter.evictor import EvictRequest
-from k8s_adapter.runner import SchedulerLoop
-from tests.adapter.conftest import pod, pod_group, queue
+from tests.adapter.conftest import pod, pod_group, queue, running
 from tests.e2e.backends import GROUPS, PDBS, PODS, QUEUES, Backend, until_true
-
-
-@contextlib.asynccontextmanager
-async def running(loop: SchedulerLoop) -> AsyncIterator[SchedulerLoop]:
-    task = asyncio.create_task(loop.run())
-    try:
-        yield loop
-    finally:
-        loop.stop()
-        await asyncio.wait_for(task, 15)
 
 
 async def all_bound(cluster: Backend, names: list[str]) -> bool:
