@@ -57,9 +57,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     keep, drop = [], []
     for item in items:
-        params = set(getattr(getattr(item, "callspec", None), "params", {}).values())
+        params = getattr(getattr(item, "callspec", None), "params", {})
         fixtures = set(getattr(item, "fixturenames", ()))
-        needs_real = E2E in item.path.parents and (params & REAL_PARAMS or fixtures & REAL_FIXTURES)
+        real_param = params.get("cluster") in REAL_PARAMS
+        needs_real = E2E in item.path.parents and (real_param or bool(fixtures & REAL_FIXTURES))
         (drop if needs_real else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)

@@ -50,7 +50,7 @@ def test_the_load_test_says_so_in_one_line_too() -> None:
 
 def test_without_the_flag_only_the_dev_cluster_variants_run() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/e2e", "--collect-only", "-q", "-p", "no:randomly"],
+        [sys.executable, "-m", "pytest", "tests/e2e", "--collect-only", "-p", "no:randomly"],
         cwd=REPO,
         env={**os.environ, "PATH": _path_without_go()},
         capture_output=True,
