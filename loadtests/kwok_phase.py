@@ -209,21 +209,9 @@ class Watch:
                 await asyncio.sleep(0.2)
 
 
-def scheduler_command(
-    cluster: RealCluster, scheduler: str, shards: int | None, workdir: Path, metrics_port: int
-) -> list[str]:
-    if scheduler == KUBE:
-        qps = cluster.options.scheduler_qps
-        config = {
-            "apiVersion": "kubescheduler.config.k8s.io/v1",
-            "kind": "KubeSchedulerConfiguration",
-            # The admin identity, as kai-ray's: both exempt from API priority and fairness alike.
-            "clientConnection": {"kubeconfig": str(cluster.kubeconfig("admin")), "qps": qps, "burst": int(2 * qps)},
-            "leaderElection": {"leaderElect": False},
-        }
-        path = workdir / "kube-scheduler.yaml"
-        path.write_text(yaml.safe_dump(config))
-        return [str(cluster.bin / "kube-scheduler"), f"--config={path}", "--secure-port=0", "--v=1"]
+def scheduler_command(cluster: RealCluster, scheduler: str, shards: int | None, metrics_port: int) -> list[str]:
+    if scheduler == KUBE:  # the admin identity, as kai-ray's: API priority and fairness treats both alike
+        return cluster.kube_scheduler_command("admin")
     command = [sys.executable, "-m", "kai_ray", "run", "--kubeconfig", str(cluster.kubeconfig("admin"))]
     # As the chart runs it by default: no pod grouper (pods without a PodGroup are scheduled as
     # one-pod gangs in memory, as KAI's pod grouper would make them), no DisruptionTarget mark.
@@ -287,7 +275,7 @@ async def run_phase(
             log = (cluster.dir / "scheduler.log").open("wb")
             started = time.monotonic()
             scheduler_process = subprocess.Popen(
-                scheduler_command(cluster, scheduler, shards, cluster.dir, metrics_port),
+                scheduler_command(cluster, scheduler, shards, metrics_port),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=REPO,

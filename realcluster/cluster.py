@@ -328,11 +328,15 @@ class RealCluster:
         ]
 
     def _scheduler_command(self) -> list[str]:
+        return self.kube_scheduler_command("scheduler")
+
+    def kube_scheduler_command(self, identity: str) -> list[str]:
+        """kube-scheduler as ``identity``, its client rate limit raised to ``options.scheduler_qps``."""
         qps = self.options.scheduler_qps
         config = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {"kubeconfig": str(self.kubeconfig("scheduler")), "qps": qps, "burst": int(2 * qps)},
+            "clientConnection": {"kubeconfig": str(self.kubeconfig(identity)), "qps": qps, "burst": int(2 * qps)},
             "leaderElection": {"leaderElect": False},
         }
         path = self.dir / "kube-scheduler.yaml"

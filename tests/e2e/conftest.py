@@ -80,11 +80,11 @@ def _running(options: ClusterOptions) -> Iterator[RealCluster]:
     finally:
         pids = list(cluster.pids().values())
         cluster.stop()
-        left = [pid for pid in pids if _alive(pid)]
+        left = [pid for pid in pids if alive(pid)]
         assert not left, f"processes left behind: {left}"
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

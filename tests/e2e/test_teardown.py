@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from realcluster.cluster import ClusterOptions, RealCluster
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+from tests.e2e.conftest import alive
 
 
 def test_every_component_starts_and_nothing_outlives_stop(binaries: Path) -> None:
@@ -22,10 +14,10 @@ def test_every_component_starts_and_nothing_outlives_stop(binaries: Path) -> Non
     try:
         pids = cluster.pids()
         assert set(pids) == {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
-        assert all(_alive(pid) for pid in pids.values())
+        assert all(alive(pid) for pid in pids.values())
         workdir = cluster.dir
         assert workdir.is_dir()
     finally:
         cluster.stop()
-    assert [name for name, pid in pids.items() if _alive(pid)] == []
+    assert [name for name, pid in pids.items() if alive(pid)] == []
     assert not workdir.exists()
