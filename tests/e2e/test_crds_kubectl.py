@@ -65,7 +65,7 @@ async def test_the_real_apiserver_refuses_what_the_schema_check_refuses(
     """The chart's schemas as kube-apiserver enforces them agree with tests/helm's strict check."""
     manifest = {"apiVersion": API_VERSIONS[kind], "kind": kind, "metadata": {"name": "x", "namespace": "default"}}
     manifest.update(body)
-    if kind == "Queue":
+    if kind in ("Queue", "Topology"):  # cluster-scoped
         del manifest["metadata"]["namespace"]
     with pytest.raises(KubeError) as refused:
         await real.create(_collection(manifest), manifest, fieldValidation="Strict")
