@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.model import ClusterSnapshot, Node, Pod, PodGroup, PodState, Queue
+from kai_ray.model import ClusterSnapshot, Node, Pod, PodGroup, PodState, Queue, Topology
 
 
 class ClusterModel:
@@ -15,6 +15,7 @@ class ClusterModel:
         self.pods: dict[str, Pod] = {}
         self.pod_groups: dict[str, PodGroup] = {}
         self.queues: dict[str, Queue] = {}
+        self.topologies: dict[str, Topology] = {}
 
     def apply(self, deltas: ClusterDeltas) -> ClusterDeltas:
         """Take in changes; returns them as the shards must see them (assumed binds kept)."""
@@ -36,6 +37,10 @@ class ClusterModel:
             self.pod_groups[group.key] = group
         for key in deltas.pod_groups_removed:
             self.pod_groups.pop(key, None)
+        for topology in deltas.topologies_upserted:
+            self.topologies[topology.name] = topology
+        for name in deltas.topologies_removed:
+            self.topologies.pop(name, None)
         return replace(deltas, pods_upserted=pods)
 
     def _keep_assumption(self, pod: Pod) -> Pod:
@@ -57,6 +62,7 @@ class ClusterModel:
             pods=tuple(self.pods.values()),
             pod_groups=tuple(self.pod_groups.values()),
             queues=tuple(self.queues.values()),
+            topologies=tuple(self.topologies.values()),
         )
 
     def assume_bound(self, key: str, node: str, gpu_groups: tuple[str, ...]) -> Pod | None:

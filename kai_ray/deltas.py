@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kai_ray.model import ClusterSnapshot, Node, Pod, PodGroup, Queue
+from kai_ray.model import ClusterSnapshot, Node, Pod, PodGroup, Queue, Topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +17,8 @@ class ClusterDeltas:
     queues_removed: tuple[str, ...] = ()
     pod_groups_upserted: tuple[PodGroup, ...] = ()  # priorities and preemptibility already resolved
     pod_groups_removed: tuple[str, ...] = ()  # "namespace/name"
+    topologies_upserted: tuple[Topology, ...] = ()
+    topologies_removed: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return any(
@@ -29,6 +31,8 @@ class ClusterDeltas:
                 self.queues_removed,
                 self.pod_groups_upserted,
                 self.pod_groups_removed,
+                self.topologies_upserted,
+                self.topologies_removed,
             )
         )
 
@@ -40,4 +44,5 @@ class ClusterDeltas:
             pods_upserted=snapshot.pods,
             queues_upserted=snapshot.queues,
             pod_groups_upserted=snapshot.pod_groups,
+            topologies_upserted=snapshot.topologies,
         )

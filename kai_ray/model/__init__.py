@@ -25,6 +25,7 @@ from kai_ray.model.resources import (
     ResourceVector,
 )
 from kai_ray.model.snapshot import ClusterSnapshot, LoadReport
+from kai_ray.model.topology import Topology, TopologyConstraint, TopologyLevel
 
 __all__ = [
     "GPU_RESOURCE",
@@ -48,5 +49,8 @@ __all__ = [
     "SubGroup",
     "Taint",
     "Toleration",
+    "Topology",
+    "TopologyConstraint",
+    "TopologyLevel",
     "fairshare",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kai_ray.model.objects import Node, Pod, PodGroup, PriorityClass, Queue
+from kai_ray.model.topology import Topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,3 +24,4 @@ class ClusterSnapshot:
     queues: tuple[Queue, ...] = ()
     priority_classes: tuple[PriorityClass, ...] = ()
     report: LoadReport = field(default_factory=LoadReport)
+    topologies: tuple[Topology, ...] = ()
