@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from k8s_adapter.api import JSON
-from k8s_adapter.kinds import NODES, POD_GROUPS, PODS, PRIORITY_CLASSES, QUEUES, Kind
+from k8s_adapter.kinds import NODES, POD_GROUPS, PODS, PRIORITY_CLASSES, QUEUES, TOPOLOGIES, Kind
 from kai_ray import labels as L
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.errors import InputError
@@ -21,7 +21,8 @@ from kai_ray.grouping import OwnerRef, implicit_group, needs_pod_grouper
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
-from kai_ray.model import Node, Pod, PodGroup, PriorityClass, Queue
+from kai_ray.io.parse_topology import parse_topology
+from kai_ray.model import Node, Pod, PodGroup, PriorityClass, Queue, Topology
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,10 @@ class ClusterCache:
         self.owners: dict[str, tuple[OwnerRef, ...]] = {}
         self.raw_ungrouped: dict[str, JSON] = {}
         self.decode_errors = 0
-        self._changed: dict[str, set[str]] = {k: set() for k in ("Node", "Pod", "Queue", "PodGroup")}
-        self._removed: dict[str, set[str]] = {k: set() for k in ("Node", "Pod", "Queue", "PodGroup")}
+        self.topologies: dict[str, Topology] = {}
+        kinds = ("Node", "Pod", "Queue", "PodGroup", "Topology")
+        self._changed: dict[str, set[str]] = {k: set() for k in kinds}
+        self._removed: dict[str, set[str]] = {k: set() for k in kinds}
         self._classes_changed = False
         self._sent_groups: dict[str, PodGroup] = {}
         self._sent_queues: set[str] = set()
@@ -86,6 +89,7 @@ class ClusterCache:
             QUEUES.name: self.queues,
             POD_GROUPS.name: self.raw_groups,
             PRIORITY_CLASSES.name: self.classes,
+            TOPOLOGIES.name: self.topologies,
         }
         store: dict[str, object] = stores[kind.name]
         return store
@@ -113,7 +117,12 @@ class ClusterCache:
                 warnings: list[str] = []
                 self.queues[key] = parse_queue(reader, warnings)
             elif kind is POD_GROUPS:
-                self.raw_groups[key] = parse_pod_group(reader)
+                notes: list[str] = []
+                self.raw_groups[key] = parse_pod_group(reader, notes)
+                for note in notes:
+                    log.warning("%s", note)
+            elif kind is TOPOLOGIES:
+                self.topologies[key] = parse_topology(reader)
             elif kind is PRIORITY_CLASSES:
                 self.classes[key] = parse_priority_class(reader)
                 self._classes_changed = True
@@ -153,6 +162,8 @@ class ClusterCache:
             queues_removed=queues_down,
             pod_groups_upserted=groups[0],
             pod_groups_removed=groups[1],
+            topologies_upserted=tuple(self.topologies[k] for k in self._changed["Topology"] if k in self.topologies),
+            topologies_removed=tuple(self._removed["Topology"]),
         )
         for bucket in (*self._changed.values(), *self._removed.values()):
             bucket.clear()
@@ -228,6 +239,8 @@ class ClusterCache:
                 stale_since=raw.stale_since,
                 last_start=raw.last_start,
                 uid=raw.uid,
+                min_sub_group=raw.min_sub_group,
+                topology=raw.topology,
             )
         wanted.update(self.implicit_groups())
         upserted = tuple(g for k, g in wanted.items() if self._sent_groups.get(k) != g)

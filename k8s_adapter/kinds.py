@@ -33,10 +33,11 @@ PODS = Kind("Pod", "", "v1", "pods", True)
 QUEUES = Kind("Queue", "scheduling.run.ai", "v2", "queues", False)
 POD_GROUPS = Kind("PodGroup", "scheduling.run.ai", "v2alpha2", "podgroups", True)
 PRIORITY_CLASSES = Kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False)
+TOPOLOGIES = Kind("Topology", "kai.scheduler", "v1alpha1", "topologies", False)
 EVENTS = Kind("Event", "", "v1", "events", True)
 LEASES = Kind("Lease", "coordination.k8s.io", "v1", "leases", True)
 
-WATCHED = (NODES, PODS, QUEUES, POD_GROUPS, PRIORITY_CLASSES)
+WATCHED = (NODES, PODS, QUEUES, POD_GROUPS, PRIORITY_CLASSES, TOPOLOGIES)
 
 # Owners the pod grouper walks to find a workload's top owner.
 OWNER_KINDS = {

@@ -21,7 +21,8 @@ from kai_ray.io.documents import iter_objects, parse_documents, read_text
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
-from kai_ray.model import ClusterSnapshot, LoadReport, Node, Pod, PodGroup, PriorityClass, Queue
+from kai_ray.io.parse_topology import parse_topology
+from kai_ray.model import ClusterSnapshot, LoadReport, Node, Pod, PodGroup, PriorityClass, Queue, Topology
 
 
 def load_snapshot(path: str | Path, scheduler_name: str = L.DEFAULT_SCHEDULER_NAME) -> ClusterSnapshot:
@@ -45,6 +46,7 @@ def snapshot_from_documents(
     raw_groups: dict[str, RawPodGroup] = {}
     queues: dict[str, Queue] = {}
     classes: dict[str, PriorityClass] = {}
+    topologies: dict[str, Topology] = {}
     skipped: Counter[str] = Counter()
     warnings: list[str] = []
     for index, doc in iter_objects(documents, source):
@@ -62,10 +64,12 @@ def snapshot_from_documents(
         elif kind == "Queue" and api_group == "scheduling.run.ai":
             _put(queues, reader.name, parse_queue(reader, warnings), reader, False)
         elif kind == "PodGroup" and api_group == "scheduling.run.ai":
-            group = parse_pod_group(reader)
+            group = parse_pod_group(reader, warnings)
             _put(raw_groups, f"{group.namespace}/{group.name}", group, reader, True)
         elif kind == "PriorityClass" and api_group == "scheduling.k8s.io":
             _put(classes, reader.name, parse_priority_class(reader), reader, False)
+        elif kind == "Topology" and api_group == "kai.scheduler":
+            _put(topologies, reader.name, parse_topology(reader), reader, False)
         else:
             skipped[kind] += 1
     kept_queues = _valid_queue_tree(queues, warnings)
@@ -77,6 +81,7 @@ def snapshot_from_documents(
         queues=tuple(kept_queues),
         priority_classes=tuple(classes.values()),
         report=LoadReport(dict(sorted(skipped.items())), tuple(warnings)),
+        topologies=tuple(topologies.values()),
     )
 
 
@@ -160,6 +165,8 @@ def _resolve_groups(
                 staleness_grace_seconds=raw.staleness_grace_seconds,
                 stale_since=raw.stale_since,
                 last_start=raw.last_start,
+                min_sub_group=raw.min_sub_group,
+                topology=raw.topology,
             )
         )
     groups.extend(_implicit_groups(pods, owners, classes, warnings, scheduler_name))
