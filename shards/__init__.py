@@ -16,6 +16,7 @@ from shards.rows import NodeRows, merge_rows, table_from_rows
 from shards.shape_index import ShapeIndex
 from shards.shapes import CPU, GPU, MEMORY, PODS, Constraints, ResourceSchema, TaskShape
 from shards.shard import Shard
+from shards.topology_domains import DomainReport, domain_report
 
 __all__ = [
     "CPU",
@@ -25,6 +26,7 @@ __all__ = [
     "Choice",
     "Constraints",
     "Diagnosis",
+    "DomainReport",
     "Holding",
     "Kind",
     "Mask",
@@ -42,6 +44,7 @@ __all__ = [
     "Shard",
     "ShardDeltas",
     "TaskShape",
+    "domain_report",
     "merge_rows",
     "partitioner",
     "pod_hold",
