@@ -55,4 +55,14 @@ OWNER_KINDS = {
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): Kind(
         "LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", True
     ),
+    ("kubeflow.org/v1", "TFJob"): Kind("TFJob", "kubeflow.org", "v1", "tfjobs", True),
+    ("kubeflow.org/v1", "XGBoostJob"): Kind("XGBoostJob", "kubeflow.org", "v1", "xgboostjobs", True),
+    ("kubeflow.org/v1", "JAXJob"): Kind("JAXJob", "kubeflow.org", "v1", "jaxjobs", True),
+    ("kubeflow.org/v1beta1", "Notebook"): Kind("Notebook", "kubeflow.org", "v1beta1", "notebooks", True),
+    ("serving.knative.dev/v1", "Configuration"): Kind(
+        "Configuration", "serving.knative.dev", "v1", "configurations", True
+    ),
+    ("serving.knative.dev/v1", "Service"): Kind("Service", "serving.knative.dev", "v1", "services", True),
+    ("serving.knative.dev/v1", "Revision"): Kind("Revision", "serving.knative.dev", "v1", "revisions", True),
 }
+KNATIVE_REVISION = OWNER_KINDS[("serving.knative.dev/v1", "Revision")]

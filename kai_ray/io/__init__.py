@@ -11,6 +11,7 @@ from kai_ray.io.fairshare_input import FairShareProblem, fairshare_problem_from_
 from kai_ray.io.fields import ObjectReader, parse_time
 from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
+from kai_ray.io.parse_topology import parse_topology
 from kai_ray.io.snapshot_loader import load_snapshot, snapshot_from_documents
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "parse_priority_class",
     "parse_queue",
     "parse_time",
+    "parse_topology",
     "read_text",
     "snapshot_from_documents",
 ]

@@ -16,7 +16,7 @@ from typing import Any
 
 from kai_ray import labels as L
 from kai_ray.errors import InputError
-from kai_ray.grouping import OwnerRef, implicit_group
+from kai_ray.grouping import WORKLOAD_DOC_KINDS, OwnerRef, implicit_group, top_owner
 from kai_ray.io.documents import iter_objects, parse_documents, read_text
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_core import parse_node, parse_pod
@@ -47,6 +47,7 @@ def snapshot_from_documents(
     queues: dict[str, Queue] = {}
     classes: dict[str, PriorityClass] = {}
     topologies: dict[str, Topology] = {}
+    workloads: dict[tuple[str, str, str], Any] = {}  # owner objects, for KAI's per-kind grouping rules
     skipped: Counter[str] = Counter()
     warnings: list[str] = []
     for index, doc in iter_objects(documents, source):
@@ -72,8 +73,10 @@ def snapshot_from_documents(
             _put(topologies, reader.name, parse_topology(reader), reader, False)
         else:
             skipped[kind] += 1
+            if kind in WORKLOAD_DOC_KINDS and (kind != "Service" or api_group == "serving.knative.dev"):
+                workloads[(reader.namespace, kind, reader.name)] = doc
     kept_queues = _valid_queue_tree(queues, warnings)
-    groups = _resolve_groups(raw_groups, pods, owners, classes, warnings, scheduler_name)
+    groups = _resolve_groups(raw_groups, pods, owners, classes, warnings, scheduler_name, workloads, skipped)
     return ClusterSnapshot(
         nodes=tuple(nodes.values()),
         pods=tuple(pods.values()),
@@ -138,6 +141,8 @@ def _resolve_groups(
     classes: Mapping[str, PriorityClass],
     warnings: list[str],
     scheduler_name: str,
+    workloads: Mapping[tuple[str, str, str], Any],
+    skipped: Counter[str],
 ) -> list[PodGroup]:
     members: dict[str, list[Pod]] = {}
     for pod in pods.values():
@@ -169,7 +174,7 @@ def _resolve_groups(
                 topology=raw.topology,
             )
         )
-    groups.extend(_implicit_groups(pods, owners, classes, warnings, scheduler_name))
+    groups.extend(_implicit_groups(pods, owners, classes, warnings, scheduler_name, workloads, skipped))
     return groups
 
 
@@ -179,13 +184,24 @@ def _implicit_groups(
     classes: Mapping[str, PriorityClass],
     warnings: list[str],
     scheduler_name: str,
+    workloads: Mapping[tuple[str, str, str], Any],
+    skipped: Counter[str],
 ) -> Iterable[PodGroup]:
-    """PodGroups for our pods that name none, as KAI's pod grouper would create them."""
+    """PodGroups for our pods that name none, as KAI's pod grouper would create them: shaped by
+    KAI's rules for the top owner's kind when the snapshot holds the owner object."""
     created: dict[str, PodGroup] = {}
+    used: set[tuple[str, str, str]] = set()
     for key, pod in list(pods.items()):
         if pod.pod_group or pod.scheduler_name != scheduler_name:
             continue
-        spec = implicit_group(pod, owners.get(key, ()))
+        chain, top_doc = top_owner(pod.namespace, owners.get(key, ()), workloads)
+        revision = pod.labels.get("serving.knative.dev/revision")
+        related = workloads.get((pod.namespace, "Revision", revision)) if revision else None
+        spec = implicit_group(pod, chain, top_doc, related)
+        if top_doc is not None:
+            used.add((pod.namespace, chain[-1].kind, chain[-1].name))
+        if spec.note and spec.note not in warnings:
+            warnings.append(spec.note)
         group_key = f"{pod.namespace}/{spec.name}"
         if group_key not in created:
             priority = _priority(spec.priority_class_name, classes, f"Pod {key}", warnings)
@@ -198,8 +214,15 @@ def _implicit_groups(
                 min_member=spec.min_member,
                 priority_class_name=spec.priority_class_name,
                 created=pod.created,
+                sub_groups=spec.sub_groups,
+                min_sub_group=spec.min_sub_group,
+                topology=spec.topology,
             )
-        pods[key] = replace(pod, pod_group=spec.name)
+        pods[key] = replace(pod, pod_group=spec.name, subgroup=spec.subgroup or pod.subgroup)
+    for _, kind, _ in used:  # owner objects that shaped a group were read, not skipped
+        skipped[kind] -= 1
+        if skipped[kind] <= 0:
+            del skipped[kind]
     return created.values()
 
 
