@@ -112,7 +112,9 @@ def pod_doc(job: Job, index: int, pod: Pod, created: datetime) -> Doc:
     }
     if pod.affinity:
         term = {"matchExpressions": [{"key": AFFINITY_KEY, "operator": "In", "values": [pod.affinity]}]}
-        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+        }
     status: Doc = {"phase": "Pending"}
     if pod.node:
         spec["nodeName"] = pod.node

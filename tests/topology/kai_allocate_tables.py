@@ -93,7 +93,12 @@ def even_tree(zones: int, spines: int, racks: int, per_rack: int, gpus: int) -> 
     return nodes
 
 
-TWO_BY_TWO = {"node0": ("rack1", "spine1"), "node1": ("rack1", "spine2"), "node2": ("rack2", "spine1"), "node3": ("rack2", "spine2")}
+TWO_BY_TWO = {
+    "node0": ("rack1", "spine1"),
+    "node1": ("rack1", "spine2"),
+    "node2": ("rack2", "spine1"),
+    "node3": ("rack2", "spine2"),
+}
 EIGHT_IN_TWO_ZONES = {
     "node0": ("zone1", "spine1", "rack1"),
     "node1": ("zone1", "spine1", "rack2"),
@@ -104,10 +109,20 @@ EIGHT_IN_TWO_ZONES = {
     "node6": ("zone2", "spine4", "rack7"),
     "node7": ("zone2", "spine4", "rack8"),
 }
-FOUR_IN_TWO_ZONES = {n: (4, {ZONE: z, RACK: r}) for n, (z, r) in {"node0": ("zone1", "rack1"), "node1": ("zone1", "rack2"), "node2": ("zone2", "rack3"), "node3": ("zone2", "rack4")}.items()}
+FOUR_IN_TWO_ZONES = {
+    n: (4, {ZONE: z, RACK: r})
+    for n, (z, r) in {
+        "node0": ("zone1", "rack1"),
+        "node1": ("zone1", "rack2"),
+        "node2": ("zone2", "rack3"),
+        "node3": ("zone2", "rack4"),
+    }.items()
+}
 
 
-def replicas_tree(root: dict[str, str], replica: dict[str, str], leaves: dict[str, str], names: tuple[str, ...]) -> dict[str, Any]:
+def replicas_tree(
+    root: dict[str, str], replica: dict[str, str], leaves: dict[str, str], names: tuple[str, ...]
+) -> dict[str, Any]:
     """Two replicas under the root, each with two one-pod leaves named ``names`` (4 names)."""
     subs = [mid("replica1", **replica), mid("replica2", **replica)]
     for i, name in enumerate(names):
@@ -122,8 +137,16 @@ CASES = [
     Case(
         "Required topology level - schedule all tasks on the same rack",
         (RACK,),
-        {"node0": (1, {RACK: "rack1"}), "node1": (1, {RACK: "rack1"}), "node2": (1, {RACK: "rack2"}), "node3": (1, {RACK: "rack2"})},
-        [Job("running_job0", 1, running("node0")), Job("pending_job0", 1, pending(2), {"topologyConstraint": constraint(RACK)})],
+        {
+            "node0": (1, {RACK: "rack1"}),
+            "node1": (1, {RACK: "rack1"}),
+            "node2": (1, {RACK: "rack2"}),
+            "node3": (1, {RACK: "rack2"}),
+        },
+        [
+            Job("running_job0", 1, running("node0")),
+            Job("pending_job0", 1, pending(2), {"topologyConstraint": constraint(RACK)}),
+        ],
         {"pending_job0-0": "node2", "pending_job0-1": "node3"},
     ),
     Case(
@@ -142,21 +165,30 @@ CASES = [
         "Required topology with multiple levels - schedule all tasks on the same spine",
         (RACK, SPINE),
         rack_spine(2, {"node0": ("rack1", "spine1"), "node1": ("rack1", "spine2")}),
-        [Job("running_job0", 1, running("node0")), Job("pending_job0", 1, pending(2), {"topologyConstraint": constraint(SPINE)})],
+        [
+            Job("running_job0", 1, running("node0")),
+            Job("pending_job0", 1, pending(2), {"topologyConstraint": constraint(SPINE)}),
+        ],
         {"pending_job0-0": "node1", "pending_job0-1": "node1"},
     ),
     Case(
         "Required topology with multiple levels - schedule all tasks on the same rack",
         (RACK, SPINE),
         rack_spine(2, TWO_BY_TWO),
-        [Job("running_job0", 1, running("node0")), Job("pending_job0", 1, pending(4), {"topologyConstraint": constraint(RACK)})],
+        [
+            Job("running_job0", 1, running("node0")),
+            Job("pending_job0", 1, pending(4), {"topologyConstraint": constraint(RACK)}),
+        ],
         {"pending_job0-0": "node2", "pending_job0-1": "node2", "pending_job0-2": "node3", "pending_job0-3": "node3"},
     ),
     Case(
         "Required topology with multiple levels - schedule all tasks on the same partially occupied rack",
         (RACK, SPINE),
         rack_spine(2, {"node0": ("rack1", "spine1"), "node1": ("rack1", "spine2")}),
-        [Job("running_job0", 1, running("node0")), Job("pending_job0", 1, pending(2), {"topologyConstraint": constraint(RACK)})],
+        [
+            Job("running_job0", 1, running("node0")),
+            Job("pending_job0", 1, pending(2), {"topologyConstraint": constraint(RACK)}),
+        ],
         {"pending_job0-0": "node0", "pending_job0-1": "node1"},
     ),
     Case(
@@ -175,7 +207,10 @@ CASES = [
         "Preferred topology - schedule job on the same rack",
         (RACK,),
         {"node0": (2, {RACK: "rack1"}), "node1": (2, {RACK: "rack2"})},
-        [Job("running_job0", 1, running("node0")), Job("pending_job0", 1, pending(2), {"topologyConstraint": constraint(preferred=RACK)})],
+        [
+            Job("running_job0", 1, running("node0")),
+            Job("pending_job0", 1, pending(2), {"topologyConstraint": constraint(preferred=RACK)}),
+        ],
         {"pending_job0-0": "node1", "pending_job0-1": "node1"},
     ),
     Case(
@@ -190,7 +225,8 @@ CASES = [
         {"pending_job0-0": "node1", "pending_job0-1": "node0"},
     ),
     Case(
-        "Combined preferred and required topology constraints - schedule job although preferred constraint cannot be satisfied",
+        "Combined preferred and required topology constraints"
+        " - schedule job although preferred constraint cannot be satisfied",
         (RACK, SPINE),
         rack_spine(2, TWO_BY_TWO),
         [
@@ -200,16 +236,28 @@ CASES = [
         {"pending_job0-0": "node3", "pending_job0-1": "node2"},
     ),
     Case(
-        "Required topology at multiple subgroup hierarchy levels - subgroup on the same rack and workload in the same zone",
+        "Required topology at multiple subgroup hierarchy levels"
+        " - subgroup on the same rack and workload in the same zone",
         (ZONE, RACK),
-        {n: (2, {ZONE: z, RACK: r}) for n, (z, r) in {"node0": ("zone1", "rack1"), "node1": ("zone1", "rack2"), "node2": ("zone2", "rack3"), "node3": ("zone2", "rack4")}.items()},
+        {
+            n: (2, {ZONE: z, RACK: r})
+            for n, (z, r) in {
+                "node0": ("zone1", "rack1"),
+                "node1": ("zone1", "rack2"),
+                "node2": ("zone2", "rack3"),
+                "node3": ("zone2", "rack4"),
+            }.items()
+        },
         [
             Job("running_job0", 2, running("node0")),
             Job(
                 "pending_job0",
                 2,
                 (Pod(subgroup="sub-a"), Pod(subgroup="sub-b")),
-                {"topologyConstraint": constraint(ZONE), "subGroups": [leaf("sub-a", required=RACK), leaf("sub-b", required=RACK)]},
+                {
+                    "topologyConstraint": constraint(ZONE),
+                    "subGroups": [leaf("sub-a", required=RACK), leaf("sub-b", required=RACK)],
+                },
             ),
         ],
         {"pending_job0-0": "node2", "pending_job0-1": "node3"},
@@ -224,7 +272,12 @@ CASES = [
                 "pending_job0",
                 2,
                 tuple(Pod(subgroup=s) for s in ("rep1-sub-a", "rep1-sub-b", "rep2-sub-a", "rep2-sub-b")),
-                replicas_tree({"required": ZONE}, {"required": SPINE}, {"required": RACK}, ("rep1-sub-a", "rep1-sub-b", "rep2-sub-a", "rep2-sub-b")),
+                replicas_tree(
+                    {"required": ZONE},
+                    {"required": SPINE},
+                    {"required": RACK},
+                    ("rep1-sub-a", "rep1-sub-b", "rep2-sub-a", "rep2-sub-b"),
+                ),
             ),
         ],
         {"pending_job0-0": "node4", "pending_job0-1": "node5", "pending_job0-2": "node6", "pending_job0-3": "node7"},
@@ -249,7 +302,9 @@ CASES = [
                 "pending_job0",
                 2,
                 tuple(Pod(subgroup=s) for s in ("encoder1", "decoder1", "encoder2", "decoder2")),
-                replicas_tree({"preferred": ZONE}, {"preferred": RACK}, {}, ("encoder1", "decoder1", "encoder2", "decoder2")),
+                replicas_tree(
+                    {"preferred": ZONE}, {"preferred": RACK}, {}, ("encoder1", "decoder1", "encoder2", "decoder2")
+                ),
             ),
         ],
         {"pending_job0-0": "node2", "pending_job0-1": "node2", "pending_job0-2": "node3", "pending_job0-3": "node3"},
@@ -264,7 +319,9 @@ CASES = [
                 "pending_job0",
                 2,
                 tuple(Pod(subgroup=s) for s in ("encoder1", "decoder1", "encoder2", "decoder2")),
-                replicas_tree({"preferred": ZONE}, {"required": RACK}, {}, ("encoder1", "decoder1", "encoder2", "decoder2")),
+                replicas_tree(
+                    {"preferred": ZONE}, {"required": RACK}, {}, ("encoder1", "decoder1", "encoder2", "decoder2")
+                ),
             ),
         ],
         {"pending_job0-0": "node2", "pending_job0-1": "node2", "pending_job0-2": "node3", "pending_job0-3": "node3"},
@@ -279,7 +336,12 @@ CASES = [
                 "pending_job0",
                 2,
                 tuple(Pod(subgroup=s) for s in ("rep1-sub-a", "rep1-sub-b", "rep2-sub-a", "rep2-sub-b")),
-                replicas_tree({"preferred": ZONE}, {"required": SPINE}, {}, ("rep1-sub-a", "rep1-sub-b", "rep2-sub-a", "rep2-sub-b")),
+                replicas_tree(
+                    {"preferred": ZONE},
+                    {"required": SPINE},
+                    {},
+                    ("rep1-sub-a", "rep1-sub-b", "rep2-sub-a", "rep2-sub-b"),
+                ),
             ),
         ],
         {"pending_job0-0": "node4", "pending_job0-1": "node5", "pending_job0-2": "node6", "pending_job0-3": "node7"},
@@ -428,6 +490,13 @@ MULTI_TOPOLOGY_CASES = [
             ),
         ],
         # rack-workers share rack-a (node0 and node1), zone-workers share zone-x (node2 and node4)
-        {"pending-job0-0": "node0", "pending-job0-1": "node1", "pending-job0-2": "node1", "pending-job0-3": "node2", "pending-job0-4": "node4", "pending-job0-5": "node4"},
+        {
+            "pending-job0-0": "node0",
+            "pending-job0-1": "node1",
+            "pending-job0-2": "node1",
+            "pending-job0-3": "node2",
+            "pending-job0-4": "node4",
+            "pending-job0-5": "node4",
+        },
     ),
 ]
