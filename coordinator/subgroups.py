@@ -51,7 +51,6 @@ class SubGroupSet:
     sets: list[SubGroupSet] = field(default_factory=list)
     pod_sets: list[PodSet] = field(default_factory=list)
     floor: int = 0  # root only: the PodGroup's minMember, a floor on its placed pods
-    order: int = 0  # position among its siblings in the spec
 
     def members(self) -> list[SubGroupSet | PodSet]:
         """KAI lists child sets before child pod sets."""
@@ -89,7 +88,6 @@ class SubGroupSet:
 class SubGroupTree:
     root: SubGroupSet
     leaf_constraints: dict[str, TopologyConstraint]
-    leaf_order: dict[str, int]
     parents: dict[int, SubGroupSet]  # id(member) -> the set holding it
 
     def constraint_of(self, member: SubGroupSet | PodSet) -> TopologyConstraint | None:
@@ -130,19 +128,20 @@ def _progress(member: SubGroupSet | PodSet) -> tuple[int, int]:
     return member.active_allocated, member.min_available
 
 
-def order_key(member: SubGroupSet | PodSet, tree: SubGroupTree) -> tuple[int, int, float, int]:
-    """KAI's subgrouporder plugin as a sort key (smaller goes first)."""
+def order_key(member: SubGroupSet | PodSet) -> tuple[int, int, float]:
+    """KAI's subgrouporder plugin as a sort key (smaller goes first; ties keep the member order)."""
     count, threshold = _progress(member)
-    index = member.order if isinstance(member, SubGroupSet) else tree.leaf_order.get(member.name, 0)
     if count < threshold:
-        return (0, 0, 0.0, index)
+        return (0, 0, 0.0)
     if threshold == 0:
-        return (1, 1, float(count), index)
-    return (1, 0, count / threshold, index)
+        return (1, 1, float(count))
+    return (1, 0, count / threshold)
 
 
-def ordered(node: SubGroupSet, tree: SubGroupTree) -> list[SubGroupSet | PodSet]:
-    return sorted(node.members(), key=lambda m: order_key(m, tree))
+def ordered(node: SubGroupSet, tree: SubGroupTree | None = None) -> list[SubGroupSet | PodSet]:
+    """Members in KAI's order: sorted stably, so equals keep child sets first, then pod sets, each
+    in the spec's order."""
+    return sorted(node.members(), key=order_key)
 
 
 def needs_tree(group: PodGroup) -> bool:
@@ -161,19 +160,17 @@ def build_tree(group: PodGroup, pod_sets: dict[str, PodSet]) -> SubGroupTree:
     root = SubGroupSet("", group.topology, group.min_sub_group)
     parents: dict[int, SubGroupSet] = {}
     leaf_constraints: dict[str, TopologyConstraint] = {}
-    leaf_order: dict[str, int] = {}
     if not group.sub_groups:
-        for i, ps in enumerate(pod_sets.values()):
+        for ps in pod_sets.values():
             root.pod_sets.append(ps)
             parents[id(ps)] = root
-            leaf_order[ps.name] = i
-        return SubGroupTree(root, leaf_constraints, leaf_order, parents)
+        return SubGroupTree(root, leaf_constraints, parents)
     with_children = {s.parent for s in group.sub_groups if s.parent}
     sets: dict[str, SubGroupSet] = {"": root}
-    for i, sub in enumerate(group.sub_groups):
+    for sub in group.sub_groups:
         if sub.name in with_children:
-            sets[sub.name] = SubGroupSet(sub.name, sub.topology, sub.min_sub_group, order=i)
-    for i, sub in enumerate(group.sub_groups):
+            sets[sub.name] = SubGroupSet(sub.name, sub.topology, sub.min_sub_group)
+    for sub in group.sub_groups:
         parent = sets[sub.parent or ""]
         if sub.name in sets:
             parent.sets.append(sets[sub.name])
@@ -182,12 +179,11 @@ def build_tree(group: PodGroup, pod_sets: dict[str, PodSet]) -> SubGroupTree:
             ps = pod_sets[sub.name]
             parent.pod_sets.append(ps)
             parents[id(ps)] = parent
-            leaf_order[sub.name] = i
             if sub.topology is not None:
                 leaf_constraints[sub.name] = sub.topology
     if group.min_sub_group is None:
         root.floor = group.min_member
-    return SubGroupTree(root, leaf_constraints, leaf_order, parents)
+    return SubGroupTree(root, leaf_constraints, parents)
 
 
 def clone_tree(tree: SubGroupTree, pod_sets: dict[str, PodSet], min_from_tasks: bool) -> SubGroupTree:
@@ -195,7 +191,7 @@ def clone_tree(tree: SubGroupTree, pod_sets: dict[str, PodSet], min_from_tasks: 
     stand-in asks only for what it holds: empty members go, minimums shrink to what is left."""
 
     def copy(node: SubGroupSet, parents: dict[int, SubGroupSet]) -> SubGroupSet | None:
-        new = SubGroupSet(node.name, node.constraint, node.min_sub_group, order=node.order)
+        new = SubGroupSet(node.name, node.constraint, node.min_sub_group)
         for child in node.sets:
             copied = copy(child, parents)
             if copied is not None:
@@ -220,7 +216,7 @@ def clone_tree(tree: SubGroupTree, pod_sets: dict[str, PodSet], min_from_tasks: 
     parents: dict[int, SubGroupSet] = {}
     root = copy(tree.root, parents)
     assert root is not None
-    return SubGroupTree(root, tree.leaf_constraints, tree.leaf_order, parents)
+    return SubGroupTree(root, tree.leaf_constraints, parents)
 
 
 # ---------------------------------------------------------------------- which pods to place
@@ -317,7 +313,7 @@ def _elastic_eviction(node: SubGroupSet, tree: SubGroupTree) -> list[Task]:
     satisfied = node.satisfied_members(allocated)
     if satisfied == 0:
         return []
-    members = sorted(node.members(), key=lambda m: order_key(m, tree), reverse=True)
+    members = sorted(node.members(), key=order_key, reverse=True)  # least prioritized first, equals kept in order
     if _has_surplus(node):
         for member in members:
             if isinstance(member, SubGroupSet):

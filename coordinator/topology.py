@@ -117,7 +117,7 @@ class TopologyView:
         if level == ROOT:
             return "cluster"
         topo_level = self.topology.levels[level]
-        return topo_level.alias or topo_level.node_label
+        return topo_level.alias or topo_level.node_label.rsplit("/", 1)[-1]  # "rack" for k8s.io/rack
 
     def parent(self, level: int, domain: int) -> int:
         """The domain one level up (the root's index 0 above the top level)."""

@@ -201,7 +201,7 @@ CASES = [
             Job("pending_job0", 1, pending(4), {"topologyConstraint": constraint(RACK)}),
         ],
         {f"pending_job0-{i}": None for i in range(4)},
-        reason="no k8s.io/rack has 4 GPUs free for the 4 pods; best k8s.io/rack rack1 has 3",
+        reason="no rack has 4 GPUs free for the 4 pods; best rack rack1 has 3 (room for 3 of the pods)",
     ),
     Case(
         "Preferred topology - schedule job on the same rack",
