@@ -106,7 +106,7 @@ def subset_nodes(
             f"topology constraint error: {who} prefers level '{constraint.preferred}', above its required level "
             f"'{constraint.required}' in topology '{topology.name}'",
         )
-    view = _domains(state).view(topology.name, state.table)
+    view = session_domains(state).view(topology.name, state.table)
     assert view is not None
     return _Chooser(state, job, scope, view, constraint, demand, required, preferred).choose(mask, bands, anchors)
 
@@ -115,7 +115,8 @@ def _level(index: int | None, name: str) -> int | None:
     return index if name else None
 
 
-def _domains(state: SessionState) -> SessionDomains:
+def session_domains(state: SessionState) -> SessionDomains:
+    """The session's topology domains: the shards' merged reports, else read off the session's table."""
     domains = state.domains
     if domains is None or (domains.source is not None and domains.source is not state.table):
         domains = state.domains = SessionDomains.from_table(list(state.topologies.values()), state.table)
@@ -161,10 +162,13 @@ class _Chooser:
             sums = self.sums[level] = view.sums(level, scope_rows, free)
             ratio[level] = self._ratios(sums)
             room[level] = view.counts(level, scope_rows, capacity) if capacity is not None else sums[:, 0] * 0
+        order = self._tree_order(levels, top_level, top, ratio, scope_rows)
         if not self._fits(ratio[top_level][self._index(top_level, top)], room[top_level][self._index(top_level, top)]):
             where = "the cluster" if top_level == ROOT else view.name(top_level, top)
-            return Subset([], self._error(f"not enough resources in {where} to allocate the job", level=top_level))
-        order = self._tree_order(levels, top_level, top, ratio, scope_rows)
+            detail = f"not enough resources in {where} to allocate the job"
+            if self.required is not None and self.required > top_level:
+                detail += "; " + self._closest(levels, ratio, room, order, None)
+            return Subset([], self._error(detail))
         own_bands = self._bands(order, valid) if self.preferred is not None else None
         relevant = self._relevant_levels(top_level, bottom)
         allowed_roots = self._anchored(anchors)
@@ -287,7 +291,7 @@ class _Chooser:
         return ratio <= 1.0
 
     # ------------------------------------------------------------------ reasons
-    def _error(self, detail: str, level: int | None = None) -> str:
+    def _error(self, detail: str) -> str:
         constraint = self.constraint
         whom = f"job <{self.job.key}>" + (f", subgroup {self.scope}" if self.scope else "")
         requirement = constraint.required or "(none)"
@@ -301,6 +305,17 @@ class _Chooser:
         order: dict[int, list[int]],
         anchored: set[int] | None,
     ) -> str:
+        return self._error(self._closest(levels, ratio, room, order, anchored))
+
+    def _closest(
+        self,
+        levels: list[int],
+        ratio: dict[int, Floats],
+        room: dict[int, Floats],
+        order: dict[int, list[int]],
+        anchored: set[int] | None,
+    ) -> str:
+        """What no domain of the required level has, and the domain that came closest."""
         view, demand = self.view, self.demand
         level = self.required if self.required is not None else levels[-1]
         level = max(level, levels[0])
@@ -310,7 +325,7 @@ class _Chooser:
         label = view.label(level)
         column, unit = (GPU, "GPUs") if demand.total[GPU] > 0 else (CPU, "CPU millicores")
         if not domains:
-            return self._error(f"no {label} holds the pods already running")
+            return f"no {label} holds the pods already running"
 
         def rank(d: int) -> tuple[float, float]:
             i = self._index(level, d)
@@ -324,7 +339,7 @@ class _Chooser:
         )
         if demand.representor:
             detail += f" (room for {int(room[level][self._index(level, best)])} of the pods)"
-        return self._error(detail)
+        return detail
 
 
 def _amount(value: float) -> str:
