@@ -184,12 +184,12 @@ class Job:
         return self.cached("has_pending", lambda: any(t.status is Status.PENDING for t in self.tasks))
 
     def ready_for_scheduling(self) -> bool:
-        if self.tree is not None:
+        if self.tree is not None and not self.tree.flat:
             return self.cached("ready", self.tree.root.ready)
         return self.cached("ready", lambda: all(ps.alive >= ps.min_available for ps in self.pod_sets.values()))
 
     def gang_satisfied(self) -> bool:
-        if self.tree is not None:
+        if self.tree is not None and not self.tree.flat:
             from coordinator.subgroups import used
 
             tree = self.tree
@@ -224,7 +224,7 @@ class Job:
         return self.cached(("to_allocate", real), lambda: self._tasks_to_allocate(real))
 
     def _tasks_to_allocate(self, real: bool) -> list[Task]:
-        if self.tree is not None:
+        if self.tree is not None and not self.tree.flat:
             from coordinator.subgroups import collect
 
             return collect(self.tree, real)
@@ -248,7 +248,7 @@ class Job:
     def tasks_to_evict(self) -> tuple[list[Task], bool]:
         """KAI's GetTasksToEvict: one surplus pod of an elastic job, else the whole gang;
         plus whether the job keeps other allocated pods after that."""
-        if self.tree is not None:
+        if self.tree is not None and not self.tree.flat:
             from coordinator.subgroups import evictable
 
             picked = evictable(self.tree)

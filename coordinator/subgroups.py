@@ -90,6 +90,13 @@ class SubGroupTree:
     leaf_constraints: dict[str, TopologyConstraint]
     parents: dict[int, SubGroupSet]  # id(member) -> the set holding it
 
+    @property
+    def flat(self) -> bool:
+        """Only a topology constraint on top of plain pod sets: the flat pod-set rules (KAI's for a
+        root that holds pod sets only) decide which pods to place and to give up."""
+        root = self.root
+        return not root.sets and root.min_sub_group is None and root.floor <= 0
+
     def constraint_of(self, member: SubGroupSet | PodSet) -> TopologyConstraint | None:
         if isinstance(member, SubGroupSet):
             return member.constraint
@@ -181,9 +188,15 @@ def build_tree(group: PodGroup, pod_sets: dict[str, PodSet]) -> SubGroupTree:
             parents[id(ps)] = parent
             if sub.topology is not None:
                 leaf_constraints[sub.name] = sub.topology
-    if group.min_sub_group is None:
+    if group.min_sub_group is None and group.min_member > _requirement(root):
         root.floor = group.min_member
     return SubGroupTree(root, leaf_constraints, parents)
+
+
+def _requirement(node: SubGroupSet) -> int:
+    """The fewest pods that satisfy ``node``: its cheapest ``threshold`` members' own minimums."""
+    needs = sorted([*(_requirement(s) for s in node.sets), *(ps.min_available for ps in node.pod_sets)])
+    return sum(needs[: node.threshold()])
 
 
 def clone_tree(tree: SubGroupTree, pod_sets: dict[str, PodSet], min_from_tasks: bool) -> SubGroupTree:

@@ -11,7 +11,7 @@ and a rolled-back attempt leaves no trace).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -74,6 +74,8 @@ class TopologyView:
     codes: npt.NDArray[np.int32]  # (len(table), levels), -1 outside the topology
     parents: list[Ints]  # per level: each domain's domain one level up (0, the root, above the top)
     ids: list[list[str]]  # per level: KAI's ID of each domain
+    inside: Mask  # rows in the topology
+    totals: dict[object, DomainTotals] = field(default_factory=dict)  # kept in step, by what they sum
 
     @staticmethod
     def of(merged: MergedDomains, table: NodeTable) -> TopologyView:
@@ -92,15 +94,40 @@ class TopologyView:
             above = {p: i for i, p in enumerate(merged.paths[level - 1])}
             parents.append(np.array([above[p[:-1]] for p in level_paths], dtype=np.int64))
         ids = [[domain_id(p) for p in level_paths] for level_paths in merged.paths]
-        return TopologyView(merged.topology, merged.paths, codes, parents, ids)
+        inside = codes[:, 0] >= 0 if depth else np.zeros(len(table), dtype=bool)
+        return TopologyView(merged.topology, merged.paths, codes, parents, ids, inside)
 
     @property
     def depth(self) -> int:
         return len(self.paths)
 
     def in_topology(self) -> Mask:
-        out: Mask = self.codes[:, 0] >= 0 if self.depth else np.zeros(len(self.codes), dtype=bool)
-        return out
+        return self.inside
+
+    def total(self, key: object, table: NodeTable, values: RowValues) -> DomainTotals:
+        """The running per-domain sums of ``values`` (one per ``key``, made on first use)."""
+        found = self.totals.get(key)
+        if found is None:
+            found = self.totals[key] = DomainTotals(self, table, values)
+        return found
+
+    def under(self, level: int, top_level: int, top: int) -> list[int]:
+        """The domains of ``level`` inside domain ``top`` of ``top_level`` (every one under the root)."""
+        if top_level == ROOT:
+            return list(range(self.size(level)))
+        ancestor = np.arange(self.size(level))
+        for lv in range(level, top_level, -1):
+            ancestor = self.parents[lv][ancestor]
+        return [int(d) for d in np.flatnonzero(ancestor == top)]
+
+    def roll_up(self, level: int, values: Floats) -> Floats:
+        """Per-domain values of ``level`` summed into the level above (the root above the top)."""
+        if level == 0:
+            out: Floats = values.sum(axis=0, keepdims=True)
+            return out
+        up = np.zeros((len(self.paths[level - 1]), values.shape[1]))
+        np.add.at(up, self.parents[level], values)
+        return up
 
     def size(self, level: int) -> int:
         return 1 if level == ROOT else len(self.paths[level])
@@ -123,23 +150,74 @@ class TopologyView:
         """The domain one level up (the root's index 0 above the top level)."""
         return int(self.parents[level][domain]) if level > 0 else 0
 
+    def _bins(self, level: int, rows: Mask) -> Ints:
+        """Each row's domain of ``level``, or an overflow bin for rows outside ``rows``."""
+        domains = self.row_domains(level)
+        size = self.size(level)
+        bins: Ints = np.where(rows & (domains >= 0), domains, size)
+        return bins
+
     def sums(self, level: int, rows: Mask, values: Floats) -> Floats:
         """Per domain of ``level``, the sum of ``values`` (rows x columns) over ``rows``."""
-        domains = self.row_domains(level)
-        pick = rows & (domains >= 0)
-        size = self.size(level)
-        picked = domains[pick]
-        out = np.zeros((size, values.shape[1]))
+        bins, size = self._bins(level, rows), self.size(level)
+        out = np.empty((size, values.shape[1]))
         for column in range(values.shape[1]):
-            out[:, column] = np.bincount(picked, weights=values[pick, column], minlength=size)
+            out[:, column] = np.bincount(bins, weights=values[:, column], minlength=size + 1)[:size]
         return out
 
     def counts(self, level: int, rows: Mask, values: Floats) -> Floats:
         """Per domain of ``level``, the sum of a per-row count over ``rows``."""
-        domains = self.row_domains(level)
-        pick = rows & (domains >= 0)
-        out: Floats = np.bincount(domains[pick], weights=values[pick], minlength=self.size(level)).astype(np.float64)
+        size = self.size(level)
+        out: Floats = np.bincount(self._bins(level, rows), weights=values, minlength=size + 1)[:size].astype(float)
         return out
+
+
+RowValues = Callable[[NodeTable, Ints], Floats]  # per row (of those given), a few values
+
+
+class DomainTotals:
+    """Per-domain sums of a per-row quantity at every level (and the whole topology), kept in step
+    with the table: rows changed since the last look (the table logs them) are added again with
+    their new values, so a gang's domain choice costs the rows its predecessors touched, not a pass
+    over every node."""
+
+    def __init__(self, view: TopologyView, table: NodeTable, values: RowValues) -> None:
+        self.view, self.table, self.values_of = view, table, values
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        view, table = self.view, self.table
+        self.cursor = len(table.track_changes())
+        self.values = self.values_of(table, np.arange(len(table)))
+        self.values[~view.inside] = 0.0
+        inside = view.inside
+        deepest = view.depth - 1
+        self.levels: dict[int, Floats] = {deepest: view.sums(deepest, inside, self.values)}
+        for level in range(deepest, -1, -1):
+            self.levels[level - 1] = view.roll_up(level, self.levels[level])
+
+    def level(self, level: int) -> Floats:
+        """Per domain of ``level`` (one row for the whole topology), the current sums."""
+        self._sync()
+        return self.levels[level]
+
+    def _sync(self) -> None:
+        log = self.table.track_changes()
+        if self.cursor == len(log):
+            return
+        rows = np.unique(np.asarray(log[self.cursor :], dtype=np.int64))
+        self.cursor = len(log)
+        rows = rows[self.view.inside[rows]]
+        if len(rows) * 8 > len(self.table):
+            self._rebuild()
+            return
+        fresh = self.values_of(self.table, rows)
+        delta = fresh - self.values[rows]
+        self.values[rows] = fresh
+        codes = self.view.codes[rows]
+        for level in range(self.view.depth):
+            np.add.at(self.levels[level], codes[:, level], delta)
+        self.levels[ROOT] += delta.sum(axis=0)
 
 
 @dataclass(slots=True)

@@ -18,14 +18,17 @@ the pods are alike, or by summed requests when they are not.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from coordinator.jobs import Job, PodSet, Task
 from coordinator.session import SessionState
-from coordinator.topology import ROOT, Floats, Mask, SessionDomains, TopologyView
+from coordinator.topology import ROOT, Floats, Ints, Mask, SessionDomains, TopologyView
 from kai_ray.model import TopologyConstraint
+from shards.domain_index import Rows
+from shards.node_table import NodeTable
 from shards.shapes import CPU, GPU, PODS
 
 NOT_IN_DOMAIN_RATIO = 1000.0  # KAI's ratio for a resource a domain has none of
@@ -37,11 +40,19 @@ class NodeSet:
     rows: Mask
     bands: list[Mask] | None  # preferred-level order of the rows, best band first
     where: str  # e.g. "rack r3", for reasons
+    _parts: list[Rows] | None = None
+
+    def parts(self) -> list[Rows]:
+        """The rows to look at in turn: each band's share of this set, best band first."""
+        if self._parts is None:
+            masks = [band & self.rows for band in self.bands] if self.bands else [self.rows]
+            self._parts = [Rows.of(m) for m in masks]
+        return self._parts
 
 
 @dataclass(slots=True)
 class Subset:
-    sets: list[NodeSet]
+    sets: Iterable[NodeSet]
     error: str = ""  # why there is none, in KAI's words plus the numbers that decided it
 
 
@@ -142,56 +153,93 @@ class _Chooser:
 
     def choose(self, mask: Mask, bands: list[Mask] | None, anchors: list[Task]) -> Subset:
         view = self.view
-        valid = mask & view.in_topology()
+        inside = view.in_topology()
+        valid = mask & inside
         if not valid.any():
             return Subset(
                 [], self._error(f"no node the pods may use carries every level of topology {view.topology.name}")
             )
         deepest = self.preferred if self.preferred is not None else view.depth - 1
         top_level, top = self._common_domain(valid, deepest)
-        scope_rows = view.in_topology() if top_level == ROOT else view.row_domains(top_level) == top
-        free = self.table.future
-        capacity = self._room(free, scope_rows)
+        scope_rows = inside if top_level == ROOT else view.row_domains(top_level) == top
         bottom = self.preferred if self.preferred is not None else self.required
         assert bottom is not None
         levels = list(range(max(top_level, ROOT), bottom + 1)) if bottom >= top_level else [top_level]
-        ratio: dict[int, Floats] = {}
-        room: dict[int, Floats] = {}
-        self.sums: dict[int, Floats] = {}
-        for level in levels:
-            sums = self.sums[level] = view.sums(level, scope_rows, free)
-            ratio[level] = self._ratios(sums)
-            room[level] = view.counts(level, scope_rows, capacity) if capacity is not None else sums[:, 0] * 0
-        order = self._tree_order(levels, top_level, top, ratio, scope_rows)
+        ratio, room = self._aggregate(levels, scope_rows)
+        order = self._tree_order(levels, top_level, top, ratio)
         if not self._fits(ratio[top_level][self._index(top_level, top)], room[top_level][self._index(top_level, top)]):
             where = "the cluster" if top_level == ROOT else view.name(top_level, top)
             detail = f"not enough resources in {where} to allocate the job"
             if self.required is not None and self.required > top_level:
                 detail += "; " + self._closest(levels, ratio, room, order, None)
             return Subset([], self._error(detail))
-        own_bands = self._bands(order, valid) if self.preferred is not None else None
-        relevant = self._relevant_levels(top_level, bottom)
         allowed_roots = self._anchored(anchors)
-        sets: list[NodeSet] = []
-        for level in reversed(relevant):  # the finest level first (KAI's reverse level order)
+        picks: list[tuple[int, int]] = []
+        done: set[int] = set()
+        for level in reversed(self._relevant_levels(top_level, bottom)):  # the finest level first (KAI's order)
             effective = max(level, top_level)
+            if effective in done:
+                continue
+            done.add(effective)
+            fitting = room[effective] >= self.demand.count if self.demand.representor else ratio[effective] <= 1.0
             for domain in order.get(effective, []):
+                if not fitting[self._index(effective, domain)]:
+                    continue
                 if allowed_roots is not None and not self._inside(effective, domain, allowed_roots):
                     continue
-                index = self._index(effective, domain)
-                if not self._fits(ratio[effective][index], room[effective][index]):
-                    continue
-                rows = valid if effective == ROOT else valid & (view.row_domains(effective) == domain)
-                if rows.any() and not any(np.array_equal(rows, s.rows) for s in sets[-1:]):
-                    label = (
-                        "the cluster"
-                        if effective == ROOT
-                        else f"{view.label(effective)} {view.name(effective, domain)}"
-                    )
-                    sets.append(NodeSet(rows, own_bands if own_bands is not None else bands, label))
-        if not sets:
+                picks.append((effective, domain))
+        if not picks:
             return Subset([], self._no_domain_error(levels, ratio, room, order, allowed_roots))
-        return Subset(sets)
+        own_bands = self._bands(order, valid) if self.preferred is not None else None
+        return Subset(self._node_sets(picks, valid, own_bands if own_bands is not None else bands))
+
+    def _node_sets(self, picks: list[tuple[int, int]], valid: Mask, bands: list[Mask] | None) -> Iterator[NodeSet]:
+        """The chosen domains' usable nodes, built only when the walk gets to them."""
+        view = self.view
+        for level, domain in picks:
+            rows = valid if level == ROOT else valid & (view.row_domains(level) == domain)
+            if rows.any():
+                where = "the cluster" if level == ROOT else f"{view.label(level)} {view.name(level, domain)}"
+                yield NodeSet(rows, bands, where)
+
+    def _aggregate(self, levels: list[int], scope_rows: Mask) -> tuple[dict[int, Floats], dict[int, Floats]]:
+        """Per level, each domain's ratio (the bin-pack key) and room (how many pods fit). Domains
+        nest, so the topology-wide running sums serve any subtree; only the whole-topology figure
+        is taken over ``scope_rows`` when the usable nodes are a part of it."""
+        view, demand = self.view, self.demand
+        columns = tuple(
+            int(c) for c in np.union1d(np.flatnonzero((demand.total > 0) | (demand.largest > 0)), [CPU, GPU])
+        )
+        self.columns = {c: i for i, c in enumerate(columns)}
+        picked = list(columns)
+
+        def free(table: NodeTable, rows: Ints) -> Floats:
+            out: Floats = table.future[rows][:, picked]
+            return out
+
+        free_totals = view.total(("free", columns), self.table, free)
+        sums = {level: free_totals.level(level) for level in levels}
+        room: dict[int, Floats] = {}
+        if demand.representor:
+            wanted = [c for c in columns if demand.largest[c] > 0]
+            largest = np.array([demand.largest[c] for c in wanted])
+            only_slots = wanted == [PODS]
+
+            def fits(table: NodeTable, rows: Ints) -> Floats:
+                if only_slots:  # asks for nothing but a pod slot: always fits
+                    return np.full((len(rows), 1), float(demand.count))
+                share = table.future[rows][:, wanted] / largest
+                out: Floats = np.floor(np.clip(share.min(axis=1), 0, None) + 1e-9)[:, None]
+                return out
+
+            room_totals = view.total(
+                ("room", tuple(wanted), tuple(largest), demand.count if only_slots else 0), self.table, fits
+            )
+            room = {level: room_totals.level(level)[:, 0] for level in levels}
+        else:
+            room = {level: np.zeros(len(sums[level])) for level in levels}
+        self.sums = sums
+        return {level: self._ratios(values) for level, values in sums.items()}, room
 
     # ------------------------------------------------------------------ domains
     def _common_domain(self, valid: Mask, deepest: int) -> tuple[int, int]:
@@ -214,21 +262,21 @@ class _Chooser:
         return 0 if level == ROOT else domain
 
     def _tree_order(
-        self, levels: list[int], top_level: int, top: int, ratio: dict[int, Floats], scope_rows: Mask
+        self, levels: list[int], top_level: int, top: int, ratio: dict[int, Floats]
     ) -> dict[int, list[int]]:
-        """Domains per level in KAI's sorted tree: parent's place, then ratio (high first), then ID."""
+        """Domains per level in KAI's sorted tree: parent's place, then ratio (high first), then ID
+        (domains are numbered in ID order)."""
         view = self.view
         order: dict[int, list[int]] = {top_level: [top]}
         for level in levels:
             if level <= top_level:
                 continue
-            present = np.unique(view.row_domains(level)[scope_rows])
-            place = {d: i for i, d in enumerate(order[level - 1])}
-            ids = view.ids[level]
-            order[level] = sorted(
-                (int(d) for d in present),
-                key=lambda d: (place.get(view.parent(level, d), 0), -ratio[level][d], ids[d]),
-            )
+            present = np.asarray(view.under(level, top_level, top), dtype=np.int64)
+            place = np.zeros(view.size(level - 1) if level > 0 else 1, dtype=np.int64)
+            place[np.asarray(order[level - 1], dtype=np.int64)] = np.arange(len(order[level - 1]))
+            parent = view.parents[level][present] if level > 0 else np.zeros(len(present), dtype=np.int64)
+            ranked = np.lexsort((present, -ratio[level][present], place[parent]))
+            order[level] = present[ranked].tolist()
         return order
 
     def _anchored(self, anchors: list[Task]) -> set[int] | None:
@@ -257,31 +305,15 @@ class _Chooser:
         return [valid & np.isin(codes, by_score[s]) for s in sorted(by_score, reverse=True)]
 
     # ------------------------------------------------------------------ fit
-    def _room(self, free: Floats, rows: Mask) -> Floats | None:
-        """Per row, how many of the largest pod fit (KAI's allocatable pods), or None when the
-        pods differ too much for that count to mean anything."""
-        if not self.demand.representor:
-            return None
-        largest = self.demand.largest
-        asked = np.flatnonzero(largest > 0)
-        counts = np.zeros(len(free))
-        if len(asked) == 1 and asked[0] == PODS:  # asks for nothing but a pod slot: always fits
-            counts[:] = self.demand.count
-            return counts
-        chunk = free[rows][:, asked] / largest[asked]
-        counts[rows] = np.floor(np.clip(chunk.min(axis=1), 0, None) + 1e-9)
-        return counts
-
     def _ratios(self, sums: Floats) -> Floats:
         """Per domain, the largest share of a resource the pods would take (KAI's bin-pack key)."""
-        total = self.demand.total.copy()
-        total[PODS] = 0.0
-        asked = np.flatnonzero(total > 0)
-        if not len(asked):
+        asked = [(c, i) for c, i in self.columns.items() if c != PODS and self.demand.total[c] > 0]
+        if not asked:
             return np.zeros(len(sums))
-        have = sums[:, asked]
+        total = np.array([self.demand.total[c] for c, _ in asked])
+        have = sums[:, [i for _, i in asked]]
         with np.errstate(divide="ignore", invalid="ignore"):
-            shares = np.where(have > 0, total[asked] / np.where(have > 0, have, 1.0), NOT_IN_DOMAIN_RATIO)
+            shares = np.where(have > 0, total / np.where(have > 0, have, 1.0), NOT_IN_DOMAIN_RATIO)
         out: Floats = shares.max(axis=1)
         return out
 
@@ -332,7 +364,7 @@ class _Chooser:
             return (room[level][i] if demand.representor else 0.0, -ratio[level][i])
 
         best = max(domains, key=rank)
-        have = self.sums[level][self._index(level, best)][column]
+        have = self.sums[level][self._index(level, best)][self.columns[column]]
         detail = (
             f"no {label} has {_amount(demand.total[column])} {unit} free for the {demand.count} pods; "
             f"best {label} {view.name(level, best)} has {_amount(max(have, 0.0))}"

@@ -11,6 +11,7 @@ node of the highest-ranked sub-domain that still has room.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from coordinator.jobs import Job, PodSet, Task
@@ -20,6 +21,7 @@ from coordinator.subgroups import SubGroupSet, SubGroupTree, ordered
 from coordinator.topology import Mask
 from coordinator.topology_select import Demand, NodeSet, demand_of, leaf_anchors, subset_nodes
 from kai_ray.model import TopologyConstraint
+from shards.domain_index import best_in
 
 
 @dataclass(slots=True)
@@ -94,7 +96,7 @@ class TreeAllocation:
         mask: Mask,
         bands: list[Mask] | None,
         leaves: list[PodSet],
-    ) -> list[NodeSet]:
+    ) -> Iterable[NodeSet]:
         if constraint is None or not constraint.active:
             return [NodeSet(mask, bands, "")]
         demand: Demand = demand_of(self.state, tasks)
@@ -107,9 +109,8 @@ class TreeAllocation:
     # ------------------------------------------------------------------ one pod
     def _place(self, task: Task, candidate: NodeSet) -> bool:
         placer, state = self.state.placer, self.state
-        for band in candidate.bands or [candidate.rows]:
-            rows = band & candidate.rows if candidate.bands else band
-            choice = placer.best_node(task.shape, pipeline_only=self.pipeline_only, allowed=rows)
+        for rows in candidate.parts():
+            choice = best_in(placer, task.shape, rows, self.pipeline_only)
             if choice is not None:
                 self.stmt.place(task, choice, state.accepted_quota(task, choice.node))
                 self.placed += 1
