@@ -100,12 +100,15 @@ class PodGrouper:
         if kind == "Service" and revision:
             related = await self._get(KNATIVE_REVISION, str(revision), namespace)
         try:
-            return workload_group(kind, top, pod, related)
+            shape = workload_group(kind, top, pod, related)
         except WorkloadError as exc:
             log.warning(
                 "%s %s: %s; grouping its pods with minMember 1", kind, (top.get("metadata") or {}).get("name"), exc
             )
             return WorkloadGroup(1)
+        for note in shape.notes:
+            log.warning("%s", note)
+        return shape
 
     async def _top_owner(self, obj: JSON, namespace: str) -> tuple[str, JSON]:
         kind, current = "Pod", obj

@@ -78,7 +78,8 @@ def implicit_group(
         shape, note = WorkloadGroup(top.min_member or 1 if top else 1), ""
     else:
         try:
-            shape, note = workload_group(kind, doc, me, related), ""
+            shape = workload_group(kind, doc, me, related)
+            note = "; ".join(shape.notes)
         except WorkloadError as exc:
             shape, note = WorkloadGroup(1), f"{kind} {name}: {exc}; its pods are grouped with minMember 1"
     return ImplicitGroup(

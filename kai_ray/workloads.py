@@ -17,7 +17,11 @@ snapshot reader (which finds them in the snapshot) decide alike:
   PodGroup per revision, priority class ``inference``;
 - Spark: every pod of an application (labels ``spark-app-name`` and ``spark-app-selector``) in one
   PodGroup named after the selector;
-- JobSet, LeaderWorkerSet, RayCluster and RayJob as before (``gang_size``).
+- LeaderWorkerSet: one PodGroup per replica group (``<pg>-group-<index>``) of ``size`` pods (only
+  the leader while it is unscheduled under ``LeaderReady``), sub-groups ``leader`` and ``workers``,
+  or segments of ``subGroupPolicy.subGroupSize`` (or ``kai.scheduler/segment-size``) with the
+  leader in the first segment (``LeaderWorker``) or apart (``LeaderExcluded``);
+- JobSet, RayCluster and RayJob as before (``gang_size``).
 """
 
 from __future__ import annotations
@@ -80,7 +84,9 @@ def workload_group(kind: str, owner: JSON, pod: JSON, related: JSON | None = Non
     if kind == "PyTorchJob":
         return _pytorch(owner, pod, topology)
     if kind in REPLICA_SPECS:
-        return WorkloadGroup(_kubeflow_min(owner, kind), topology=topology)
+        return WorkloadGroup(_kubeflow_min(owner, kind), topology=topology, notes=_unread_segments(owner, kind))
+    if kind == "LeaderWorkerSet":
+        return _leader_worker_set(owner, pod, topology)
     if kind == "Service" and related is not None:  # Knative: one gang per revision
         meta = related.get("metadata") or {}
         scale = str(_annotations(related).get(KNATIVE_MIN_SCALE, "1"))
@@ -213,6 +219,93 @@ def _segments(
         raise WorkloadError(f"pod label {REPLICA_INDEX_LABEL}: a worker needs its replica index, got {raw_index!r}")
     segment = f"worker-{int(raw_index) // size}" if raw_index.isdigit() else "worker"
     return subs, segment
+
+
+LWS_WORKER_INDEX, LWS_GROUP_INDEX = (
+    "leaderworkerset.sigs.k8s.io/worker-index",
+    "leaderworkerset.sigs.k8s.io/group-index",
+)
+LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"
+
+
+def _leader_worker_set(owner: JSON, pod: JSON, topology: TopologyConstraint | None) -> WorkloadGroup:
+    template = (owner.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    size = template.get("size")
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        raise WorkloadError(f"spec.leaderWorkerTemplate.size: must be at least 1, got {size!r}")
+    labels = _labels(pod)
+    raw = labels.get(LWS_WORKER_INDEX, "")
+    if raw and not raw.isdigit():
+        raise WorkloadError(f"pod label {LWS_WORKER_INDEX}: not a whole number: {raw!r}")
+    leader = raw == "0"
+    minimum = size
+    policy = (owner.get("spec") or {}).get("startupPolicy") or "LeaderCreated"
+    if policy == "LeaderReady" and leader and not (pod.get("spec") or {}).get("nodeName"):
+        minimum = 1  # the workers are created once the leader is ready
+    elif policy not in ("LeaderCreated", "LeaderReady"):
+        raise WorkloadError(f"spec.startupPolicy: unknown policy {policy!r}")
+    group = labels.get(LWS_GROUP_INDEX, "")
+    meta = owner.get("metadata") or {}
+    name = f"{_pg_name(meta.get('name'), meta.get('uid'))}-group-{group}" if group.isdigit() else None
+    subs, subgroup = _lws_sub_groups(owner, pod, template, size, int(raw or 0), leader, topology)
+    return WorkloadGroup(minimum, tuple(subs), topology=topology, subgroup=subgroup, name=name)
+
+
+def _lws_sub_groups(
+    owner: JSON, pod: JSON, template: JSON, size: int, index: int, leader: bool, topology: TopologyConstraint | None
+) -> tuple[list[SubGroup], str]:
+    worker_template = template.get("workerTemplate") or {}
+    segment = (template.get("subGroupPolicy") or {}).get("subGroupSize")
+    if segment is None:
+        segment = _annotations(owner).get(SEGMENT_SIZE) or _annotations(worker_template).get(SEGMENT_SIZE)
+    if segment is None:
+        subs = [SubGroup("leader", 1)] + ([SubGroup("workers", size - 1)] if size > 1 else [])
+        return subs, "leader" if leader else "workers"
+    if not str(segment).isdigit() or not 1 < int(segment) <= size:
+        raise WorkloadError(f"segment size must be more than 1 and at most the group size {size}, got {segment!r}")
+    seg = int(segment)
+    divisible = (size - 1) % seg == 0
+
+    def segment_of(worker: int) -> int:
+        if worker == 0:
+            return 0
+        return (worker - 1) // seg if divisible else worker // seg
+
+    count = segment_of(size - 1) + 1
+    pod_notes, template_notes = _annotations(pod), _annotations(worker_template)
+    name = str(pod_notes.get(TOPOLOGY) or template_notes.get(TOPOLOGY) or (topology.topology if topology else ""))
+    required = str(pod_notes.get(SEGMENT_REQUIRED) or template_notes.get(SEGMENT_REQUIRED) or "")
+    preferred = str(pod_notes.get(SEGMENT_PREFERRED) or template_notes.get(SEGMENT_PREFERRED) or "")
+    constraint = TopologyConstraint(name, required, preferred) if name and (required or preferred) else None
+    sizes = [sum(1 for w in range(size) if segment_of(w) == i) for i in range(count)]
+    policy = (template.get("subGroupPolicy") or {}).get("subGroupPolicyType") or "LeaderWorker"
+    if policy == "LeaderExcluded":
+        if not divisible:
+            raise WorkloadError(f"LeaderExcluded needs size - 1 ({size - 1}) divisible by the segment size {seg}")
+        sizes[0] -= 1  # the leader sits apart
+        subs = [SubGroup("leader", 1)] + [SubGroup(f"segment-{i}", n, topology=constraint) for i, n in enumerate(sizes)]
+        return subs, "leader" if leader else f"segment-{segment_of(index)}"
+    subs = [
+        SubGroup("segment-0", 0, min_sub_group=2, topology=constraint),
+        *(SubGroup(f"segment-{i}", n, topology=constraint) for i, n in enumerate(sizes) if i),
+        SubGroup("leader", 1, parent="segment-0"),
+        SubGroup("workers", sizes[0] - 1, parent="segment-0"),
+    ]
+    mine = "leader" if leader else ("workers" if segment_of(index) == 0 else f"segment-{segment_of(index)}")
+    return subs, mine
+
+
+def _unread_segments(owner: JSON, kind: str) -> tuple[str, ...]:
+    """Segment annotations where KAI does not read them (only PyTorchJob workers and LWS)."""
+    specs = (owner.get("spec") or {}).get(REPLICA_SPECS[kind]) or {}
+    asked = [name for name, spec in specs.items() if SEGMENT_SIZE in _annotations((spec or {}).get("template") or {})]
+    if not asked:
+        return ()
+    return (
+        f"{kind} {(owner.get('metadata') or {}).get('name')}: {SEGMENT_SIZE} on {', '.join(asked)} is not read "
+        "(as in KAI, segments are made for PyTorchJob workers and LeaderWorkerSets only; write the sub-groups "
+        "in a PodGroup instead)",
+    )
 
 
 # ---------------------------------------------------------------------------- helpers

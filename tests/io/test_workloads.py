@@ -143,3 +143,67 @@ def test_a_worker_without_its_replica_index_cannot_join_a_segment() -> None:
     job = segmented(8, "4", **{"kai.scheduler/segment-topology-required-placement": "rack"})
     with pytest.raises(WorkloadError, match="replica index"):
         workload_group("PyTorchJob", job, pod({"training.kubeflow.org/replica-type": "worker"}))
+
+
+def lws(size: int, policy: Obj | None = None, startup: str | None = None, notes: Obj | None = None) -> Obj:
+    template: Obj = {"size": size, "workerTemplate": {"metadata": {"annotations": notes or {}}}}
+    if policy:
+        template["subGroupPolicy"] = policy
+    spec: Obj = {"replicas": 2, "leaderWorkerTemplate": template}
+    if startup:
+        spec["startupPolicy"] = startup
+    return owner(spec, {"kai.scheduler/topology": "cluster-topology"}, name="lws")
+
+
+def lws_pod(worker: int, group: int = 0, node: str | None = None) -> Obj:
+    out = pod(
+        {"leaderworkerset.sigs.k8s.io/worker-index": str(worker), "leaderworkerset.sigs.k8s.io/group-index": str(group)}
+    )
+    if node:
+        out["spec"] = {"nodeName": node}
+    return out
+
+
+def test_a_leader_worker_set_is_one_gang_per_replica_group_with_leader_and_workers() -> None:
+    group = workload_group("LeaderWorkerSet", lws(4), lws_pod(2, group=1))
+    assert (group.name, group.min_member, group.subgroup) == ("pg-lws-uid-lws-group-1", 4, "workers")
+    assert group.sub_groups == (SubGroup("leader", 1), SubGroup("workers", 3))
+    assert workload_group("LeaderWorkerSet", lws(4), lws_pod(0)).subgroup == "leader"
+
+
+def test_under_leader_ready_an_unscheduled_leader_goes_alone() -> None:
+    assert workload_group("LeaderWorkerSet", lws(4, startup="LeaderReady"), lws_pod(0)).min_member == 1
+    assert workload_group("LeaderWorkerSet", lws(4, startup="LeaderReady"), lws_pod(0, node="n1")).min_member == 4
+    assert workload_group("LeaderWorkerSet", lws(4, startup="LeaderReady"), lws_pod(2)).min_member == 4
+
+
+def test_leader_worker_set_segments_keep_the_leader_in_the_first_one() -> None:
+    """segments.md's LeaderWorkerSet example: size 5 in segments of 2, LeaderWorker policy."""
+    rack = {"kai.scheduler/segment-topology-required-placement": "rack"}
+    group = workload_group("LeaderWorkerSet", lws(5, {"subGroupSize": 2}, notes=rack), lws_pod(3))
+    constraint = TopologyConstraint("cluster-topology", "rack")
+    assert group.sub_groups == (
+        SubGroup("segment-0", 0, min_sub_group=2, topology=constraint),
+        SubGroup("segment-1", 2, topology=constraint),
+        SubGroup("leader", 1, parent="segment-0"),
+        SubGroup("workers", 2, parent="segment-0"),
+    )
+    assert group.subgroup == "segment-1"
+    assert workload_group("LeaderWorkerSet", lws(5, {"subGroupSize": 2}, notes=rack), lws_pod(1)).subgroup == "workers"
+
+
+def test_leader_excluded_segments_put_the_leader_apart_and_need_whole_segments() -> None:
+    policy = {"subGroupSize": 2, "subGroupPolicyType": "LeaderExcluded"}
+    group = workload_group("LeaderWorkerSet", lws(5, policy), lws_pod(4))
+    assert [(s.name, s.min_member) for s in group.sub_groups] == [("leader", 1), ("segment-0", 2), ("segment-1", 2)]
+    assert group.subgroup == "segment-1"
+    with pytest.raises(WorkloadError, match="divisible"):
+        workload_group("LeaderWorkerSet", lws(6, policy), lws_pod(1))
+
+
+def test_segment_annotations_where_kai_does_not_read_them_are_reported() -> None:
+    template = {"metadata": {"annotations": {"kai.scheduler/segment-size": "4"}}}
+    job = owner({"tfReplicaSpecs": {"Worker": {"replicas": 8, "template": template}}})
+    group = workload_group("TFJob", job, pod())
+    assert group.min_member == 8 and group.sub_groups == ()
+    assert "kai.scheduler/segment-size on Worker is not read" in group.notes[0]
