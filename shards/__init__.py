@@ -8,6 +8,7 @@ a module.
 
 from shards import partitioner
 from shards.constraints import tolerates_all
+from shards.domain_index import Rows, best_in
 from shards.messages import Placement, PrepareItem, PrepareReply, ProposeReply, ProposeRequest, ShardDeltas
 from shards.node_table import Holding, Kind, NodeTable
 from shards.placement import Choice, Diagnosis, Mask, PlacementPolicy, Placer
@@ -40,10 +41,12 @@ __all__ = [
     "ProposeReply",
     "ProposeRequest",
     "ResourceSchema",
+    "Rows",
     "ShapeIndex",
     "Shard",
     "ShardDeltas",
     "TaskShape",
+    "best_in",
     "domain_report",
     "merge_rows",
     "partitioner",
