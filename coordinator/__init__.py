@@ -5,12 +5,17 @@ gang commit across shards.
 from the module that defines it. ``coordinator.fairshare`` has its own public names.
 """
 
-from coordinator.coordinator import Coordinator, CycleResult, CycleStats, EvictIntent
+from coordinator.coordinator import BindIntent, Coordinator, CycleResult, CycleStats, EvictIntent
 from coordinator.decisions import Decisions, PodDecision
+from coordinator.dra_session import ClaimGrant, DraView
+from coordinator.job_timers import JobClock
 from coordinator.scheduler import run_session
 from coordinator.shard_set import Call, InProcessShards, ShardBackend, ShardSet
 
 __all__ = [
+    "BindIntent",
+    "ClaimGrant",
+    "DraView",
     "Call",
     "Coordinator",
     "CycleResult",
@@ -18,6 +23,7 @@ __all__ = [
     "Decisions",
     "EvictIntent",
     "InProcessShards",
+    "JobClock",
     "PodDecision",
     "ShardBackend",
     "ShardSet",

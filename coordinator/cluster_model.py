@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
+from coordinator.dra_model import DraModel
+from coordinator.dra_session import ClaimGrant
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.model import ClusterSnapshot, Node, Pod, PodGroup, PodState, Queue, Topology
+from kai_ray.model import ClusterSnapshot, DraObjects, Node, Pod, PodGroup, PodState, Queue, Topology
 
 
 class ClusterModel:
@@ -16,11 +19,18 @@ class ClusterModel:
         self.pod_groups: dict[str, PodGroup] = {}
         self.queues: dict[str, Queue] = {}
         self.topologies: dict[str, Topology] = {}
+        self.queue_usage: dict[str, tuple[float, float, float]] = {}
+        self.dra = DraModel()  # ResourceSlices, DeviceClasses, ResourceClaims
+        self.assumed_claims: dict[str, tuple[str, ...]] = {}  # pod -> claims its committed bind allocated
 
     def apply(self, deltas: ClusterDeltas) -> ClusterDeltas:
         """Take in changes; returns them as the shards must see them (assumed binds kept)."""
         pods = tuple(self._keep_assumption(pod) for pod in deltas.pods_upserted)
+        if deltas.dra:
+            self.dra.apply(deltas.dra)
         for node in deltas.nodes_upserted:
+            if node.name not in self.nodes:
+                self.dra.node_added(node.name)
             self.nodes[node.name] = node
         for name in deltas.nodes_removed:
             self.nodes.pop(name, None)
@@ -29,6 +39,8 @@ class ClusterModel:
         for key in deltas.pods_removed:
             self.pods.pop(key, None)
             self.assumed.pop(key, None)
+            for claim in self.assumed_claims.pop(key, ()):
+                self.dra.forget(claim)
         for queue in deltas.queues_upserted:
             self.queues[queue.name] = queue
         for name in deltas.queues_removed:
@@ -41,6 +53,8 @@ class ClusterModel:
             self.topologies[topology.name] = topology
         for name in deltas.topologies_removed:
             self.topologies.pop(name, None)
+        if deltas.queue_usage is not None:
+            self.queue_usage = dict(deltas.queue_usage)
         return replace(deltas, pods_upserted=pods)
 
     def _keep_assumption(self, pod: Pod) -> Pod:
@@ -63,13 +77,22 @@ class ClusterModel:
             pod_groups=tuple(self.pod_groups.values()),
             queues=tuple(self.queues.values()),
             topologies=tuple(self.topologies.values()),
+            dra=self.dra.objects() if self.dra else DraObjects(),
+            queue_usage=self.queue_usage,
         )
 
-    def assume_bound(self, key: str, node: str, gpu_groups: tuple[str, ...]) -> Pod | None:
-        """Record a committed bind before the watch confirms it, so it is not placed twice."""
+    def assume_bound(
+        self, key: str, node: str, gpu_groups: tuple[str, ...], claims: Sequence[ClaimGrant] = ()
+    ) -> Pod | None:
+        """Record a committed bind before the watch confirms it, so it is not placed twice; the
+        claims it allocates count as allocated until the watch shows what the binder wrote."""
         pod = self.pods.get(key)
         if pod is None:
             return None
+        for grant in claims:
+            self.dra.assume(grant.claim, grant.allocation)
+        if claims:
+            self.assumed_claims[key] = tuple(g.claim for g in claims)
         assumed = replace(pod, state=PodState.BINDING, node=node, gpu_groups=gpu_groups)
         self.pods[key] = self.assumed[key] = assumed
         return assumed
@@ -78,18 +101,10 @@ class ClusterModel:
         """A bind failed: the pod is pending again."""
         pod = self.pods.get(key)
         self.assumed.pop(key, None)
+        for claim in self.assumed_claims.pop(key, ()):
+            self.dra.forget(claim)
         if pod is None or pod.state is not PodState.BINDING:
             return None
         pending = replace(pod, state=PodState.PENDING, node=None, gpu_groups=())
         self.pods[key] = pending
         return pending
-
-    def set_last_start(self, key: str, when: float) -> None:
-        group = self.pod_groups.get(key)
-        if group is not None:
-            self.pod_groups[key] = replace(group, last_start=when)
-
-    def set_stale_since(self, key: str, when: float | None) -> None:
-        group = self.pod_groups.get(key)
-        if group is not None and group.stale_since != when:
-            self.pod_groups[key] = replace(group, stale_since=when)

@@ -19,11 +19,13 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from coordinator.actions.registry import build_actions
 from coordinator.cluster_model import ClusterModel
 from coordinator.decisions import Decisions, PodDecision, collect
+from coordinator.dra_session import ClaimGrant, DraView
+from coordinator.job_timers import JobClock, remember_clocks
 from coordinator.jobs import Job, Status, Task
 from coordinator.search_backoff import SearchBackoff
 from coordinator.session import SessionState, open_session, rebase_session
@@ -32,6 +34,7 @@ from coordinator.statement import Statement
 from coordinator.topology import SessionDomains, wanted_topologies
 from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
+from kai_ray.model import Pod
 from shards.messages import Placement, PrepareItem, ProposeRequest
 from shards.node_table import NodeTable
 from shards.placement import Diagnosis, Placer
@@ -51,6 +54,7 @@ class BindIntent:
     node: str
     gpu_groups: tuple[str, ...]
     reservation: str
+    claims: tuple[ClaimGrant, ...] = ()  # DRA claims the bind allocates (written before binding)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +90,7 @@ class CycleResult:
     not_ready_jobs: frozenset[str] = frozenset()  # gangs whose pods are not all created yet (never tried)
     search_skipped: dict[str, str] = field(default_factory=dict)  # job -> why no victim search ran for it
     paused_jobs: frozenset[str] = frozenset()  # jobs whose victim search waits out a backoff
+    job_clocks: dict[str, JobClock] = field(default_factory=dict)  # pod groups whose timestamps changed
 
 
 class Coordinator:
@@ -101,13 +106,15 @@ class Coordinator:
     # ------------------------------------------------------------------ input
     def apply(self, deltas: ClusterDeltas) -> None:
         """Cluster changes, batched; shards get the node and pod changes they own."""
-        self.shards.apply(self.model.apply(deltas))
+        routed = self.model.apply(deltas)
+        self.shards.apply(routed, *self.model.dra.take_updates(set(self.model.nodes)))
 
     def bind_failed(self, pods: Sequence[str]) -> None:
         """The adapter could not bind these pods: they are pending again and their capacity returns."""
         pending = [p for key in pods if (p := self.model.forget_bind(key)) is not None]
-        if pending:
-            self.shards.apply(ClusterDeltas(pods_upserted=tuple(pending)))
+        devices, holds = self.model.dra.take_updates(set(self.model.nodes))
+        if pending or holds:
+            self.shards.apply(ClusterDeltas(pods_upserted=tuple(pending)), devices, holds)
 
     def step(self, deltas: ClusterDeltas, now: float, actions: Sequence[str] | None = None) -> CycleResult:
         """``apply`` then ``cycle``: one call where the coordinator is remote."""
@@ -132,7 +139,7 @@ class Coordinator:
             stats.full_table = True
             stats.candidate_nodes = len(table)
         else:
-            table, diagnoses = self._candidate_table(stats)
+            table, diagnoses = self._candidate_table(stats, DraView.of(snapshot.dra, ()) if snapshot.dra else None)
         state = open_session(snapshot, self.config, now, table, self.placer_type)
         state.remote_diagnoses = diagnoses
         if topologies:
@@ -165,7 +172,8 @@ class Coordinator:
         self._commit_binds(state, now, result)
         stats.commit_seconds = time.perf_counter() - commit_started
         result.evictions = [EvictIntent(pod, action, by) for pod, action, by in decisions.evictions]
-        self._remember_job_clock(state)
+        evicted = {state.jobs_by_task[e.pod].key for e in result.evictions if e.pod in state.jobs_by_task}
+        result.job_clocks = remember_clocks(self.model.pod_groups, state.jobs.values(), state.last_start, evicted, now)
         self.search_backoff.record(
             now,
             state.search_failed,
@@ -177,13 +185,13 @@ class Coordinator:
         stats.seconds = time.perf_counter() - started
         return result
 
-    def _candidate_table(self, stats: CycleStats) -> tuple[NodeTable, dict[TaskShape, Diagnosis]]:
+    def _candidate_table(self, stats: CycleStats, dra: DraView | None) -> tuple[NodeTable, dict[TaskShape, Diagnosis]]:
         pending = [
             p
             for p in self.model.pods.values()
             if p.scheduler_name == self.config.schedulerName and p.state.value == "Pending"
         ]
-        shapes = tuple(dict.fromkeys(TaskShape.of_pod(p) for p in pending))
+        shapes = tuple(dict.fromkeys(_shape(p, dra) for p in pending))
         if not shapes:
             return NodeTable(ResourceSchema()), {}
         replies = self.shards.propose(ProposeRequest(shapes, max(len(pending), 1)))
@@ -227,6 +235,7 @@ class Coordinator:
                         task.pod.gpu_share,
                         holding.shares,
                         holding.created_groups,
+                        tuple((g.claim, tuple(r.key for r in g.allocation.results)) for g in task.claims),
                     )
                 )
             for shard, placements in per_shard.items():
@@ -247,8 +256,8 @@ class Coordinator:
                 continue
             for task in by_job[job_key]:
                 assert task.node is not None
-                self.model.assume_bound(task.key, task.node, task.gpu_groups)
-                result.binds.append(BindIntent(task.key, task.node, task.gpu_groups, rid))
+                self.model.assume_bound(task.key, task.node, task.gpu_groups, task.claims)
+                result.binds.append(BindIntent(task.key, task.node, task.gpu_groups, rid, task.claims))
 
     @staticmethod
     def _retry_next_cycle(state: SessionState, job_key: str, why: str, result: CycleResult) -> None:
@@ -260,13 +269,11 @@ class Coordinator:
                 result.decisions.pods[task.key] = PodDecision("Pending", None, (), reason)
         result.decisions.pod_groups[job_key] = PodDecision("Pending", None, (), reason)
 
-    def _remember_job_clock(self, state: SessionState) -> None:
-        for key, when in state.last_start.items():
-            group = self.model.pod_groups.get(key)
-            if group is not None and group.last_start != when:
-                self.model.pod_groups[key] = replace(group, last_start=when)
-        for key, job in state.jobs.items():
-            self.model.set_stale_since(key, job.stale_since)
+
+def _shape(pod: Pod, dra: DraView | None) -> TaskShape:
+    if dra is None or not pod.resource_claims:
+        return TaskShape.of_pod(pod)
+    return TaskShape.of_pod(pod, dra.demand(pod))
 
 
 def _search_reasons(job: Job) -> dict[str, str]:

@@ -14,7 +14,15 @@ from typing import Any, Protocol
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import Topology
 from shards import partitioner
-from shards.messages import PrepareItem, PrepareReply, ProposeReply, ProposeRequest, ShardDeltas
+from shards.messages import (
+    ClaimHold,
+    NodeDevices,
+    PrepareItem,
+    PrepareReply,
+    ProposeReply,
+    ProposeRequest,
+    ShardDeltas,
+)
 from shards.rows import NodeRows
 from shards.shard import Shard
 from shards.topology_domains import DomainReport
@@ -96,7 +104,11 @@ class ShardSet:
         return self.backend.call_many(calls) if calls else []
 
     # ------------------------------------------------------------------ deltas
-    def apply(self, deltas: ClusterDeltas) -> None:
+    def apply(
+        self, deltas: ClusterDeltas, devices: Sequence[NodeDevices] = (), holds: Sequence[ClaimHold] = ()
+    ) -> None:
+        """Route changes to the shards owning their nodes; ``devices`` and ``holds`` are the DRA
+        ones (coordinator/dra_model.py), routed the same way after the nodes."""
         ids = self.ids
         per_shard: dict[int, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
         for node in deltas.nodes_upserted:
@@ -128,6 +140,12 @@ class ShardSet:
             self.pod_node.pop(key, None)
             if previous is not None:
                 per_shard[previous]["pods_removed"].append(key)
+        for node_name, listed in devices:
+            if node_name in self.owner:
+                per_shard[self.owner[node_name]]["devices"].append((node_name, listed))
+        for hold in holds:  # a hold whose node no shard owns (network devices) goes to every shard
+            for shard in [self.owner[hold[1]]] if hold[1] in self.owner else ids if hold[1] is None else []:
+                per_shard[shard]["claims"].append(hold)
         for shard, parts in per_shard.items():
             message = ShardDeltas(**{k: tuple(v) for k, v in parts.items()})
             if message:

@@ -13,7 +13,18 @@ from dataclasses import replace
 from typing import Any
 
 from k8s_adapter.api import JSON
-from k8s_adapter.kinds import NODES, POD_GROUPS, PODS, PRIORITY_CLASSES, QUEUES, TOPOLOGIES, Kind
+from k8s_adapter.dra_cache import DraCache
+from k8s_adapter.kinds import (
+    DRA_WATCHED,
+    NODES,
+    POD_GROUPS,
+    PODS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    TOPOLOGIES,
+    Kind,
+    resource_version,
+)
 from kai_ray import labels as L
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.errors import InputError
@@ -47,10 +58,14 @@ class ClusterCache:
         self._sent_groups: dict[str, PodGroup] = {}
         self._sent_queues: set[str] = set()
         self.listeners: list[Callable[[Kind, str, JSON], None]] = []
+        self.dra = DraCache()  # ResourceSlices, DeviceClasses, ResourceClaims (with `run --dra`)
 
     # ------------------------------------------------------------------ input
     def on_list(self, kind: Kind, items: list[JSON]) -> None:
         """A fresh list replaces everything known of that kind."""
+        if kind in DRA_WATCHED:
+            self.dra.on_list(kind, items)
+            return
         seen = set()
         for obj in items:
             key = self._key(kind, obj)
@@ -63,8 +78,11 @@ class ClusterCache:
                 self._delete(kind, key)
 
     def on_event(self, kind: Kind, event: str, obj: JSON) -> None:
+        if kind in DRA_WATCHED:
+            self.dra.on_event(kind, event, obj)
+            return
         key = self._key(kind, obj)
-        version = _version(obj)
+        version = resource_version(obj)
         last = self.versions.get((kind.name, key))
         if last is not None and version is not None and version <= last and event != "DELETED":
             return  # a duplicate or out-of-date event
@@ -95,7 +113,7 @@ class ClusterCache:
         return store
 
     def _upsert(self, kind: Kind, obj: JSON, key: str) -> None:
-        version = _version(obj)
+        version = resource_version(obj)
         if version is not None:
             self.versions[(kind.name, key)] = version
         try:
@@ -103,6 +121,8 @@ class ClusterCache:
             if kind is NODES:
                 self.nodes[key] = parse_node(reader)
             elif kind is PODS:
+                if L.is_reservation_pod((obj.get("metadata") or {}).get("labels") or {}):
+                    return  # its GPU is counted through the shared group it reserves
                 pod = self.pods[key] = parse_pod(reader)
                 self.owners[key] = _owner_refs(obj)
                 if (
@@ -164,6 +184,7 @@ class ClusterCache:
             pod_groups_removed=groups[1],
             topologies_upserted=tuple(self.topologies[k] for k in self._changed["Topology"] if k in self.topologies),
             topologies_removed=tuple(self._removed["Topology"]),
+            dra=self.dra.take(),
         )
         for bucket in (*self._changed.values(), *self._removed.values()):
             bucket.clear()
@@ -238,6 +259,9 @@ class ClusterCache:
                 staleness_grace_seconds=raw.staleness_grace_seconds,
                 stale_since=raw.stale_since,
                 last_start=raw.last_start,
+                last_eviction=raw.last_eviction,
+                preemption_delay_seconds=raw.preemption_delay_seconds,
+                expected_runtime_seconds=raw.expected_runtime_seconds,
                 uid=raw.uid,
                 min_sub_group=raw.min_sub_group,
                 topology=raw.topology,
@@ -268,14 +292,6 @@ class ClusterCache:
     def pod_groups(self) -> dict[str, PodGroup]:
         """Every PodGroup as last handed to the coordinator, explicit and implicit, by key (for status)."""
         return self._sent_groups
-
-
-def _version(obj: JSON) -> int | None:
-    raw = (obj.get("metadata") or {}).get("resourceVersion")
-    try:
-        return int(raw) if raw is not None else None
-    except (TypeError, ValueError):
-        return None
 
 
 def _owner_refs(obj: JSON) -> tuple[OwnerRef, ...]:

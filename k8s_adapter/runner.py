@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -17,22 +18,27 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from coordinator.coordinator import CycleResult
+from coordinator.coordinator import BindIntent, CycleResult
 from k8s_adapter.api import KubeApi, KubeError, describe
-from k8s_adapter.binder import Binder, BindRequest
+from k8s_adapter.binder import Binder, BindRequest, FractionBind
 from k8s_adapter.cache import ClusterCache
+from k8s_adapter.claims import ClaimBind, allocation_json
 from k8s_adapter.decision_log import DecisionLog
 from k8s_adapter.evictor import Evictor, EvictRequest
+from k8s_adapter.gpu_sharing import ReservationService, ReservationSettings, gpu_groups_of
 from k8s_adapter.grouper import PodGrouper
-from k8s_adapter.kinds import WATCHED
+from k8s_adapter.job_clocks import JobClockWriter
+from k8s_adapter.kinds import DRA_WATCHED, PODS, WATCHED, Kind
 from k8s_adapter.leader import Leadership
 from k8s_adapter.metrics import SECONDS_BUCKETS, SchedulerMetrics
 from k8s_adapter.reflector import Reflector
 from k8s_adapter.status import Eviction, StatusWriter, describe_evictions
+from k8s_adapter.usage_feeds import UsageFeed
 from kai_ray.deltas import ClusterDeltas
 
 log = logging.getLogger(__name__)
-LOOP_STEPS = ("apply", "group", "cycle", "bind", "evict", "status", "metrics")
+RESERVATION_SWEEP_SECONDS = 60.0  # a full reservation-pod clean-up, besides the one per finished sharer
+LOOP_STEPS = ("apply", "group", "usage", "cycle", "bind", "evict", "clocks", "status", "metrics", "reservations")
 
 
 class CoordinatorLike(Protocol):
@@ -64,6 +70,9 @@ class SchedulerLoop:
         period: float = 1.0,
         eviction_mode: str = "eviction",
         sync_timeout: float = 30.0,
+        reservations: ReservationSettings | None = None,
+        dra: bool = False,
+        usage: UsageFeed | None = None,
     ) -> None:
         self.api = api
         self.cache = cache
@@ -86,11 +95,17 @@ class SchedulerLoop:
         self.leadership = leadership
         self.period = period
         self.sync_timeout = sync_timeout
-        self.binder = Binder(api)
+        self.reservations = ReservationService(api, reservations)
+        self.binder = Binder(api, reservations=self.reservations)
+        cache.listeners.append(self._watch_sharers)
+        self._next_reservation_sweep = 0.0
         self.evictor = Evictor(api, mode=eviction_mode)
         self.status = StatusWriter(api, component=cache.scheduler_name)
+        self.clocks = JobClockWriter(api)
+        self.usage = usage  # time-based fair share (None: no usage, KAI's default)
         self.grouper = PodGrouper(api)
-        self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event) for kind in WATCHED]
+        kinds = WATCHED + (DRA_WATCHED if dra else ())
+        self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event) for kind in kinds]
         self.state = LoopState()
         self.decision_log = DecisionLog()
         self._stop = asyncio.Event()
@@ -121,6 +136,8 @@ class SchedulerLoop:
         finally:
             if self._in_flight:  # let binds in flight finish: their pods are already counted as placed
                 await asyncio.wait(set(self._in_flight), timeout=30)
+            if self.usage is not None:
+                await self._step("usage", self.usage.close)  # keep the accounting for the next start
             for task in watches:
                 task.cancel()
             await asyncio.gather(*watches, return_exceptions=True)
@@ -144,12 +161,16 @@ class SchedulerLoop:
         assert coordinator is not None
         await self._step("apply", lambda: self._locked(coordinator.apply, self.cache.take_deltas()))
         await self._step("group", lambda: self.grouper.group(self.cache.ungrouped()))
-        if not self.leadership.is_leader():
+        now = time.time()
+        leader = self.leadership.is_leader()
+        if self.usage is not None:
+            await self._step("usage", lambda: self._feed_usage(coordinator, now, leader))
+        if not leader:
             return
         result: list[CycleResult] = []
 
         async def cycle() -> None:
-            result.append(await self._locked(coordinator.cycle, time.time()))
+            result.append(await self._locked(coordinator.cycle, now))
 
         await self._step("cycle", cycle)
         if not result:
@@ -162,9 +183,32 @@ class SchedulerLoop:
         # explanation matters. Their failures come back through bind_failed.
         self._background(self._step("bind", lambda: self._bind(coordinator, outcome)))
         await self._step("evict", lambda: self._evict(outcome))
+        if outcome.job_clocks or self.clocks.retry:
+            self._background(self._step("clocks", lambda: self.clocks.write(outcome.job_clocks)))
+        if self.usage is not None:
+            usage = self.usage
+            await self._step("usage", lambda: usage.after_cycle(now, outcome, self.cache.nodes.values()))
         if self._explaining is None or self._explaining.done():
             self._explaining = self._background(self._step("status", lambda: self._explain(outcome)))
         await self._step("metrics", lambda: _sync(lambda: self.metrics.observe_cycle(outcome, self.cache.queues)))
+        if time.monotonic() >= self._next_reservation_sweep:
+            self._next_reservation_sweep = time.monotonic() + RESERVATION_SWEEP_SECONDS
+            self._background(self._step("reservations", self.reservations.sync_all))
+
+    def _watch_sharers(self, kind: Kind, event: str, obj: dict[str, Any]) -> None:
+        """KAI's pod controller: when a pod that shares GPUs ends or goes, its groups' reservation
+        pods are checked (the last sharer leaving deletes the reservation pod)."""
+        if kind is not PODS or not self.leadership.is_leader():
+            return
+        groups = gpu_groups_of(obj)
+        if groups and (event == "DELETED" or (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")):
+            self._background(self._step("reservations", lambda: self.reservations.sync_groups(groups)))
+
+    async def _feed_usage(self, coordinator: CoordinatorLike, now: float, leader: bool) -> None:
+        assert self.usage is not None
+        usage = await self.usage.before_cycle(now, leader)
+        if usage is not None:
+            await self._locked(coordinator.apply, ClusterDeltas(queue_usage=usage))
 
     async def _locked(self, method: Callable[..., Any], *args: Any) -> Any:
         """Coordinator calls one at a time, off the event loop (a cycle takes CPU)."""
@@ -198,10 +242,7 @@ class SchedulerLoop:
         if not self.leadership.is_leader():  # fencing: the lease may have moved during the cycle
             await self._locked(coordinator.bind_failed, [b.pod for b in outcome.binds])
             return
-        requests = [
-            BindRequest(b.pod, self.cache.pods[b.pod].uid if b.pod in self.cache.pods else "", b.node, b.gpu_groups)
-            for b in outcome.binds
-        ]
+        requests = [self._bind_request(b) for b in outcome.binds]
         results = await self.binder.bind_all(requests)
         nodes = {b.pod: b.node for b in outcome.binds}
         uids = {r.pod: r.uid for r in requests}
@@ -213,6 +254,21 @@ class SchedulerLoop:
         now = time.time()
         waited = [now - self.cache.pods[r.pod].created for r in results if r.ok and r.pod in self.cache.pods]
         self.metrics.observe_binds(len(results) - len(failed), len(failed), waited)
+
+    def _bind_request(self, bind: BindIntent) -> BindRequest:
+        pod = self.cache.pods.get(bind.pod)
+        fraction = None
+        if pod is not None and pod.gpu_share is not None and bind.gpu_groups:
+            node = self.cache.nodes.get(bind.node)
+            portion = pod.gpu_share.accepted_portion(node.gpu_memory_mib if node is not None else 0.0)
+            fraction = FractionBind(f"{portion:.2f}", pod.gpu_share.devices > 1)
+        class_configs = (
+            {name: json.loads(c.config_json) for name, c in self.cache.dra.classes.items()} if bind.claims else {}
+        )
+        claims = tuple(
+            ClaimBind(g.claim.split("/", 1)[1], allocation_json(g.allocation), class_configs) for g in bind.claims
+        )
+        return BindRequest(bind.pod, pod.uid if pod is not None else "", bind.node, bind.gpu_groups, fraction, claims)
 
     async def _evict(self, outcome: CycleResult) -> None:
         requests = [EvictRequest(e.pod, e.action, e.preemptor) for e in outcome.evictions]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from kai_ray.model import ClusterSnapshot, Node, Pod, PodGroup, Queue, Topology
+from kai_ray.model import ClusterSnapshot, DraChanges, Node, Pod, PodGroup, Queue, Topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +20,9 @@ class ClusterDeltas:
     pod_groups_removed: tuple[str, ...] = ()  # "namespace/name"
     topologies_upserted: tuple[Topology, ...] = ()
     topologies_removed: tuple[str, ...] = ()
+    dra: DraChanges = field(default_factory=DraChanges)
+    # Time-based fair share: every queue's past usage, replacing what was known (None: unchanged).
+    queue_usage: Mapping[str, tuple[float, float, float]] | None = None
 
     def __bool__(self) -> bool:
         return any(
@@ -33,6 +37,8 @@ class ClusterDeltas:
                 self.pod_groups_removed,
                 self.topologies_upserted,
                 self.topologies_removed,
+                self.dra,
+                self.queue_usage is not None,
             )
         )
 
@@ -45,4 +51,5 @@ class ClusterDeltas:
             queues_upserted=snapshot.queues,
             pod_groups_upserted=snapshot.pod_groups,
             topologies_upserted=snapshot.topologies,
+            dra=DraChanges.of_objects(snapshot.dra),
         )

@@ -9,7 +9,19 @@ a module.
 from shards import partitioner
 from shards.constraints import tolerates_all
 from shards.domain_index import Rows, best_in
-from shards.messages import Placement, PrepareItem, PrepareReply, ProposeReply, ProposeRequest, ShardDeltas
+from shards.dra_cel import SELECTORS
+from shards.dra_demand import ClaimDemand, ClaimSpec, RequestSpec, claim_demand, claim_key
+from shards.dra_devices import Allocation, DeviceBook, Held
+from shards.messages import (
+    ClaimHold,
+    NodeDevices,
+    Placement,
+    PrepareItem,
+    PrepareReply,
+    ProposeReply,
+    ProposeRequest,
+    ShardDeltas,
+)
 from shards.node_table import Holding, Kind, NodeTable
 from shards.placement import Choice, Diagnosis, Mask, PlacementPolicy, Placer
 from shards.pod_holds import pod_hold
@@ -21,6 +33,17 @@ from shards.topology_domains import DomainReport, domain_report
 
 __all__ = [
     "CPU",
+    "SELECTORS",
+    "Allocation",
+    "ClaimDemand",
+    "ClaimHold",
+    "ClaimSpec",
+    "DeviceBook",
+    "Held",
+    "NodeDevices",
+    "RequestSpec",
+    "claim_demand",
+    "claim_key",
     "GPU",
     "MEMORY",
     "PODS",

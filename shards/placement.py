@@ -17,7 +17,7 @@ with releasing capacity.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from kai_ray.model import GpuShare
 from shards.constraints import ConstraintMasks
+from shards.dra_devices import Allocation
 from shards.node_table import NodeTable
 from shards.shapes import CPU, GPU, MEMORY, PODS, TaskShape
 
@@ -55,6 +56,7 @@ class Choice:
     pipelined: bool
     shares: tuple[tuple[str, int], ...] = ()  # (GPU group, MiB) for fractions
     create: tuple[str, ...] = ()  # groups that start being shared with this pod
+    devices: Allocation | None = None  # DRA: per claim spec of the shape, the devices it gets
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,8 @@ class Placer:
         admitted = self.masks.admitted(shape.constraints)[pick]
         if allowed is not None:
             admitted = admitted & allowed[pick]
+        if shape.claims:  # DRA: only nodes whose free devices can take every claim
+            admitted = admitted & table.devices.mask(shape.claims, np.arange(len(table))[pick], admitted)
         idle, future_cap = table.idle[pick], table.future[pick]
         request = table.schema.vector(shape.request)
         request[PODS] = 0  # pod slots are checked on their own below, as KAI's predicate does
@@ -129,6 +133,8 @@ class Placer:
         (fits now, fits once releasing pods are gone, MiB per device for a fraction)."""
         table = self.table
         if not self.masks.admitted(shape.constraints)[row]:
+            return False, False, None
+        if shape.claims and not table.devices.fits(row, shape.claims):
             return False, False, None
         request = self._request_list(shape)
         idle, future_cap = table.idle[row].tolist(), table.future[row].tolist()
@@ -243,7 +249,15 @@ class Placer:
         return index
 
     def choose_on(self, row: int, shape: TaskShape, pipeline_only: bool) -> Choice:
-        """The concrete placement on ``row`` (GPU groups for fractions)."""
+        """The concrete placement on ``row`` (GPU groups for fractions, devices for claims)."""
+        choice = self._choose_on(row, shape, pipeline_only)
+        if shape.claims:
+            devices = self.table.devices.allocate(row, shape.claims)
+            waits = devices is not None and self.table.devices.waits(devices)  # devices still releasing
+            choice = replace(choice, devices=devices, pipelined=choice.pipelined or waits)
+        return choice
+
+    def _choose_on(self, row: int, shape: TaskShape, pipeline_only: bool) -> Choice:
         fits_now, _, mib = self.fit_row(shape, row)
         if shape.share is None:
             return Choice(row, pipeline_only or not fits_now)
@@ -317,6 +331,10 @@ class Placer:
         short = remaining & (table.future[:, PODS] < 1 - TOLERANCE)
         if short.any():
             counts["node(s) pod number exceeded"] = int(short.sum())
+            remaining &= ~short
+        if shape.claims:
+            for why, n in table.devices.turned_away(shape.claims, remaining)[0].items():
+                counts[why] = counts.get(why, 0) + n
         return Diagnosis(int(present.sum()), counts, largest)
 
     def explain(self, shape: TaskShape) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from kai_ray.model import Pod, ResourceVector, Topology
+from shards.dra_devices import apply_dra, release_claims, take_claims
 from shards.handover import ShardHandover, give_nodes, take_nodes
 from shards.messages import Placement, PrepareItem, PrepareReply, ProposeReply, ProposeRequest, ShardDeltas
 from shards.node_table import Holding, Kind, NodeTable
@@ -41,6 +42,7 @@ class Shard:
         self.pods: dict[str, Holding] = {}  # what each placed pod holds here
         self.book = ReservationBook()
         self.domain_cache = DomainCache(self.table)
+        self.claim_holds: dict[str, list[str]] = {}  # prepared reservation -> DRA claims it allocated
 
     def run_batch(self, calls: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
         """Several requests in one round trip, in order (queued deltas, then a phase's call)."""
@@ -61,6 +63,8 @@ class Shard:
             self._place_pod(pod)
         for key in deltas.pods_removed:
             self._drop_pod(key)
+        if deltas.devices or deltas.claims:
+            apply_dra(self.table, deltas.devices, deltas.claims)
 
     def _ensure_schema(self, vectors: list[ResourceVector]) -> None:
         names = {n for v in vectors for n in v.scalars} - set(self.table.schema.scalars)
@@ -85,9 +89,9 @@ class Shard:
         hold = pod_hold(self.table, pod)
         current = self.pods.get(pod.key)
         if hold is None:
-            if current is not None and pod.node is None and pod.state.value == "Pending":
-                self._drop_pod(pod.key)  # a failed bind: the pod is pending again
-            elif current is not None and (pod.node is None or pod.node not in self.table.index):
+            # Nothing held here any more: a failed bind (pending again), a pod gone to another
+            # node, or one that finished (Succeeded/Failed keep their node but free it).
+            if current is not None:
                 self._drop_pod(pod.key)
             return
         if (
@@ -167,16 +171,20 @@ class Shard:
                     refused[item.rid] = f"reservation already {existing.state.value}"
                 continue
             holdings: list[Holding] = []
+            claims: list[str] = []
             problem = ""
             for placement in item.placements:
-                problem = self._check_and_hold(placement, holdings)
+                problem = self._check_and_hold(placement, holdings) or take_claims(self.table, placement, claims)
                 if problem:
                     break
             if problem:
                 for holding in reversed(holdings):
                     self.table.release(holding)
+                release_claims(self.table, claims)
                 refused[item.rid] = problem
                 continue
+            if claims:
+                self.claim_holds[item.rid] = claims
             self.book.add(Reservation(item.rid, now + self.ttl, holdings))
             held.append(item.rid)
         return PrepareReply(tuple(held), refused)
@@ -232,6 +240,7 @@ class Shard:
                         self.table.release(previous)
                     self.pods[holding.pod] = holding
                 self.book.resolve(reservation, ReservationState.COMMITTED)
+                self.claim_holds.pop(rid, None)  # the claims stay allocated, as the binder will write
             out[rid] = reservation.state is ReservationState.COMMITTED
         return out
 
@@ -262,6 +271,7 @@ class Shard:
     def _release(self, reservation: Reservation) -> None:
         for holding in reversed(reservation.holdings):
             self.table.release(holding)
+        release_claims(self.table, self.claim_holds.pop(reservation.rid, []))
 
     def reservation_state(self, rid: str) -> str | None:
         reservation = self.book.get(rid)

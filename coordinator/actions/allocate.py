@@ -15,6 +15,7 @@ from coordinator.jobs import Job, Status, Task
 from coordinator.session import SessionState
 from coordinator.statement import Statement
 from shards.placement import Mask
+from shards.shapes import TaskShape
 
 
 def allocate_job(
@@ -38,13 +39,21 @@ def allocate_job(
     if job.tree is not None:
         return _allocate_tree(state, stmt, job, tasks, pipeline_only, allowed, checkpoint)
     for placed, task in enumerate(tasks):
-        choice = state.placer.best_node(task.shape, pipeline_only=pipeline_only, allowed=allowed)
-        if choice is None:
+        problem = state.claim_problem(task)
+        if problem:  # KAI's DRA PreFilter: the pod cannot go anywhere
             if not pipeline_only:
-                job.fit_errors["allocate"] = _task_failure(state, job, task, placed)
+                job.fit_errors["allocate"] = f"pod {task.pod.name}: {problem}"
             stmt.rollback(checkpoint)
             return False
-        stmt.place(task, choice, state.accepted_quota(task, choice.node))
+        shape = state.shape_for(task)
+        choice = state.placer.best_node(shape, pipeline_only=pipeline_only, allowed=allowed)
+        if choice is None:
+            if not pipeline_only:
+                job.fit_errors["allocate"] = _task_failure(state, job, task, placed, shape)
+            stmt.rollback(checkpoint)
+            return False
+        claims = state.claims_of(task) if task.pod.resource_claims else None
+        stmt.place(task, choice, state.accepted_quota(task, choice.node), claims)
     return True
 
 
@@ -65,17 +74,17 @@ def _allocate_tree(
     failure = attempt.failure
     if not pipeline_only:
         if failure.task is not None:
-            why = _task_failure(state, job, failure.task, failure.placed)
+            why = _task_failure(state, job, failure.task, failure.placed, state.shape_for(failure.task))
             job.fit_errors["allocate"] = f"{why} (within {failure.where})" if failure.where else why
         else:
             job.fit_errors["allocate"] = failure.topology or "no node set satisfies the job's topology constraints"
     return False
 
 
-def _task_failure(state: SessionState, job: Job, task_failed: Task, placed: int) -> str:
+def _task_failure(state: SessionState, job: Job, task_failed: Task, placed: int, shape: TaskShape) -> str:
     """KAI's words for a job whose pod found no node (actions/common/allocate.go), so tools and
     runbooks that read KAI's messages read kai-ray's."""
-    why = state.explain(task_failed.shape)
+    why = state.explain(shape)
     pod_set = job.pod_sets.get(task_failed.subgroup)
     minimum = pod_set.min_available if pod_set else 1
     gang = any(ps.min_available > 1 for ps in job.pod_sets.values())

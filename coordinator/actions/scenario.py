@@ -31,6 +31,7 @@ def job_with_tasks(job: Job, tasks: list[Task], min_from_tasks: bool = False) ->
             continue
         pod_sets[name] = PodSet(name, minimum, kept)
     stand_in = Job(job.group, job.queue, pod_sets, job.preemptible, job.priority, cacheable=False)
+    stand_in.boost, stand_in.overrun = job.boost, job.overrun  # its place in the job order
     if job.tree is not None:
         stand_in.tree = clone_tree(job.tree, pod_sets, min_from_tasks)
     return stand_in

@@ -109,10 +109,16 @@ class TreeAllocation:
     # ------------------------------------------------------------------ one pod
     def _place(self, task: Task, candidate: NodeSet) -> bool:
         placer, state = self.state.placer, self.state
+        problem = state.claim_problem(task)
+        if problem:  # KAI's DRA PreFilter: the pod cannot go anywhere
+            self.failure = Failure(topology=f"pod {task.pod.name}: {problem}")
+            return False
+        shape = state.shape_for(task)
         for rows in candidate.parts():
-            choice = best_in(placer, task.shape, rows, self.pipeline_only)
+            choice = best_in(placer, shape, rows, self.pipeline_only)
             if choice is not None:
-                self.stmt.place(task, choice, state.accepted_quota(task, choice.node))
+                claims = state.claims_of(task) if task.pod.resource_claims else None
+                self.stmt.place(task, choice, state.accepted_quota(task, choice.node), claims)
                 self.placed += 1
                 return True
         self.failure = Failure(task=task, placed=self.placed, where=candidate.where)

@@ -127,6 +127,7 @@ async def _scheduler(args: argparse.Namespace, kubeconfig: str) -> None:
         lambda _: in_process_coordinator(config),
         registry,
         Leadership(enabled=False),
+        dra=True,  # the dev cluster serves resource.k8s.io/v1
     )
     try:
         server = await serve(registry, args.metrics_port, lambda: True, lambda: loop.state.synced, "127.0.0.1")

@@ -38,6 +38,23 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default="eviction",
         help="evict through pods/eviction (respects PodDisruptionBudgets) or delete pods",
     )
+    sharing = parser.add_argument_group("GPU sharing (reservation pods, as KAI's binder makes them)")
+    sharing.add_argument("--reservation-namespace", default="kai-resource-reservation", help="where they run")
+    sharing.add_argument(
+        "--reservation-image",
+        default="ghcr.io/nvidia/kai-scheduler/resource-reservation:v0.9.3",
+        help="the image that reports which GPU the reservation pod got (KAI's resource-reservation)",
+    )
+    sharing.add_argument("--reservation-service-account", default="kai-resource-reservation")
+    sharing.add_argument("--reservation-runtime-class", default="nvidia", help="empty: none")
+    sharing.add_argument(
+        "--reservation-timeout", type=float, default=40.0, help="seconds to wait for a reservation pod's GPU index"
+    )
+    parser.add_argument(
+        "--dra",
+        action="store_true",
+        help="Dynamic Resource Allocation: watch resource.k8s.io/v1 slices, classes and claims (Kubernetes 1.34+)",
+    )
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="log every decision (bind, pipeline, evict, pending) in one line"
     )
@@ -62,10 +79,12 @@ def run(args: argparse.Namespace) -> int:
 async def _main(args: argparse.Namespace, config: object) -> int:
     from k8s_adapter.api import connect
     from k8s_adapter.cache import ClusterCache
+    from k8s_adapter.gpu_sharing import ReservationSettings
     from k8s_adapter.health import serve, stalled_after
     from k8s_adapter.leader import Leadership
     from k8s_adapter.metrics import new_registry
     from k8s_adapter.runner import SchedulerLoop
+    from k8s_adapter.usage_feeds import make_feed
     from kai_ray.cli.ports import port_error
     from kai_ray.config import SchedulerConfig
     from kai_ray.runtime import make_coordinator
@@ -82,6 +101,15 @@ async def _main(args: argparse.Namespace, config: object) -> int:
         leadership,
         period=args.period,
         eviction_mode=args.eviction_mode,
+        reservations=ReservationSettings(
+            namespace=args.reservation_namespace,
+            image=args.reservation_image,
+            service_account=args.reservation_service_account,
+            runtime_class=args.reservation_runtime_class,
+            timeout=args.reservation_timeout,
+        ),
+        dra=args.dra,
+        usage=make_feed(config.usageDBConfig, api) if config.usageDBConfig else None,
     )
     try:
         server = await serve(

@@ -10,6 +10,7 @@ from kai_ray.io.documents import iter_objects, parse_documents, read_text
 from kai_ray.io.fairshare_input import FairShareProblem, fairshare_problem_from_mapping, load_fairshare_problem
 from kai_ray.io.fields import ObjectReader, parse_time
 from kai_ray.io.parse_core import parse_node, parse_pod
+from kai_ray.io.parse_dra import parse_device_class, parse_resource_claim, parse_resource_slice
 from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
 from kai_ray.io.parse_topology import parse_topology
 from kai_ray.io.snapshot_loader import load_snapshot, snapshot_from_documents
@@ -24,12 +25,15 @@ __all__ = [
     "load_config",
     "load_fairshare_problem",
     "load_snapshot",
+    "parse_device_class",
     "parse_documents",
     "parse_node",
     "parse_pod",
     "parse_pod_group",
     "parse_priority_class",
     "parse_queue",
+    "parse_resource_claim",
+    "parse_resource_slice",
     "parse_time",
     "parse_topology",
     "read_text",

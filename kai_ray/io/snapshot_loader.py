@@ -18,6 +18,7 @@ from kai_ray import labels as L
 from kai_ray.errors import InputError
 from kai_ray.grouping import WORKLOAD_DOC_KINDS, OwnerRef, implicit_group, top_owner
 from kai_ray.io.documents import iter_objects, parse_documents, read_text
+from kai_ray.io.dra_snapshot import DRA_KINDS, DraReader
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
@@ -50,6 +51,7 @@ def snapshot_from_documents(
     workloads: dict[tuple[str, str, str], Any] = {}  # owner objects, for KAI's per-kind grouping rules
     skipped: Counter[str] = Counter()
     warnings: list[str] = []
+    dra = DraReader()
     for index, doc in iter_objects(documents, source):
         kind = doc.get("kind")
         if not isinstance(kind, str) or not kind:
@@ -58,6 +60,8 @@ def snapshot_from_documents(
         reader = ObjectReader(doc, index)
         if kind == "Node" and api_group == "":
             _put(nodes, reader.name, parse_node(reader), reader, False)
+        elif kind == "Pod" and api_group == "" and L.is_reservation_pod(_labels(doc)):
+            skipped["Pod (GPU reservation)"] += 1
         elif kind == "Pod" and api_group == "":
             pod = parse_pod(reader)
             _put(pods, pod.key, pod, reader, True)
@@ -71,10 +75,13 @@ def snapshot_from_documents(
             _put(classes, reader.name, parse_priority_class(reader), reader, False)
         elif kind == "Topology" and api_group == "kai.scheduler":
             _put(topologies, reader.name, parse_topology(reader), reader, False)
+        elif api_group == "resource.k8s.io" and kind in DRA_KINDS:
+            dra.add(kind, reader)
         else:
             skipped[kind] += 1
             if kind in WORKLOAD_DOC_KINDS and (kind != "Service" or api_group == "serving.knative.dev"):
                 workloads[(reader.namespace, kind, reader.name)] = doc
+    resolved = dra.resolve(pods)
     kept_queues = _valid_queue_tree(queues, warnings)
     groups = _resolve_groups(raw_groups, pods, owners, classes, warnings, scheduler_name, workloads, skipped)
     return ClusterSnapshot(
@@ -85,7 +92,13 @@ def snapshot_from_documents(
         priority_classes=tuple(classes.values()),
         report=LoadReport(dict(sorted(skipped.items())), tuple(warnings)),
         topologies=tuple(topologies.values()),
+        dra=resolved,
     )
+
+
+def _labels(doc: Mapping[str, Any]) -> Mapping[str, str]:
+    labels = (doc.get("metadata") or {}).get("labels") if isinstance(doc.get("metadata"), Mapping) else None
+    return labels if isinstance(labels, Mapping) else {}
 
 
 def _put(store: dict[str, Any], key: str, value: Any, reader: ObjectReader, namespaced: bool) -> None:
@@ -172,6 +185,9 @@ def _resolve_groups(
                 last_start=raw.last_start,
                 min_sub_group=raw.min_sub_group,
                 topology=raw.topology,
+                last_eviction=raw.last_eviction,
+                preemption_delay_seconds=raw.preemption_delay_seconds,
+                expected_runtime_seconds=raw.expected_runtime_seconds,
             )
         )
     groups.extend(_implicit_groups(pods, owners, classes, warnings, scheduler_name, workloads, skipped))

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from kai_ray.model.dra import PodClaim
 from kai_ray.model.resources import ZERO, GpuShare, ResourceVector
 from kai_ray.model.topology import TopologyConstraint
 
@@ -136,6 +137,7 @@ class Pod:
     task_priority: int | None = None
     is_leader: bool = False  # kubeflow master/launcher or ray head: placed first
     priority_class_name: str | None = None
+    resource_claims: tuple[PodClaim, ...] = ()  # DRA: spec.resourceClaims, resolved names where known
 
     @property
     def key(self) -> str:
@@ -175,6 +177,9 @@ class PodGroup:
     stale_since: float | None = None  # kai.scheduler/stale-podgroup-timestamp
     last_start: float | None = None  # kai.scheduler/last-start-timestamp
     uid: str = ""
+    last_eviction: float | None = None  # kai.scheduler/last-eviction-timestamp
+    preemption_delay_seconds: float | None = None  # spec.preemptionDelay: no evicting before it passed
+    expected_runtime_seconds: float | None = None  # kai.scheduler/expected-runtime (beyond KAI)
 
     @property
     def key(self) -> str:
