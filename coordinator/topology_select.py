@@ -189,7 +189,7 @@ class _Chooser:
                     continue
                 picks.append((effective, domain))
         if not picks:
-            return Subset([], self._no_domain_error(levels, ratio, room, order, allowed_roots))
+            return Subset([], self._error(self._closest(levels, ratio, room, order, allowed_roots)))
         own_bands = self._bands(order, valid) if self.preferred is not None else None
         return Subset(self._node_sets(picks, valid, own_bands if own_bands is not None else bands))
 
@@ -328,16 +328,6 @@ class _Chooser:
         whom = f"job <{self.job.key}>" + (f", subgroup {self.scope}" if self.scope else "")
         requirement = constraint.required or "(none)"
         return f"topology {constraint.topology}, requirement {requirement} couldn't be satisfied for {whom}: {detail}"
-
-    def _no_domain_error(
-        self,
-        levels: list[int],
-        ratio: dict[int, Floats],
-        room: dict[int, Floats],
-        order: dict[int, list[int]],
-        anchored: set[int] | None,
-    ) -> str:
-        return self._error(self._closest(levels, ratio, room, order, anchored))
 
     def _closest(
         self,

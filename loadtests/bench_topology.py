@@ -29,7 +29,7 @@ from coordinator.coordinator import Coordinator
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import Topology, TopologyConstraint, TopologyLevel
 from loadtests.baseline import FullScanCoordinator
-from loadtests.bench_gangs import RAY_SHARDS, GangRow, TimedShardSet, in_process, measure, on_ray_actors
+from loadtests.bench_gangs import FOOTER, RAY_SHARDS, GangRow, TimedShardSet, in_process, measure, on_ray_actors
 from loadtests.gang_workload import GangWorkload, gang_workload
 from loadtests.results import BenchRow, bench_main, compare
 
@@ -95,12 +95,7 @@ def run(quick: bool) -> list[BenchRow]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return bench_main(
-        argv,
-        __doc__,
-        run,
-        footer="p99 ms = per gang: from the start of the cycle that first saw the gang until its commit returned",
-    )
+    return bench_main(argv, __doc__, run, footer=FOOTER)
 
 
 if __name__ == "__main__":

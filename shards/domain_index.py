@@ -45,15 +45,8 @@ class DomainIndex(ShapeIndex):
         heapq.heapify(self.heap)
 
     def _sync(self) -> None:
+        fresh = self._changed_rows()
         table = self.placer.table
-        if table.static_epoch != self.epoch:
-            self._build()
-            return
-        log = table.track_changes()
-        if self.cursor == len(log):
-            return
-        fresh = log[self.cursor :]
-        self.cursor = len(log)
         placer, version, name_rank, members = self.placer, table.version, table.name_rank, self.members
         for row in set(fresh):
             if not members[row]:
