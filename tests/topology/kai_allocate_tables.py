@@ -120,17 +120,22 @@ FOUR_IN_TWO_ZONES = {
 }
 
 
-def replicas_tree(
-    root: dict[str, str], replica: dict[str, str], leaves: dict[str, str], names: tuple[str, ...]
-) -> dict[str, Any]:
-    """Two replicas under the root, each with two one-pod leaves named ``names`` (4 names)."""
+REPLICA_LEAVES = ("rep1-sub-a", "rep1-sub-b", "rep2-sub-a", "rep2-sub-b")
+CODEC_LEAVES = ("encoder1", "decoder1", "encoder2", "decoder2")
+
+
+def replicas_job(
+    root: dict[str, str], replica: dict[str, str], leaves: dict[str, str], names: tuple[str, ...] = REPLICA_LEAVES
+) -> Job:
+    """pending_job0 (2 GPUs a pod): two replicas under the root, each with two one-pod leaves
+    named ``names``; ``root``, ``replica`` and ``leaves`` are their constraints' levels."""
     subs = [mid("replica1", **replica), mid("replica2", **replica)]
     for i, name in enumerate(names):
         subs.append(leaf(name, parent=f"replica{i // 2 + 1}", **leaves))
     spec: dict[str, Any] = {"subGroups": subs}
     if root:
         spec["topologyConstraint"] = constraint(**root)
-    return spec
+    return Job("pending_job0", 2, tuple(Pod(subgroup=s) for s in names), spec)
 
 
 CASES = [
@@ -268,17 +273,7 @@ CASES = [
         zone_spine_rack(2, EIGHT_IN_TWO_ZONES),
         [
             Job("running_job0", 2, running("node0")),
-            Job(
-                "pending_job0",
-                2,
-                tuple(Pod(subgroup=s) for s in ("rep1-sub-a", "rep1-sub-b", "rep2-sub-a", "rep2-sub-b")),
-                replicas_tree(
-                    {"required": ZONE},
-                    {"required": SPINE},
-                    {"required": RACK},
-                    ("rep1-sub-a", "rep1-sub-b", "rep2-sub-a", "rep2-sub-b"),
-                ),
-            ),
+            replicas_job({"required": ZONE}, {"required": SPINE}, {"required": RACK}),
         ],
         {"pending_job0-0": "node4", "pending_job0-1": "node5", "pending_job0-2": "node6", "pending_job0-3": "node7"},
     ),
@@ -298,14 +293,7 @@ CASES = [
         FOUR_IN_TWO_ZONES,
         [
             Job("running_job0", 1, running("node0")),
-            Job(
-                "pending_job0",
-                2,
-                tuple(Pod(subgroup=s) for s in ("encoder1", "decoder1", "encoder2", "decoder2")),
-                replicas_tree(
-                    {"preferred": ZONE}, {"preferred": RACK}, {}, ("encoder1", "decoder1", "encoder2", "decoder2")
-                ),
-            ),
+            replicas_job({"preferred": ZONE}, {"preferred": RACK}, {}, CODEC_LEAVES),
         ],
         {"pending_job0-0": "node2", "pending_job0-1": "node2", "pending_job0-2": "node3", "pending_job0-3": "node3"},
     ),
@@ -315,14 +303,7 @@ CASES = [
         FOUR_IN_TWO_ZONES,
         [
             Job("running_job0", 1, running("node0")),
-            Job(
-                "pending_job0",
-                2,
-                tuple(Pod(subgroup=s) for s in ("encoder1", "decoder1", "encoder2", "decoder2")),
-                replicas_tree(
-                    {"preferred": ZONE}, {"required": RACK}, {}, ("encoder1", "decoder1", "encoder2", "decoder2")
-                ),
-            ),
+            replicas_job({"preferred": ZONE}, {"required": RACK}, {}, CODEC_LEAVES),
         ],
         {"pending_job0-0": "node2", "pending_job0-1": "node2", "pending_job0-2": "node3", "pending_job0-3": "node3"},
     ),
@@ -332,17 +313,7 @@ CASES = [
         zone_spine_rack(2, EIGHT_IN_TWO_ZONES),
         [
             Job("running_job0", 2, running("node0")),
-            Job(
-                "pending_job0",
-                2,
-                tuple(Pod(subgroup=s) for s in ("rep1-sub-a", "rep1-sub-b", "rep2-sub-a", "rep2-sub-b")),
-                replicas_tree(
-                    {"preferred": ZONE},
-                    {"required": SPINE},
-                    {},
-                    ("rep1-sub-a", "rep1-sub-b", "rep2-sub-a", "rep2-sub-b"),
-                ),
-            ),
+            replicas_job({"preferred": ZONE}, {"required": SPINE}, {}),
         ],
         {"pending_job0-0": "node4", "pending_job0-1": "node5", "pending_job0-2": "node6", "pending_job0-3": "node7"},
     ),
