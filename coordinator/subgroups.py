@@ -88,7 +88,6 @@ class SubGroupSet:
 class SubGroupTree:
     root: SubGroupSet
     leaf_constraints: dict[str, TopologyConstraint]
-    parents: dict[int, SubGroupSet]  # id(member) -> the set holding it
 
     @property
     def flat(self) -> bool:
@@ -101,26 +100,6 @@ class SubGroupTree:
         if isinstance(member, SubGroupSet):
             return member.constraint
         return self.leaf_constraints.get(member.name)
-
-    def ancestors(self, member: SubGroupSet | PodSet) -> list[SubGroupSet]:
-        out: list[SubGroupSet] = []
-        parent = self.parents.get(id(member))
-        while parent is not None:
-            out.append(parent)
-            parent = self.parents.get(id(parent))
-        return out
-
-    def constraints(self) -> list[TopologyConstraint]:
-        found: list[TopologyConstraint] = list(self.leaf_constraints.values())
-
-        def walk(node: SubGroupSet) -> None:
-            if node.constraint is not None:
-                found.append(node.constraint)
-            for child in node.sets:
-                walk(child)
-
-        walk(self.root)
-        return found
 
 
 def is_met(member: SubGroupSet | PodSet, counter: Counter) -> bool:
@@ -145,7 +124,7 @@ def order_key(member: SubGroupSet | PodSet) -> tuple[int, int, float]:
     return (1, 0, count / threshold)
 
 
-def ordered(node: SubGroupSet, tree: SubGroupTree | None = None) -> list[SubGroupSet | PodSet]:
+def ordered(node: SubGroupSet) -> list[SubGroupSet | PodSet]:
     """Members in KAI's order: sorted stably, so equals keep child sets first, then pod sets, each
     in the spec's order."""
     return sorted(node.members(), key=order_key)
@@ -165,13 +144,11 @@ def needs_tree(group: PodGroup) -> bool:
 def build_tree(group: PodGroup, pod_sets: dict[str, PodSet]) -> SubGroupTree:
     """The tree of ``group`` over its leaves in ``pod_sets`` (a job without sub-groups has one)."""
     root = SubGroupSet("", group.topology, group.min_sub_group)
-    parents: dict[int, SubGroupSet] = {}
     leaf_constraints: dict[str, TopologyConstraint] = {}
     if not group.sub_groups:
         for ps in pod_sets.values():
             root.pod_sets.append(ps)
-            parents[id(ps)] = root
-        return SubGroupTree(root, leaf_constraints, parents)
+        return SubGroupTree(root, leaf_constraints)
     with_children = {s.parent for s in group.sub_groups if s.parent}
     sets: dict[str, SubGroupSet] = {"": root}
     for sub in group.sub_groups:
@@ -181,16 +158,14 @@ def build_tree(group: PodGroup, pod_sets: dict[str, PodSet]) -> SubGroupTree:
         parent = sets[sub.parent or ""]
         if sub.name in sets:
             parent.sets.append(sets[sub.name])
-            parents[id(sets[sub.name])] = parent
         else:
             ps = pod_sets[sub.name]
             parent.pod_sets.append(ps)
-            parents[id(ps)] = parent
             if sub.topology is not None:
                 leaf_constraints[sub.name] = sub.topology
     if group.min_sub_group is None and group.min_member > _requirement(root):
         root.floor = group.min_member
-    return SubGroupTree(root, leaf_constraints, parents)
+    return SubGroupTree(root, leaf_constraints)
 
 
 def _requirement(node: SubGroupSet) -> int:
@@ -203,19 +178,17 @@ def clone_tree(tree: SubGroupTree, pod_sets: dict[str, PodSet], min_from_tasks: 
     """The same tree over a stand-in's pod sets (KAI's CloneWithTasks). With ``min_from_tasks`` the
     stand-in asks only for what it holds: empty members go, minimums shrink to what is left."""
 
-    def copy(node: SubGroupSet, parents: dict[int, SubGroupSet]) -> SubGroupSet | None:
+    def copy(node: SubGroupSet) -> SubGroupSet | None:
         new = SubGroupSet(node.name, node.constraint, node.min_sub_group)
         for child in node.sets:
-            copied = copy(child, parents)
+            copied = copy(child)
             if copied is not None:
                 new.sets.append(copied)
-                parents[id(copied)] = new
         for ps in node.pod_sets:
             kept = pod_sets.get(ps.name)
             if kept is None or (min_from_tasks and not kept.tasks):
                 continue
             new.pod_sets.append(kept)
-            parents[id(kept)] = new
         if min_from_tasks:
             members = len(new.sets) + len(new.pod_sets)
             if not members and node is not tree.root:
@@ -226,10 +199,9 @@ def clone_tree(tree: SubGroupTree, pod_sets: dict[str, PodSet], min_from_tasks: 
             new.floor = node.floor
         return new
 
-    parents: dict[int, SubGroupSet] = {}
-    root = copy(tree.root, parents)
+    root = copy(tree.root)
     assert root is not None
-    return SubGroupTree(root, tree.leaf_constraints, parents)
+    return SubGroupTree(root, tree.leaf_constraints)
 
 
 # ---------------------------------------------------------------------- which pods to place
@@ -252,7 +224,7 @@ def collect(tree: SubGroupTree, real: bool) -> list[Task]:
 
 
 def _leaves_in_order(node: SubGroupSet, tree: SubGroupTree) -> Iterable[PodSet]:
-    for member in ordered(node, tree):
+    for member in ordered(node):
         if isinstance(member, SubGroupSet):
             yield from _leaves_in_order(member, tree)
         else:
@@ -260,7 +232,7 @@ def _leaves_in_order(node: SubGroupSet, tree: SubGroupTree) -> Iterable[PodSet]:
 
 
 def _collect_set(node: SubGroupSet, tree: SubGroupTree, real: bool) -> list[Task]:
-    children = ordered(node, tree)
+    children = ordered(node)
     if not _members_met(node):
         tasks: list[Task] = []
         for child in children[: node.threshold()]:

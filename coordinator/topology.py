@@ -165,12 +165,6 @@ class TopologyView:
             out[:, column] = np.bincount(bins, weights=values[:, column], minlength=size + 1)[:size]
         return out
 
-    def counts(self, level: int, rows: Mask, values: Floats) -> Floats:
-        """Per domain of ``level``, the sum of a per-row count over ``rows``."""
-        size = self.size(level)
-        out: Floats = np.bincount(self._bins(level, rows), weights=values, minlength=size + 1)[:size].astype(float)
-        return out
-
 
 RowValues = Callable[[NodeTable, Ints], Floats]  # per row (of those given), a few values
 

@@ -63,7 +63,7 @@ class TreeAllocation:
         return False
 
     def _members(self, node: SubGroupSet, tasks: list[Task], candidate: NodeSet) -> bool:
-        for member in ordered(node, self.tree):
+        for member in ordered(node):
             if isinstance(member, SubGroupSet):
                 names = {ps.name for ps in member.leaves()}
                 mine = [t for t in tasks if _leaf(t, self.job) in names]
