@@ -38,7 +38,11 @@ def signature(job: Job) -> Hashable:
     for pod_set in job.pod_sets.values():
         pods = {(t.shape.constraints, t.pod.priority_class_name) for t in pod_set.tasks}
         per_set.append(tuple(sorted(pods, key=repr)))
-    return (job.priority, tuple(sorted(per_set, key=repr)))
+    # Topology constraints narrow where the pods may go just as selectors do (KAI hashes them into
+    # its pod-set signatures): jobs that differ in them never stand in for each other.
+    group = job.group
+    topology = (group.topology, tuple((s.name, s.parent, s.min_sub_group, s.topology) for s in group.sub_groups))
+    return (job.priority, tuple(sorted(per_set, key=repr)), topology if job.tree is not None else None)
 
 
 def _request(task: Task) -> Request:
