@@ -8,7 +8,7 @@ from dataclasses import replace
 from coordinator.dra_model import DraModel
 from coordinator.dra_session import ClaimGrant
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.model import ClusterSnapshot, DraObjects, Node, Pod, PodGroup, PodState, Queue
+from kai_ray.model import ClusterSnapshot, DraObjects, Node, Pod, PodGroup, PodState, Queue, Topology
 
 
 class ClusterModel:
@@ -18,6 +18,7 @@ class ClusterModel:
         self.pods: dict[str, Pod] = {}
         self.pod_groups: dict[str, PodGroup] = {}
         self.queues: dict[str, Queue] = {}
+        self.topologies: dict[str, Topology] = {}
         self.queue_usage: dict[str, tuple[float, float, float]] = {}
         self.dra = DraModel()  # ResourceSlices, DeviceClasses, ResourceClaims
         self.assumed_claims: dict[str, tuple[str, ...]] = {}  # pod -> claims its committed bind allocated
@@ -48,6 +49,10 @@ class ClusterModel:
             self.pod_groups[group.key] = group
         for key in deltas.pod_groups_removed:
             self.pod_groups.pop(key, None)
+        for topology in deltas.topologies_upserted:
+            self.topologies[topology.name] = topology
+        for name in deltas.topologies_removed:
+            self.topologies.pop(name, None)
         if deltas.queue_usage is not None:
             self.queue_usage = dict(deltas.queue_usage)
         return replace(deltas, pods_upserted=pods)
@@ -71,6 +76,7 @@ class ClusterModel:
             pods=tuple(self.pods.values()),
             pod_groups=tuple(self.pod_groups.values()),
             queues=tuple(self.queues.values()),
+            topologies=tuple(self.topologies.values()),
             dra=self.dra.objects() if self.dra else DraObjects(),
             queue_usage=self.queue_usage,
         )

@@ -31,6 +31,7 @@ from coordinator.search_backoff import SearchBackoff
 from coordinator.session import SessionState, open_session, rebase_session
 from coordinator.shard_set import ShardSet
 from coordinator.statement import Statement
+from coordinator.topology import SessionDomains, wanted_topologies
 from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import Pod
@@ -132,9 +133,17 @@ class Coordinator:
         names = tuple(self.config.effective_actions if actions is None else actions)
         snapshot = self.model.snapshot()
         stats = CycleStats()
-        table, diagnoses = self._candidate_table(stats, DraView.of(snapshot.dra, ()) if snapshot.dra else None)
+        topologies = wanted_topologies(snapshot, self.config.schedulerName)
+        if topologies:  # topology-constrained gangs choose among domains: they need every node's row
+            table, diagnoses = self._full_table(), dict[TaskShape, Diagnosis]()
+            stats.full_table = True
+            stats.candidate_nodes = len(table)
+        else:
+            table, diagnoses = self._candidate_table(stats, DraView.of(snapshot.dra, ()) if snapshot.dra else None)
         state = open_session(snapshot, self.config, now, table, self.placer_type)
         state.remote_diagnoses = diagnoses
+        if topologies:
+            state.domains = SessionDomains.from_reports(topologies, self.shards.domains(topologies))
         state.search_paused = self.search_backoff.paused(now)
         state.search_reasons = self.search_backoff.reasons(state.search_paused)
         stmt = Statement(state.table, state.queues, state.jobs_by_task)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from kai_ray.deltas import ClusterDeltas
+from kai_ray.model import Topology
 from shards import partitioner
 from shards.messages import (
     ClaimHold,
@@ -24,6 +25,7 @@ from shards.messages import (
 )
 from shards.rows import NodeRows
 from shards.shard import Shard
+from shards.topology_domains import DomainReport
 
 Call = tuple[int, str, tuple[Any, ...]]
 
@@ -159,6 +161,10 @@ class ShardSet:
 
     def rows(self) -> list[NodeRows]:
         return self._run([(sid, "rows", ()) for sid in self.ids])
+
+    def domains(self, topologies: Sequence[Topology]) -> list[list[DomainReport]]:
+        """Each shard's report of its nodes' domains, one per Topology asked for."""
+        return self._run([(sid, "domains", (list(topologies),)) for sid in self.ids])
 
     def prepare(self, items: dict[int, list[PrepareItem]], now: float) -> dict[int, PrepareReply]:
         shards = sorted(items)

@@ -8,6 +8,7 @@ a module.
 
 from shards import partitioner
 from shards.constraints import tolerates_all
+from shards.domain_index import Rows, best_in
 from shards.dra_cel import SELECTORS
 from shards.dra_demand import ClaimDemand, ClaimSpec, RequestSpec, claim_demand, claim_key
 from shards.dra_devices import Allocation, DeviceBook, Held
@@ -28,6 +29,7 @@ from shards.rows import NodeRows, merge_rows, table_from_rows
 from shards.shape_index import ShapeIndex
 from shards.shapes import CPU, GPU, MEMORY, PODS, Constraints, ResourceSchema, TaskShape
 from shards.shard import Shard
+from shards.topology_domains import DomainReport, domain_report
 
 __all__ = [
     "CPU",
@@ -48,6 +50,7 @@ __all__ = [
     "Choice",
     "Constraints",
     "Diagnosis",
+    "DomainReport",
     "Holding",
     "Kind",
     "Mask",
@@ -61,10 +64,13 @@ __all__ = [
     "ProposeReply",
     "ProposeRequest",
     "ResourceSchema",
+    "Rows",
     "ShapeIndex",
     "Shard",
     "ShardDeltas",
     "TaskShape",
+    "best_in",
+    "domain_report",
     "merge_rows",
     "partitioner",
     "pod_hold",

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from kai_ray.model import Pod, ResourceVector
+from kai_ray.model import Pod, ResourceVector, Topology
 from shards.dra_devices import apply_dra, release_claims, take_claims
 from shards.handover import ShardHandover, give_nodes, take_nodes
 from shards.messages import Placement, PrepareItem, PrepareReply, ProposeReply, ProposeRequest, ShardDeltas
@@ -22,6 +22,7 @@ from shards.pod_holds import pod_hold
 from shards.reservations import Reservation, ReservationBook, ReservationState
 from shards.rows import NodeRows, export_rows
 from shards.shapes import CPU, GPU, MEMORY, PODS, ResourceSchema
+from shards.topology_domains import DomainCache, DomainReport
 
 TOLERANCE = 1e-6
 
@@ -40,6 +41,7 @@ class Shard:
         self.ttl = reservation_ttl
         self.pods: dict[str, Holding] = {}  # what each placed pod holds here
         self.book = ReservationBook()
+        self.domain_cache = DomainCache(self.table)
         self.claim_holds: dict[str, list[str]] = {}  # prepared reservation -> DRA claims it allocated
 
     def run_batch(self, calls: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
@@ -133,6 +135,10 @@ class Shard:
         sent[list(picked)] = True
         diagnoses = tuple(self.placer.diagnose(shape, exclude=sent) for shape in request.shapes)
         return ProposeReply(export_rows(table, sorted(picked)), tuple(ranked), self.totals(), len(table), diagnoses)
+
+    def domains(self, topologies: Sequence[Topology]) -> list[DomainReport]:
+        """This shard's nodes' domains in each Topology (the coordinator merges every shard's)."""
+        return [self.domain_cache.report(topology) for topology in topologies]
 
     def totals(self) -> tuple[float, float, float]:
         usable = self.table.present & self.table.ready

@@ -9,6 +9,7 @@ that still have pods to place go back into the order and get one more pod per tu
 
 from __future__ import annotations
 
+from coordinator.actions.topology_allocate import TreeAllocation
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job, Status, Task
 from coordinator.session import SessionState
@@ -35,6 +36,8 @@ def allocate_job(
             job.fit_errors["allocate"] = f"{verdict.reason}: {verdict.message}"
         return False
     checkpoint = stmt.checkpoint()
+    if job.tree is not None:
+        return _allocate_tree(state, stmt, job, tasks, pipeline_only, allowed, checkpoint)
     for placed, task in enumerate(tasks):
         problem = state.claim_problem(task)
         if problem:  # KAI's DRA PreFilter: the pod cannot go anywhere
@@ -55,6 +58,30 @@ def allocate_job(
         claims = state.claims_of(task) if task.pod.resource_claims else None
         stmt.place(task, choice, state.accepted_quota(task, choice.node), claims)
     return True
+
+
+def _allocate_tree(
+    state: SessionState,
+    stmt: Statement,
+    job: Job,
+    tasks: list[Task],
+    pipeline_only: bool,
+    allowed: Mask | None,
+    checkpoint: int,
+) -> bool:
+    """A job with a sub-group tree or topology constraints (coordinator/actions/topology_allocate.py)."""
+    attempt = TreeAllocation(state, stmt, job, pipeline_only)
+    if attempt.run(tasks, allowed):
+        return True
+    stmt.rollback(checkpoint)
+    failure = attempt.failure
+    if not pipeline_only:
+        if failure.task is not None:
+            why = _task_failure(state, job, failure.task, failure.placed, state.shape_for(failure.task))
+            job.fit_errors["allocate"] = f"{why} (within {failure.where})" if failure.where else why
+        else:
+            job.fit_errors["allocate"] = failure.topology or "no node set satisfies the job's topology constraints"
+    return False
 
 
 def _task_failure(state: SessionState, job: Job, task_failed: Task, placed: int, shape: TaskShape) -> str:

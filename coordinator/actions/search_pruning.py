@@ -48,7 +48,11 @@ def signature(job: Job) -> Hashable:
             if not t.original_status.active_allocated
         )
         per_set.append(tuple(waiting))
-    return tuple(sorted(per_set))
+    # Topology constraints narrow where the pods may go just as selectors do (KAI hashes them into
+    # its pod-set signatures): jobs that differ in them never stand in for each other.
+    group = job.group
+    topology = (group.topology, tuple((s.name, s.parent, s.min_sub_group, s.topology) for s in group.sub_groups))
+    return (tuple(sorted(per_set)), topology if job.tree is not None else None)
 
 
 def _request(task: Task) -> Request:

@@ -12,6 +12,7 @@ from kai_ray.io.fields import ObjectReader, parse_time
 from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_dra import parse_device_class, parse_resource_claim, parse_resource_slice
 from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
+from kai_ray.io.parse_topology import parse_topology
 from kai_ray.io.snapshot_loader import load_snapshot, snapshot_from_documents
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "parse_resource_claim",
     "parse_resource_slice",
     "parse_time",
+    "parse_topology",
     "read_text",
     "snapshot_from_documents",
 ]

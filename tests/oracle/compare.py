@@ -174,7 +174,8 @@ def check(oracle: Oracle, case: Case, reruns: int = 10) -> tuple[str, list[str],
     KAI's own decisions can vary from run to run (it walks Go maps in places, e.g. the nodes
     of a victim job, where a pending pod adds an empty node name), so a disagreement is re-run
     through KAI up to ``reruns`` times: if any run decides as kai-ray did, the verdict is
-    "kai-varies" (kai-ray gave one of KAI's answers). A disagreement a deliberate difference explains is "deliberate:<name>".
+    "kai-varies" (kai-ray gave one of KAI's answers). A disagreement a deliberate difference
+    explains is "deliberate:<name>".
     "kai-hang": KAI's session did not end (its v0.12 victim search can loop); "kai-crash":
     KAI's code panicked."""
     ray = run_case(case)
