@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from realcluster.build import GoMissing, cache_root, go_version
+
 HERE = Path(__file__).resolve().parent
 BUILD_FLAGS = ("-trimpath", "-ldflags=-s -w")
 
@@ -44,14 +46,6 @@ class OracleCrash(RuntimeError):
     """The harness process died on a case (a Go panic in KAI's code); the message ends with its log."""
 
 
-def cache_root() -> Path:
-    explicit = os.environ.get("KAI_RAY_CACHE")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "kai-ray"
-
-
 def _go() -> str:
     go = shutil.which("go")
     if go is None:
@@ -60,10 +54,10 @@ def _go() -> str:
 
 
 def _go_version(go: str) -> str:
-    done = subprocess.run([go, "env", "GOVERSION", "GOOS", "GOARCH"], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise OracleUnavailable(f"`go env` failed: {done.stderr.strip()[-200:]}")
-    return " ".join(done.stdout.split())
+    try:
+        return go_version(go)  # the e2e tier's: same cache rules, same key ingredients
+    except GoMissing as error:
+        raise OracleUnavailable(str(error)) from None
 
 
 def source_files() -> list[Path]:
