@@ -52,6 +52,9 @@ def allocate_job(
                 job.fit_errors["allocate"] = _task_failure(state, job, task, placed, shape)
             stmt.rollback(checkpoint)
             return False
+        if pipeline_only and stmt.is_back_home(task, choice):
+            stmt.unevict(task)  # KAI: a victim put back where it ran was not moved, it keeps running
+            continue
         claims = state.claims_of(task) if task.pod.resource_claims else None
         stmt.place(task, choice, state.accepted_quota(task, choice.node), claims)
     return True

@@ -20,13 +20,20 @@ from kai_ray.grouping import WORKLOAD_DOC_KINDS, OwnerRef, implicit_group, top_o
 from kai_ray.io.documents import iter_objects, parse_documents, read_text
 from kai_ray.io.dra_snapshot import DRA_KINDS, DraReader
 from kai_ray.io.fields import ObjectReader
+from kai_ray.io.kai_snapshot import is_kai_snapshot, read_kai_snapshot
 from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
 from kai_ray.io.parse_topology import parse_topology
-from kai_ray.model import ClusterSnapshot, LoadReport, Node, Pod, PodGroup, PriorityClass, Queue, Topology
+from kai_ray.model import ClusterSnapshot, LoadReport, Node, Pod, PodGroup, PodState, PriorityClass, Queue, Topology
 
 
 def load_snapshot(path: str | Path, scheduler_name: str = L.DEFAULT_SCHEDULER_NAME) -> ClusterSnapshot:
+    """A List or stream of manifests; a KAI ``/get-snapshot`` ZIP is read with its objects (its
+    configuration is the caller's business: ``kai_ray.io.kai_snapshot``)."""
+    if is_kai_snapshot(path):
+        kai = read_kai_snapshot(path)
+        snapshot = snapshot_from_documents(kai.documents, str(path), scheduler_name)
+        return replace(snapshot, report=replace(snapshot.report, warnings=(*kai.warnings, *snapshot.report.warnings)))
     text = read_text(path)
     documents = parse_documents(text, str(path))
     if not documents:
@@ -47,6 +54,7 @@ def snapshot_from_documents(
     raw_groups: dict[str, RawPodGroup] = {}
     queues: dict[str, Queue] = {}
     classes: dict[str, PriorityClass] = {}
+    binding: dict[str, tuple[str, tuple[str, ...]]] = {}  # pod -> (node, GPU groups) of its BindRequest
     topologies: dict[str, Topology] = {}
     workloads: dict[tuple[str, str, str], Any] = {}  # owner objects, for KAI's per-kind grouping rules
     skipped: Counter[str] = Counter()
@@ -73,6 +81,10 @@ def snapshot_from_documents(
             _put(raw_groups, f"{group.namespace}/{group.name}", group, reader, True)
         elif kind == "PriorityClass" and api_group == "scheduling.k8s.io":
             _put(classes, reader.name, parse_priority_class(reader), reader, False)
+        elif kind == "BindRequest" and api_group == "scheduling.run.ai":
+            request = _bind_request(reader)
+            if request is not None:
+                binding[request[0]] = request[1]
         elif kind == "Topology" and api_group == "kai.scheduler":
             _put(topologies, reader.name, parse_topology(reader), reader, False)
         elif api_group == "resource.k8s.io" and kind in DRA_KINDS:
@@ -81,6 +93,7 @@ def snapshot_from_documents(
             skipped[kind] += 1
             if kind in WORKLOAD_DOC_KINDS and (kind != "Service" or api_group == "serving.knative.dev"):
                 workloads[(reader.namespace, kind, reader.name)] = doc
+    _apply_bind_requests(pods, binding)
     resolved = dra.resolve(pods)
     kept_queues = _valid_queue_tree(queues, warnings)
     groups = _resolve_groups(raw_groups, pods, owners, classes, warnings, scheduler_name, workloads, skipped)
@@ -105,6 +118,25 @@ def _put(store: dict[str, Any], key: str, value: Any, reader: ObjectReader, name
     if key in store:
         raise reader.fail("metadata.name", "appears twice in the snapshot", namespaced)
     store[key] = value
+
+
+def _bind_request(reader: ObjectReader) -> tuple[str, tuple[str, tuple[str, ...]]] | None:
+    """A BindRequest KAI's binder has not failed: (pod key, (selected node, selected GPU groups))."""
+    if reader.get("status.phase") == "Failed":
+        return None
+    pod, node = reader.get("spec.podName"), reader.get("spec.selectedNode")
+    if not pod or not node:
+        raise reader.fail("spec.selectedNode" if pod else "spec.podName", "missing")
+    groups = tuple(str(g) for g in reader.sequence("spec.selectedGPUGroups"))
+    return f"{reader.namespace}/{pod}", (str(node), groups)
+
+
+def _apply_bind_requests(pods: dict[str, Pod], binding: Mapping[str, tuple[str, tuple[str, ...]]]) -> None:
+    """KAI holds a pod's place from its BindRequest until the pod is bound: the pod is Binding there."""
+    for key, (node, groups) in binding.items():
+        pod = pods.get(key)
+        if pod is not None and pod.state is PodState.PENDING:
+            pods[key] = replace(pod, state=PodState.BINDING, node=node, gpu_groups=groups or pod.gpu_groups)
 
 
 def _owner_refs(reader: ObjectReader) -> tuple[OwnerRef, ...]:
