@@ -46,7 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 REAL_PARAMS = {"real", "real-etcd"}
-REAL_FIXTURES = {"real", "real_cluster", "etcd_watch_cluster", "binaries"}
+REAL_FIXTURES = {"real", "real_cluster", "etcd_watch_cluster", "binaries", "prometheus_binary"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

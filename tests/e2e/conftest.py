@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,15 @@ def binaries() -> Path:
         return ensure_built()
     except BuildFailed as failed:
         pytest.exit(str(failed), returncode=1)
+
+
+@pytest.fixture(scope="session")
+def prometheus_binary() -> str:
+    """The e2e tier's Prometheus server (Debian's package; .ci/run installs it)."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.fail("the e2e tier needs a prometheus binary: apt-get install prometheus", pytrace=False)
+    return binary
 
 
 def real_options() -> ClusterOptions:
