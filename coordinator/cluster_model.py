@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
+from coordinator.dra_model import DraModel
+from coordinator.dra_session import ClaimGrant
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.model import ClusterSnapshot, Node, Pod, PodGroup, PodState, Queue
+from kai_ray.model import ClusterSnapshot, DraObjects, Node, Pod, PodGroup, PodState, Queue, Topology
 
 
 class ClusterModel:
@@ -16,12 +19,20 @@ class ClusterModel:
         self.pod_groups: dict[str, PodGroup] = {}
         self.queues: dict[str, Queue] = {}
         self.unusable_queues: dict[str, str] = {}  # left out of the tree: name -> why
+        self.topologies: dict[str, Topology] = {}
+        self.queue_usage: dict[str, tuple[float, float, float]] = {}
+        self.dra = DraModel()  # ResourceSlices, DeviceClasses, ResourceClaims
+        self.assumed_claims: dict[str, tuple[str, ...]] = {}  # pod -> claims its committed bind allocated
 
     def apply(self, deltas: ClusterDeltas) -> ClusterDeltas:
         """Take in changes; returns them as the shards must see them (assumed binds kept)."""
         pods = tuple(self._keep_assumption(pod) for pod in deltas.pods_upserted)
         arriving = {n.name for n in deltas.nodes_upserted if n.name not in self.nodes}
+        if deltas.dra:
+            self.dra.apply(deltas.dra)
         for node in deltas.nodes_upserted:
+            if node.name not in self.nodes:
+                self.dra.node_added(node.name)
             self.nodes[node.name] = node
         if arriving:
             pods += self._pods_on(arriving, {p.key for p in pods})
@@ -32,6 +43,8 @@ class ClusterModel:
         for key in deltas.pods_removed:
             self.pods.pop(key, None)
             self.assumed.pop(key, None)
+            for claim in self.assumed_claims.pop(key, ()):
+                self.dra.forget(claim)
         for queue in deltas.queues_upserted:
             self.queues[queue.name] = queue
         for name in deltas.queues_removed:
@@ -42,6 +55,12 @@ class ClusterModel:
             self.pod_groups[group.key] = group
         for key in deltas.pod_groups_removed:
             self.pod_groups.pop(key, None)
+        for topology in deltas.topologies_upserted:
+            self.topologies[topology.name] = topology
+        for name in deltas.topologies_removed:
+            self.topologies.pop(name, None)
+        if deltas.queue_usage is not None:
+            self.queue_usage = dict(deltas.queue_usage)
         return replace(deltas, pods_upserted=pods)
 
     def _pods_on(self, nodes: set[str], skip: set[str]) -> tuple[Pod, ...]:
@@ -69,13 +88,23 @@ class ClusterModel:
             pod_groups=tuple(self.pod_groups.values()),
             queues=tuple(self.queues.values()),
             unusable_queues=self.unusable_queues,
+            topologies=tuple(self.topologies.values()),
+            dra=self.dra.objects() if self.dra else DraObjects(),
+            queue_usage=self.queue_usage,
         )
 
-    def assume_bound(self, key: str, node: str, gpu_groups: tuple[str, ...]) -> Pod | None:
-        """Record a committed bind before the watch confirms it, so it is not placed twice."""
+    def assume_bound(
+        self, key: str, node: str, gpu_groups: tuple[str, ...], claims: Sequence[ClaimGrant] = ()
+    ) -> Pod | None:
+        """Record a committed bind before the watch confirms it, so it is not placed twice; the
+        claims it allocates count as allocated until the watch shows what the binder wrote."""
         pod = self.pods.get(key)
         if pod is None:
             return None
+        for grant in claims:
+            self.dra.assume(grant.claim, grant.allocation)
+        if claims:
+            self.assumed_claims[key] = tuple(g.claim for g in claims)
         assumed = replace(pod, state=PodState.BINDING, node=node, gpu_groups=gpu_groups)
         self.pods[key] = self.assumed[key] = assumed
         return assumed
@@ -84,18 +113,10 @@ class ClusterModel:
         """A bind failed: the pod is pending again."""
         pod = self.pods.get(key)
         self.assumed.pop(key, None)
+        for claim in self.assumed_claims.pop(key, ()):
+            self.dra.forget(claim)
         if pod is None or pod.state is not PodState.BINDING:
             return None
         pending = replace(pod, state=PodState.PENDING, node=None, gpu_groups=())
         self.pods[key] = pending
         return pending
-
-    def set_last_start(self, key: str, when: float) -> None:
-        group = self.pod_groups.get(key)
-        if group is not None:
-            self.pod_groups[key] = replace(group, last_start=when)
-
-    def set_stale_since(self, key: str, when: float | None) -> None:
-        group = self.pod_groups.get(key)
-        if group is not None and group.stale_since != when:
-            self.pod_groups[key] = replace(group, stale_since=when)

@@ -11,11 +11,14 @@ import enum
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kai_ray.model import Pod, PodGroup, PodState
 from shards.node_table import Holding
 from shards.shapes import TaskShape
+
+if TYPE_CHECKING:
+    from coordinator.subgroups import SubGroupTree
 
 DEFAULT_SUBGROUP = "default"
 T = TypeVar("T")
@@ -71,6 +74,7 @@ class Task:
     original_status: Status = Status.PENDING
     original_node: str | None = None
     accepted: tuple[float, float, float] = (0.0, 0.0, 0.0)  # queue quota it holds: gpu, cpu, memory
+    claims: tuple[Any, ...] = ()  # DRA claims this session allocated for it (dra_session.ClaimGrant)
 
     @property
     def key(self) -> str:
@@ -136,9 +140,12 @@ class Job:
     priority: int
     fit_errors: dict[str, str] = field(default_factory=dict)  # action -> why it could not place the job
     stale_since: float | None = None
+    boost: int = 0  # aging: priority steps gained while waiting (``job_timers``; 0 unless configured)
+    overrun: bool = False  # ran past its expected runtime (``job_timers``; only with a runtime policy)
     version: int = 0  # bumped whenever one of its tasks changes status (caches below key on it)
     cacheable: bool = True  # stand-ins for part of a job are not versioned: they never cache
     _cache: dict[object, tuple[int, object]] = field(default_factory=dict)
+    tree: SubGroupTree | None = None  # sub-group tree and topology constraints (coordinator/subgroups.py)
 
     def cached(self, key: object, compute: Callable[[], T]) -> T:
         if not self.cacheable:
@@ -172,17 +179,31 @@ class Job:
                 at_min = False
         return 1 if at_min else 2
 
-    def order_key(self) -> tuple[int, int, float, str]:
-        """KAI's job order inside a queue: priority, elastic state, age, then uid/name."""
-        return (-self.priority, self.elastic_state(), self.group.created, self.group.uid or self.key)
+    def order_key(self) -> tuple[bool, int, int, float, str]:
+        """KAI's job order inside a queue: priority, elastic state, age, then uid/name. Overrun jobs
+        go last (so first as victims) and aging adds to the priority; both are off by default."""
+        return (
+            self.overrun,
+            -(self.priority + self.boost),
+            self.elastic_state(),
+            self.group.created,
+            self.group.uid or self.key,
+        )
 
     def has_pending(self) -> bool:
         return self.cached("has_pending", lambda: any(t.status is Status.PENDING for t in self.tasks))
 
     def ready_for_scheduling(self) -> bool:
+        if self.tree is not None and not self.tree.flat:
+            return self.cached("ready", self.tree.root.ready)
         return self.cached("ready", lambda: all(ps.alive >= ps.min_available for ps in self.pod_sets.values()))
 
     def gang_satisfied(self) -> bool:
+        if self.tree is not None and not self.tree.flat:
+            from coordinator.subgroups import used
+
+            tree = self.tree
+            return self.cached("gang", lambda: tree.root.met(used))
         return self.cached("gang", lambda: all(ps.gang_satisfied() for ps in self.pod_sets.values()))
 
     def active_used(self) -> int:
@@ -213,6 +234,10 @@ class Job:
         return self.cached(("to_allocate", real), lambda: self._tasks_to_allocate(real))
 
     def _tasks_to_allocate(self, real: bool) -> list[Task]:
+        if self.tree is not None and not self.tree.flat:
+            from coordinator.subgroups import collect
+
+            return collect(self.tree, real)
         sets = sorted(self.pod_sets.values(), key=PodSet.order_key)
         unsatisfied = sum(1 for ps in sets if ps.active_allocated < ps.min_available)
         max_sets = unsatisfied if unsatisfied else 1
@@ -233,6 +258,11 @@ class Job:
     def tasks_to_evict(self) -> tuple[list[Task], bool]:
         """KAI's GetTasksToEvict: one surplus pod of an elastic job, else the whole gang;
         plus whether the job keeps other allocated pods after that."""
+        if self.tree is not None and not self.tree.flat:
+            from coordinator.subgroups import evictable
+
+            picked = evictable(self.tree)
+            return picked, len(picked) < self.active_allocated()
         # Only pod sets with something allocated can give pods back: an empty optional sub-group
         # (minimum 0) sorts first here, and choosing it would offer no victim while still
         # reporting more to come, so the victims queue would offer the same job forever.

@@ -1,8 +1,8 @@
 """The coordinator's side of the shards: who owns which node, and one batched call per shard.
 
 ``ShardBackend`` is the single seam for remote calls: ``InProcessShards`` calls plain
-``Shard`` objects (tests, ``kai-ray schedule``); ``shards.actor.RayShards`` sends the same
-calls to Ray actors, all shards at once. Nothing else in the coordinator touches Ray.
+``Shard`` objects (tests, ``kai-ray schedule``); ``RayShards`` in ``kai_ray/actors.py`` sends
+the same calls to Ray actors, all shards at once. Nothing else in the coordinator touches Ray.
 """
 
 from __future__ import annotations
@@ -12,10 +12,20 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from kai_ray.deltas import ClusterDeltas
+from kai_ray.model import Topology
 from shards import partitioner
-from shards.messages import PrepareItem, PrepareReply, ProposeReply, ProposeRequest, ShardDeltas
+from shards.messages import (
+    ClaimHold,
+    NodeDevices,
+    PrepareItem,
+    PrepareReply,
+    ProposeReply,
+    ProposeRequest,
+    ShardDeltas,
+)
 from shards.rows import NodeRows
 from shards.shard import Shard
+from shards.topology_domains import DomainReport
 
 Call = tuple[int, str, tuple[Any, ...]]
 
@@ -94,7 +104,11 @@ class ShardSet:
         return self.backend.call_many(calls) if calls else []
 
     # ------------------------------------------------------------------ deltas
-    def apply(self, deltas: ClusterDeltas) -> None:
+    def apply(
+        self, deltas: ClusterDeltas, devices: Sequence[NodeDevices] = (), holds: Sequence[ClaimHold] = ()
+    ) -> None:
+        """Route changes to the shards owning their nodes; ``devices`` and ``holds`` are the DRA
+        ones (coordinator/dra_model.py), routed the same way after the nodes."""
         ids = self.ids
         per_shard: dict[int, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
         for node in deltas.nodes_upserted:
@@ -126,6 +140,12 @@ class ShardSet:
             self.pod_node.pop(key, None)
             if previous is not None:
                 per_shard[previous]["pods_removed"].append(key)
+        for node_name, listed in devices:
+            if node_name in self.owner:
+                per_shard[self.owner[node_name]]["devices"].append((node_name, listed))
+        for hold in holds:  # a hold whose node no shard owns (network devices) goes to every shard
+            for shard in [self.owner[hold[1]]] if hold[1] in self.owner else ids if hold[1] is None else []:
+                per_shard[shard]["claims"].append(hold)
         for shard, parts in per_shard.items():
             message = ShardDeltas(**{k: tuple(v) for k, v in parts.items()})
             if message:
@@ -141,6 +161,10 @@ class ShardSet:
 
     def rows(self) -> list[NodeRows]:
         return self._run([(sid, "rows", ()) for sid in self.ids])
+
+    def domains(self, topologies: Sequence[Topology]) -> list[list[DomainReport]]:
+        """Each shard's report of its nodes' domains, one per Topology asked for."""
+        return self._run([(sid, "domains", (list(topologies),)) for sid in self.ids])
 
     def prepare(self, items: dict[int, list[PrepareItem]], now: float) -> dict[int, PrepareReply]:
         shards = sorted(items)

@@ -12,15 +12,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from coordinator.dra_session import evict_claims, grants_of, place_claims
 from coordinator.jobs import Job, Status, Task
 from coordinator.queue_state import QueueState
+from shards.dra_demand import ClaimDemand
 from shards.node_table import Holding, Kind, NodeTable
 from shards.placement import Choice
 
 Undo = Callable[[], None]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Eviction:
     task: Task
     action: str
@@ -34,6 +36,7 @@ class Statement:
     jobs_by_task: dict[str, Job]
     undo_log: list[Undo] = field(default_factory=list)
     evictions: list[Eviction] = field(default_factory=list)
+    _evicted: dict[str, list[Undo]] = field(default_factory=dict)  # task -> reversals of its evictions here
 
     def checkpoint(self) -> int:
         return len(self.undo_log)
@@ -45,10 +48,14 @@ class Statement:
     def commit(self) -> None:
         """Keep everything done so far; later rollbacks cannot go behind this point."""
         self.undo_log.clear()
+        self._evicted.clear()
 
     # ---------------------------------------------------------- operations
-    def place(self, task: Task, choice: Choice, accepted: tuple[float, float, float]) -> None:
-        """Allocate (bind now) or pipeline ``task`` as ``choice`` says."""
+    def place(
+        self, task: Task, choice: Choice, accepted: tuple[float, float, float], claims: ClaimDemand | None = None
+    ) -> None:
+        """Allocate (bind now) or pipeline ``task`` as ``choice`` says; ``claims`` are the pod's
+        ResourceClaims as they stood when the choice was made (allocated on ``choice.devices``)."""
         kind = Kind.PIPELINED if choice.pipelined else Kind.ACTIVE
         status = Status.PIPELINED if choice.pipelined else Status.ALLOCATED
         vector = self.table.schema.vector(task.pod.requests)
@@ -64,11 +71,18 @@ class Statement:
         job = self.jobs_by_task[task.key]
         job.version += 1
         self.queues.add_allocation(job.queue, accepted, job.preemptible)
+        undo_claims = None
+        if claims is not None:
+            undo_claims = place_claims(self.table.devices, task.key, task.node, choice, claims)
+            previous_claims, task.claims = task.claims, grants_of(claims, task.node, choice.devices)
 
         def undo() -> None:
             job.version += 1
+            if undo_claims is not None:
+                undo_claims()
+                task.claims = previous_claims
             self.queues.add_allocation(job.queue, accepted, job.preemptible, sign=-1.0)
-            task.holdings.remove(holding)
+            _drop(task, holding)
             self.table.release(holding)
             task.status, task.node, task.gpu_groups, task.accepted = previous
 
@@ -91,38 +105,92 @@ class Statement:
 
     def evict(self, task: Task, action: str, preemptor: str | None) -> None:
         """The pod is evicted in this session: what it held is now releasing."""
+        self._evicted.setdefault(task.key, []).append(self._evict(task, action, preemptor))
+
+        def undo() -> None:
+            reversals = self._evicted.get(task.key)
+            if reversals:  # none left when the eviction was already taken back (unevict)
+                reversals.pop()()
+
+        self.undo_log.append(undo)
+
+    def is_back_home(self, task: Task, choice: Choice) -> bool:
+        """A victim of this statement placed again on a node that still lists it: where it runs
+        (or, for a pod an earlier job moved, where it was pipelined), on the same shared GPUs."""
+        if task.status is not Status.RELEASING or not self._evicted.get(task.key):
+            return False
+        held_here = [h for h in task.holdings if h.node == choice.node]
+        if not held_here or task.pod.gpu_share is None:
+            return bool(held_here)
+        groups = tuple(g for g, _ in choice.shares)
+        return any(tuple(g for g, _ in h.shares) == groups for h in held_here)
+
+    def unevict(self, task: Task) -> None:
+        """KAI's Statement.Pipeline of a victim onto the node it was evicted from: no move, the
+        eviction is taken back and the pod keeps running where it runs."""
+        reversal = self._evicted[task.key].pop()
+        record = next(e for e in reversed(self.evictions) if e.task is task)  # the one being taken back
+        action, preemptor = record.action, record.preemptor
+        reversal()
+
+        def undo() -> None:
+            self._evicted.setdefault(task.key, []).append(self._evict(task, action, preemptor))
+
+        self.undo_log.append(undo)
+
+    def _evict(self, task: Task, action: str, preemptor: str | None) -> Undo:
+        """Evicts ``task``; returns what takes the eviction back."""
         job = self.jobs_by_task[task.key]
         job.version += 1
         previous_status = task.status
         current = next((h for h in task.holdings if h.kind is not Kind.RELEASING), None)
         replacement = None
-        if current is not None and current.kind is Kind.ACTIVE:
+        if current is not None:
+            # A pipelined pod evicted later in the session leaves releasing capacity behind, as in
+            # KAI's node books: the node is not idle for it, pods can only be pipelined there.
             replacement = self._rehold(task, current, Kind.RELEASING)
-        elif current is not None:  # pipelined pods free nothing: they simply stop waiting
-            task.holdings.remove(current)
-            self.table.release(current)
         accepted = task.accepted
         self.queues.add_allocation(job.queue, accepted, job.preemptible, sign=-1.0)
         task.status = Status.RELEASING
         was_evicted = task.evicted_in_session
         task.evicted_in_session = True
-        self.evictions.append(Eviction(task, action, preemptor))
+        record = Eviction(task, action, preemptor)
+        self.evictions.append(record)
+        undo_claims, charges = evict_claims(self.table.devices, task.pod) if task.pod.resource_claims else (None, [])
+        undo_charges = [self._charge(payer, gpus) for payer, gpus in charges if gpus]
 
-        def undo() -> None:
+        def reverse() -> None:
             job.version += 1
-            self.evictions.pop()
+            for undo_charge in reversed(undo_charges):
+                undo_charge()
+            if undo_claims is not None:
+                undo_claims()
+            self.evictions.remove(record)
             task.evicted_in_session = was_evicted
             task.status = previous_status
             self.queues.add_allocation(job.queue, accepted, job.preemptible)
             if replacement is not None and current is not None:
                 self._swap(task, replacement, current)
-            elif current is not None:
-                restored = self.table.hold(
-                    current.pod, current.node, current.kind, current.vector, current.shares, current.created_groups
-                )
-                task.holdings.append(restored)
 
-        self.undo_log.append(undo)
+        return reverse
+
+    def _charge(self, pod_key: str, gpus: float) -> Undo:
+        """A shared claim's GPUs move to the user that pays for them now (same claim, same count)."""
+        job = self.jobs_by_task.get(pod_key)
+        task = next((t for t in job.tasks if t.key == pod_key), None) if job is not None else None
+        if job is None or task is None:
+            return lambda: None  # a user that is not this scheduler's pod: its queue is not ours
+        amount = (gpus, 0.0, 0.0)
+        task.accepted = (task.accepted[0] + gpus, task.accepted[1], task.accepted[2])
+        job.version += 1
+        self.queues.add_allocation(job.queue, amount, job.preemptible)
+
+        def undo() -> None:
+            task.accepted = (task.accepted[0] - gpus, task.accepted[1], task.accepted[2])
+            job.version += 1
+            self.queues.add_allocation(job.queue, amount, job.preemptible, sign=-1.0)
+
+        return undo
 
     # ------------------------------------------------------------- helpers
     # Both helpers take the new hold before releasing the old one: a shared GPU whose usage
@@ -131,12 +199,22 @@ class Statement:
     def _rehold(self, task: Task, old: Holding, kind: Kind) -> Holding:
         new = self.table.hold(old.pod, old.node, kind, np.array(old.vector), old.shares, old.created_groups)
         self.table.release(old)
-        task.holdings.remove(old)
+        _drop(task, old)
         task.holdings.append(new)
         return new
 
     def _swap(self, task: Task, current: Holding, back: Holding) -> None:
         restored = self.table.hold(back.pod, back.node, back.kind, back.vector, back.shares, back.created_groups)
         self.table.release(current)
-        task.holdings.remove(current)
+        _drop(task, current)
         task.holdings.append(restored)
+
+
+def _drop(task: Task, holding: Holding) -> None:
+    """Remove this very holding: a pod moved in the session holds on two nodes, and holdings
+    compare by value (numpy vectors), so list.remove would compare arrays."""
+    for i, held in enumerate(task.holdings):
+        if held is holding:
+            del task.holdings[i]
+            return
+    raise ValueError(f"{task.key} does not hold {holding}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +69,7 @@ class ApiServer:
         self.faults = faults
         self.settings = settings or Settings()
         self.requests = 0
+        self.logs: Callable[[Obj, str | None], str] | None = None  # a pod's output (the node simulator's)
         self.app = web.Application(client_max_size=256 * 2**20)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
 
@@ -89,12 +91,30 @@ class ApiServer:
         parts = [p for p in request.path.split("/") if p]
         catalog = self.registry.catalog
         if not parts:
-            return respond({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]})
+            return respond(
+                {
+                    "paths": [
+                        "/api",
+                        "/api/v1",
+                        "/apis",
+                        "/healthz",
+                        "/livez",
+                        "/openapi/v2",
+                        "/openapi/v3",
+                        "/readyz",
+                        "/version",
+                    ]
+                }
+            )
         head = parts[0]
         if head == "version":
             return respond(discovery.VERSION)
         if head in ("healthz", "livez", "readyz"):
             return web.Response(text="ok")
+        if head == "openapi" and parts[1:] == ["v2"]:
+            if any(kind in request.headers.get("Accept", "") for kind in openapi.V2_PROTOBUF_ACCEPTED):
+                return web.Response(body=openapi.v2_protobuf(), content_type=openapi.V2_PROTOBUF)
+            return respond(openapi.v2_document())
         if head == "openapi" and parts[1:2] == ["v3"]:
             doc = openapi.index(catalog) if len(parts) == 2 else openapi.document(catalog, "/".join(parts[2:]))
             return respond(doc or _raise(NOT_FOUND))
@@ -157,6 +177,9 @@ class ApiServer:
             raise injected
         reg, rt, ns = self.registry, t.rt, t.namespace or ""
         dry_run = query.get("dryRun") == "All"
+        if verb == "get" and t.subresource == "log":
+            pod = reg.get(rt, ns, t.name or "")
+            return web.Response(text=self.logs(pod, query.get("container")) if self.logs else "")
         if verb == "get":
             obj = reg.get(rt, ns, t.name or "")
             return self._answer(request, rt, obj)

@@ -24,8 +24,20 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from k8s_adapter.api import JSON
+from k8s_adapter.dra_cache import DraCache
 from k8s_adapter.group_index import GroupIndex
-from k8s_adapter.kinds import NODES, POD_GROUPS, PODS, PRIORITY_CLASSES, QUEUES, Kind
+from k8s_adapter.kinds import (
+    DEVICE_CLASSES,
+    DRA_WATCHED,
+    NODES,
+    POD_GROUPS,
+    PODS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    TOPOLOGIES,
+    Kind,
+    resource_version,
+)
 from k8s_adapter.problems import ObjectKey, Problem
 from kai_ray import labels as L
 from kai_ray.deltas import ClusterDeltas
@@ -34,8 +46,9 @@ from kai_ray.grouping import OwnerRef, implicit_group, needs_pod_grouper
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_core import parse_node, parse_pod, pod_state
 from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
-from kai_ray.io.queue_tree import classify
-from kai_ray.model import Node, Pod, PodState, PriorityClass, Queue
+from kai_ray.io.parse_topology import parse_topology
+from kai_ray.io.queue_tree import classify_queues
+from kai_ray.model import Node, Pod, PodGroup, PodState, PriorityClass, Queue, Topology
 
 log = logging.getLogger(__name__)
 Entry = tuple[Kind, str, JSON]  # kind, event type, raw object
@@ -58,6 +71,7 @@ class ClusterCache:
         self._lock = threading.Lock()
         self._inbox: dict[tuple[str, str], Entry] = {}
         self._relisted: dict[str, tuple[Kind, set[str]]] = {}
+        self._dra_lists: dict[str, tuple[Kind, list[JSON]]] = {}  # DRA kinds listed afresh, as listed
         self._holds: dict[str, tuple[float, str]] = {}  # pod -> (held back until, why), not yet applied
         self._versions: dict[tuple[str, str], int] = {}
         # Records: changed only by take_deltas.
@@ -67,6 +81,8 @@ class ClusterCache:
         self.queues: dict[str, Queue] = {}
         self.classes: dict[str, PriorityClass] = {}
         self.owners: dict[str, tuple[OwnerRef, ...]] = {}
+        self.topologies: dict[str, Topology] = {}
+        self.dra = DraCache()  # ResourceSlices, DeviceClasses, ResourceClaims (with `run --dra`)
         self.decode_errors = 0
         self._raw_ungrouped: dict[str, JSON] = {}
         self._ungrouped_dirty = False
@@ -74,8 +90,8 @@ class ClusterCache:
         self._invalid_queues: dict[str, str] = {}
         self._groups = GroupIndex()
         self._held: dict[str, tuple[float, str]] = {}  # pods kept from the coordinator for now
-        self._changed: dict[str, set[str]] = {"Node": set(), "Pod": set(), "Queue": set()}
-        self._removed: dict[str, set[str]] = {"Node": set(), "Pod": set()}
+        self._changed: dict[str, set[str]] = {"Node": set(), "Pod": set(), "Queue": set(), "Topology": set()}
+        self._removed: dict[str, set[str]] = {"Node": set(), "Pod": set(), "Topology": set()}
         self._queues_dirty = False
         self._sent_queues: set[str] = set()
         self._sent_unusable: dict[str, str] = {}
@@ -89,11 +105,16 @@ class ClusterCache:
         """A fresh list replaces everything known of that kind."""
         listed: set[str] = set()
         with self._lock:
+            if kind in DRA_WATCHED:  # decoded and replaced as a whole by the DRA records, in order
+                self._dra_lists[kind.name] = (kind, items)
+                for entry in [k for k in self._inbox if k[0] == kind.name]:
+                    del self._inbox[entry]
+                return
             for obj in items:
                 key = _key(kind, obj)
                 listed.add(key)
                 self._inbox[(kind.name, key)] = (kind, "ADDED", obj)
-                version = _version(obj)
+                version = resource_version(obj)
                 if version is not None:
                     self._versions[(kind.name, key)] = version
             for (name, key), (_, _, obj) in list(self._inbox.items()):
@@ -105,7 +126,7 @@ class ClusterCache:
 
     def on_event(self, kind: Kind, event: str, obj: JSON) -> None:
         key = _key(kind, obj)
-        version = _version(obj)
+        version = resource_version(obj)
         last = self._versions.get((kind.name, key))
         if last is not None and version is not None and version <= last and event != "DELETED":
             return  # a duplicate or out-of-date event
@@ -133,7 +154,7 @@ class ClusterCache:
     def pending_events(self) -> int:
         """Watch events and holds not yet turned into deltas."""
         with self._lock:
-            return len(self._inbox) + len(self._relisted) + len(self._holds)
+            return len(self._inbox) + len(self._relisted) + len(self._dra_lists) + len(self._holds)
 
     def ungrouped(self) -> list[JSON]:
         """Our live pods that name no PodGroup yet (raw objects): the pod grouper's work list."""
@@ -153,6 +174,12 @@ class ClusterCache:
         pod = self.pods.get(key)
         return None if pod is None else PodNow(pod.uid, pod.state, pod.node)
 
+    @property
+    def pod_groups(self) -> Mapping[str, PodGroup]:
+        """Every PodGroup as last handed to the coordinator, explicit and implicit, by key (for
+        status); replaced by each batch that changes one, never changed in place."""
+        return self._groups.sent
+
     def members(self, group: str) -> list[str]:
         """Pods of PodGroup ``group`` as of the last deltas."""
         index = self._groups
@@ -165,7 +192,11 @@ class ClusterCache:
         with self._lock:
             inbox, self._inbox = self._inbox, {}
             relisted, self._relisted = self._relisted, {}
+            dra_lists, self._dra_lists = self._dra_lists, {}
             holds, self._holds = self._holds, {}
+        self._copy_on_write({name for name, _ in inbox} | set(relisted) | set(dra_lists))
+        for kind, items in dra_lists.values():
+            self.dra.on_list(kind, items)
         for kind_name, (kind, listed) in relisted.items():
             store = self._store(kind)
             for key in [k for k in store if k not in listed and (kind_name, k) not in inbox]:
@@ -173,7 +204,9 @@ class ClusterCache:
             for problem_key in [k for k in self._problems if k[0] == kind_name and k[1] not in listed]:
                 self._problems.pop(problem_key, None)
         for (_, key), (kind, event, obj) in inbox.items():
-            if event == "DELETED":
+            if kind in DRA_WATCHED:
+                self.dra.on_event(kind, event, obj)
+            elif event == "DELETED":
                 self._delete(kind, key)
                 self._problems.pop((kind.name, key), None)
             else:
@@ -182,6 +215,19 @@ class ClusterCache:
         deltas = self._deltas()
         self._refresh_views(holds)
         return deltas
+
+    def _copy_on_write(self, kinds: set[str]) -> None:
+        """Readers on the event loop (status, metrics, binds) iterate these records while a batch
+        is applied here: a kind this batch changes gets a new dict, so no reader sees one change
+        size under it. Pods and PodGroup objects are only looked up by key, never iterated there."""
+        if NODES.name in kinds:
+            self.nodes = dict(self.nodes)
+        if QUEUES.name in kinds:
+            self.queues = dict(self.queues)
+        if TOPOLOGIES.name in kinds:
+            self.topologies = dict(self.topologies)
+        if DEVICE_CLASSES.name in kinds:
+            self.dra.classes = dict(self.dra.classes)
 
     def _deltas(self) -> ClusterDeltas:
         groups_up, groups_down = self._groups.changes(self.raw_groups, self.pods, self.owners, self.classes)
@@ -197,6 +243,9 @@ class ClusterCache:
             pod_groups_upserted=groups_up,
             pod_groups_removed=groups_down,
             unusable_queues=unusable,
+            topologies_upserted=tuple(self.topologies[k] for k in changed["Topology"] if k in self.topologies),
+            topologies_removed=tuple(removed["Topology"]),
+            dra=self.dra.take(),
         )
         for bucket in (*changed.values(), *removed.values()):
             bucket.clear()
@@ -226,9 +275,16 @@ class ClusterCache:
             raw = self.raw_groups.get(key)
             if raw is not None:
                 meta = {"name": raw.name, "namespace": raw.namespace, "uid": raw.uid}
+                own = problems.get((POD_GROUPS.name, key))  # what reading the object itself warned about
                 problems[(POD_GROUPS.name, key)] = Problem.of(
-                    "PodGroup", _api_version(POD_GROUPS), {"metadata": meta}, warnings, False
+                    "PodGroup",
+                    _api_version(POD_GROUPS),
+                    {"metadata": meta},
+                    [*(own.messages if own else ()), *warnings],
+                    False,
                 )
+        for (kind, key), (obj, message) in self.dra.refused.items():
+            problems[(kind, key)] = Problem.of(kind, _api_version(_DRA_KINDS[kind]), obj, [message], True)
         if problems != self.problems_view:
             self.problems_view = problems
         if holds or self._held != self.held_view:
@@ -242,6 +298,7 @@ class ClusterCache:
             QUEUES.name: self.queues,
             POD_GROUPS.name: self.raw_groups,
             PRIORITY_CLASSES.name: self.classes,
+            TOPOLOGIES.name: self.topologies,
         }
         return stores[kind.name]
 
@@ -261,8 +318,12 @@ class ClusterCache:
                 self._changed["Queue"].add(key)
                 self._queues_dirty = True
             elif kind is POD_GROUPS:
-                self.raw_groups[key] = parse_pod_group(reader)
+                self.raw_groups[key] = parse_pod_group(reader, warnings)
                 self._groups.touch([key])
+            elif kind is TOPOLOGIES:
+                self.topologies[key] = parse_topology(reader)
+                self._changed["Topology"].add(key)
+                self._removed["Topology"].discard(key)
             elif kind is PRIORITY_CLASSES:
                 self.classes[key] = parse_priority_class(reader)
                 self._groups.touch_all(self.raw_groups)
@@ -275,6 +336,9 @@ class ClusterCache:
             self._problems.pop((kind.name, key), None)
 
     def _upsert_pod(self, reader: ObjectReader, obj: JSON, key: str, warnings: list[str]) -> None:
+        if L.is_reservation_pod((obj.get("metadata") or {}).get("labels") or {}):
+            self._delete(PODS, key)  # its GPU is counted through the shared group it reserves
+            return
         pod = parse_pod(reader, warnings)
         owners = self.owners[key] = _owner_refs(obj)
         ours = pod.scheduler_name == self.scheduler_name
@@ -334,6 +398,9 @@ class ClusterCache:
         elif kind is NODES:
             self._removed["Node"].add(key)
             self._changed["Node"].discard(key)
+        elif kind is TOPOLOGIES:
+            self._removed["Topology"].add(key)
+            self._changed["Topology"].discard(key)
         elif kind is PODS:
             self.owners.pop(key, None)
             if self._raw_ungrouped.pop(key, None) is not None:
@@ -349,7 +416,7 @@ class ClusterCache:
         if not self._queues_dirty:
             return (), (), None
         self._queues_dirty = False
-        forest = classify(self.queues, self._invalid_queues)
+        forest = classify_queues(self.queues, self._invalid_queues)
         valid = set(forest.usable)
         changed = self._changed["Queue"]
         upserted = tuple(self.queues[n] for n in forest.usable if n in changed or n not in self._sent_queues)
@@ -360,6 +427,9 @@ class ClusterCache:
         return upserted, removed, unusable
 
 
+_DRA_KINDS = {kind.name: kind for kind in DRA_WATCHED}
+
+
 def _key(kind: Kind, obj: JSON) -> str:
     meta = obj.get("metadata") or {}
     name = str(meta.get("name") or "")
@@ -368,14 +438,6 @@ def _key(kind: Kind, obj: JSON) -> str:
 
 def _api_version(kind: Kind) -> str:
     return f"{kind.group}/{kind.version}" if kind.group else kind.version
-
-
-def _version(obj: JSON) -> int | None:
-    raw = (obj.get("metadata") or {}).get("resourceVersion")
-    try:
-        return int(raw) if raw is not None else None
-    except (TypeError, ValueError):
-        return None
 
 
 def _owner_refs(obj: JSON) -> tuple[OwnerRef, ...]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from kai_ray.grouping import OwnerRef
+from kai_ray.grouping import OwnerRef, implicit_group
 from kai_ray.io.parse_kai import RawPodGroup
-from kai_ray.io.pod_groups import implicit, resolve
+from kai_ray.io.pod_groups import implicit_pod_group, resolve_pod_group
 from kai_ray.model import Pod, PodGroup, PriorityClass
 
 
@@ -22,6 +22,8 @@ class GroupIndex:
         self.implicit_members: dict[str, set[str]] = {}  # group key -> our pods that name none
         self.membership: dict[str, tuple[str, bool]] = {}  # pod -> (group key, implicit)
         self.dirty: set[str] = set()
+        # Every group as last handed to the coordinator. Replaced, never changed in place: the
+        # status writer reads it on the event loop while the next batch is worked out.
         self.sent: dict[str, PodGroup] = {}
         self.warnings: dict[str, list[str]] = {}  # group key -> what resolving it warned about
 
@@ -65,15 +67,21 @@ class GroupIndex:
         upserted: list[PodGroup] = []
         removed: list[str] = []
         dirty, self.dirty = self.dirty, set()
+        sent = self.sent
         for key in sorted(k for k in dirty if k):
             group = self._resolve(key, raw_groups, pods, owners, classes)
             if group is None:
-                if self.sent.pop(key, None) is not None:
+                if key in sent:
                     removed.append(key)
                 self.warnings.pop(key, None)
-            elif self.sent.get(key) != group:
-                self.sent[key] = group
+            elif sent.get(key) != group:
                 upserted.append(group)
+        if upserted or removed:
+            sent = dict(sent)
+            for key in removed:
+                del sent[key]
+            sent.update((g.key, g) for g in upserted)
+            self.sent = sent
         return tuple(upserted), tuple(removed)
 
     def _resolve(
@@ -85,13 +93,19 @@ class GroupIndex:
         classes: Mapping[str, PriorityClass],
     ) -> PodGroup | None:
         warnings: list[str] = []
+        # A PodGroup naming a PriorityClass the cluster lacks (the pod grouper's "train" where KAI's
+        # classes are not installed) gets the default priority, as in KAI: no event on every group.
+        missing: list[str] = []
         raw = raw_groups.get(key)
         if raw is not None:  # the object wins over the group its pods would get implicitly
             # Its pods are read only when it names no queue (the first labelled member decides).
             named = [] if raw.queue else [pods[p] for p in self.members.get(key, ()) if p in pods]
-            group = resolve(raw, named, classes, warnings)
+            group = resolve_pod_group(raw, named, classes, warnings, missing)
         elif key in self.implicit_members:
-            group = implicit([pods[p] for p in self.implicit_members[key] if p in pods], owners, classes, warnings)
+            found = [pods[p] for p in self.implicit_members[key] if p in pods]
+            group = implicit_pod_group(
+                found, lambda p: implicit_group(p, owners.get(p.key, ())), classes, warnings, missing
+            )
         else:
             return None
         if warnings:

@@ -2,26 +2,21 @@
 
 The cache records a ``Problem`` for every object it could not read in full: left out of
 scheduling (``skipped``), or used with the unreadable field ignored (a pod that holds its
-node is always counted). Each message names the object, the field and the value. The
-reporter posts an Event on the object when a problem appears or its text changes, never
-again while it stays the same, and forgets it when the object is fixed or gone.
+node is always counted). Each message names the object, the field and the value. The status
+writer posts them as Warning events on the objects (``problem_events``), aggregated as its
+other events are: one Event per problem, a new one when its text changes.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from k8s_adapter.api import JSON, KubeApi, KubeError
-from k8s_adapter.kinds import EVENTS
+from k8s_adapter.api import JSON
+from k8s_adapter.events import ObjectRef
 from kai_ray.labels import POD_GROUP_ANNOTATION
 
-log = logging.getLogger(__name__)
 ObjectKey = tuple[str, str]  # (kind, "namespace/name" or "name")
-MAX_MESSAGE = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,49 +52,14 @@ class Problem:
         )
 
 
-class ProblemReporter:
-    def __init__(self, api: KubeApi, reporter: str = "kai-ray", concurrency: int = 8) -> None:
-        self.api = api
-        self.reporter = reporter
-        self.limit = asyncio.Semaphore(concurrency)
-        self.reported: dict[ObjectKey, tuple[str, str]] = {}  # object -> (uid, text) already posted
-        self.events = 0
-
-    async def publish(self, problems: Mapping[ObjectKey, Problem]) -> None:
-        for key in [k for k in self.reported if k not in problems]:
-            del self.reported[key]  # fixed or gone: a new problem later is news again
-        due = [(k, p) for k, p in problems.items() if self.reported.get(k) != (p.uid, p.text)]
-        if due:
-            await asyncio.gather(*(self._post(key, problem) for key, problem in due))
-
-    async def _post(self, key: ObjectKey, problem: Problem) -> None:
-        namespace = problem.namespace or "default"
+def problem_events(problems: Mapping[ObjectKey, Problem]) -> list[tuple[ObjectRef, str, str]]:
+    """One Warning event per malformed object: (the object, reason, message). The status writer
+    aggregates them as every other event, so an unchanged problem is one Event however long it
+    stays, and a changed one is news."""
+    out = []
+    for problem in problems.values():
+        ref = ObjectRef(problem.kind, problem.api_version, problem.namespace or "", problem.name, problem.uid)
         suffix = " (left out of scheduling until it is fixed)" if problem.skipped else ""
-        involved = {"apiVersion": problem.api_version, "kind": problem.kind, "name": problem.name}
-        if problem.namespace:
-            involved["namespace"] = problem.namespace
-        if problem.uid:
-            involved["uid"] = problem.uid
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{problem.name}.", "namespace": namespace},
-            "involvedObject": involved,
-            "reason": "InvalidObject" if problem.skipped else "ObjectWarning",
-            "message": f"{problem.text}{suffix}"[:MAX_MESSAGE],
-            "type": "Warning",
-            "source": {"component": self.reporter},
-            "reportingComponent": self.reporter,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        async with self.limit:
-            try:
-                await self.api.request("POST", EVENTS.collection(namespace), body=event)
-            except KubeError as exc:
-                log.info("event for %s %s not written: %s", problem.kind, key[1], exc)
-                return
-        self.reported[key] = (problem.uid, problem.text)
-        self.events += 1
+        reason = "InvalidObject" if problem.skipped else "ObjectWarning"
+        out.append((ref, reason, f"{problem.text}{suffix}"))
+    return out

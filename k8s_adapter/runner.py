@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -17,23 +18,30 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from coordinator.coordinator import CycleResult
-from k8s_adapter.api import KubeApi
-from k8s_adapter.binder import BindBackoff, Binder, BindRequest
+from coordinator.coordinator import BindIntent, CycleResult
+from k8s_adapter.api import KubeApi, KubeError, describe
+from k8s_adapter.binder import BindBackoff, Binder, BindRequest, FractionBind
 from k8s_adapter.cache import ClusterCache
+from k8s_adapter.claims import ClaimBind, allocation_json
+from k8s_adapter.decision_log import DecisionLog
 from k8s_adapter.evictor import Evictor, EvictRequest
-from k8s_adapter.explain import group_statuses
+from k8s_adapter.explain import group_notes
+from k8s_adapter.gpu_sharing import ReservationService, ReservationSettings, gpu_groups_of
 from k8s_adapter.grouper import PodGrouper
-from k8s_adapter.kinds import WATCHED
+from k8s_adapter.job_clocks import JobClockWriter
+from k8s_adapter.kinds import DRA_WATCHED, PODS, WATCHED, Kind
 from k8s_adapter.leader import Leadership
-from k8s_adapter.problems import ProblemReporter
+from k8s_adapter.metrics import SECONDS_BUCKETS, SchedulerMetrics
+from k8s_adapter.problems import problem_events
 from k8s_adapter.reflector import Reflector
-from k8s_adapter.status import StatusWriter
+from k8s_adapter.status import Eviction, StatusWriter, describe_evictions
+from k8s_adapter.usage_feeds import UsageFeed
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.metrics import SECONDS_BUCKETS, SchedulerMetrics
 from kai_ray.model import PodState
 
 log = logging.getLogger(__name__)
+RESERVATION_SWEEP_SECONDS = 60.0  # a full reservation-pod clean-up, besides the one per finished sharer
+LOOP_STEPS = ("apply", "group", "usage", "cycle", "bind", "evict", "clocks", "status", "metrics", "reservations")
 
 
 class CoordinatorLike(Protocol):
@@ -51,6 +59,7 @@ class LoopState:
     synced: bool = False
     binds: int = 0
     evictions: int = 0
+    cycles: int = 0  # cycles run as the leader
 
 
 class SchedulerLoop:
@@ -64,6 +73,11 @@ class SchedulerLoop:
         period: float = 1.0,
         eviction_mode: str = "eviction",
         sync_timeout: float = 30.0,
+        reservations: ReservationSettings | None = None,
+        dra: bool = False,
+        usage: UsageFeed | None = None,
+        pod_grouper: bool = True,
+        mark_disruption_target: bool = True,
         bind_backoff: BindBackoff | None = None,
     ) -> None:
         self.api = api
@@ -81,22 +95,33 @@ class SchedulerLoop:
             buckets=SECONDS_BUCKETS,
             registry=registry,
         )
+        for step in LOOP_STEPS:  # every step's series exists from the start, at zero
+            self.errors.labels(step)
+            self.step_seconds.labels(step)
         self.leadership = leadership
         self.period = period
         self.sync_timeout = sync_timeout
-        self.binder = Binder(api)
-        self.evictor = Evictor(api, mode=eviction_mode)
-        self.status = StatusWriter(api)
-        self.problems = ProblemReporter(api)
+        self.reservations = ReservationService(api, reservations)
+        self.binder = Binder(api, reservations=self.reservations)
+        cache.listeners.append(self._watch_sharers)
+        self._next_reservation_sweep = 0.0
+        self.evictor = Evictor(api, mode=eviction_mode, mark=mark_disruption_target)
+        self.status = StatusWriter(api, component=cache.scheduler_name)
         self.bind_backoff = bind_backoff or BindBackoff()
         self.last_outcome: CycleResult | None = None  # the latest cycle's result (for tests and debugging)
+        self.clocks = JobClockWriter(api)
+        self.usage = usage  # time-based fair share (None: no usage, KAI's default)
         self.grouper = PodGrouper(api)
-        self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event) for kind in WATCHED]
+        self.pod_grouper = pod_grouper  # off: no PodGroup creates or pod patches (the chart may not grant them)
+        kinds = WATCHED + (DRA_WATCHED if dra else ())
+        self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event) for kind in kinds]
         self.state = LoopState()
+        self.decision_log = DecisionLog()
         self._stop = asyncio.Event()
         self._coordinator_lock = asyncio.Lock()
         self._in_flight: set[asyncio.Task[None]] = set()
         self._explaining: asyncio.Task[None] | None = None
+        self._evicting: dict[str, Eviction] = {}  # pod -> what its eviction events will say, until evicted
 
     def stop(self) -> None:
         self._stop.set()
@@ -122,6 +147,8 @@ class SchedulerLoop:
         finally:
             if self._in_flight:  # let binds in flight finish: their pods are already counted as placed
                 await asyncio.wait(set(self._in_flight), timeout=30)
+            if self.usage is not None:
+                await self._step("usage", self.usage.close)  # keep the accounting for the next start
             for task in watches:
                 task.cancel()
             await asyncio.gather(*watches, return_exceptions=True)
@@ -146,29 +173,59 @@ class SchedulerLoop:
         # The cache turns watch events into deltas in the worker thread too: at a hundred thousand
         # pods, that work must not stall the watches and health checks on the event loop.
         await self._step("apply", lambda: self._locked(self._feed, coordinator))
-        await self._step("group", lambda: self.grouper.group(self.cache.ungrouped()))
-        if not self.leadership.is_leader():
+        if self.pod_grouper:
+            await self._step("group", lambda: self.grouper.group(self.cache.ungrouped()))
+        now = time.time()
+        leader = self.leadership.is_leader()
+        if self.usage is not None:
+            await self._step("usage", lambda: self._feed_usage(coordinator, now, leader))
+        if not leader:
             return
         result: list[CycleResult] = []
 
         async def cycle() -> None:
-            result.append(await self._locked(coordinator.cycle, time.time()))
+            result.append(await self._locked(coordinator.cycle, now))
 
         await self._step("cycle", cycle)
         if not result:
             return
         outcome = self.last_outcome = result[0]
+        self.state.cycles += 1
+        self.decision_log.cycle(self.state.cycles, outcome)
         # Binds and explanations go on in the background while the next cycle is computed:
         # the coordinator already counts the binds as placed, and only the latest
         # explanation matters. Their failures come back through bind_failed.
         self._background(self._step("bind", lambda: self._bind(coordinator, outcome)))
         await self._step("evict", lambda: self._evict(outcome))
+        if outcome.job_clocks or self.clocks.retry:
+            self._background(self._step("clocks", lambda: self.clocks.write(outcome.job_clocks)))
+        if self.usage is not None:
+            usage = self.usage
+            await self._step("usage", lambda: usage.after_cycle(now, outcome, self.cache.nodes.values()))
         if self._explaining is None or self._explaining.done():
             self._explaining = self._background(self._step("status", lambda: self._explain(outcome)))
-        await self._step("metrics", lambda: _sync(lambda: self.metrics.observe_cycle(outcome)))
+        await self._step("metrics", lambda: _sync(lambda: self.metrics.observe_cycle(outcome, self.cache.queues)))
+        if time.monotonic() >= self._next_reservation_sweep:
+            self._next_reservation_sweep = time.monotonic() + RESERVATION_SWEEP_SECONDS
+            self._background(self._step("reservations", self.reservations.sync_all))
+
+    def _watch_sharers(self, kind: Kind, event: str, obj: dict[str, Any]) -> None:
+        """KAI's pod controller: when a pod that shares GPUs ends or goes, its groups' reservation
+        pods are checked (the last sharer leaving deletes the reservation pod)."""
+        if kind is not PODS or not self.leadership.is_leader():
+            return
+        groups = gpu_groups_of(obj)
+        if groups and (event == "DELETED" or (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")):
+            self._background(self._step("reservations", lambda: self.reservations.sync_groups(groups)))
 
     def _feed(self, coordinator: CoordinatorLike) -> None:
         coordinator.apply(self.cache.take_deltas(time.monotonic()))
+
+    async def _feed_usage(self, coordinator: CoordinatorLike, now: float, leader: bool) -> None:
+        assert self.usage is not None
+        usage = await self.usage.before_cycle(now, leader)
+        if usage is not None:
+            await self._locked(coordinator.apply, ClusterDeltas(queue_usage=usage))
 
     async def _locked(self, method: Callable[..., Any], *args: Any) -> Any:
         """Coordinator calls one at a time, off the event loop (a cycle takes CPU)."""
@@ -187,7 +244,10 @@ class SchedulerLoop:
             await action()
         except asyncio.CancelledError:
             raise
-        except Exception:  # one failing step must not stop scheduling; it is logged and counted
+        except KubeError as exc:  # the API said no (a conflict, a timeout): expected, one line
+            self.errors.labels(name).inc()
+            log.warning("scheduler loop step %s failed: %s; retried next iteration", name, describe(exc))
+        except Exception:  # one failing step must not stop scheduling; a bug, so with its traceback
             self.errors.labels(name).inc()
             log.exception("scheduler loop step %s failed", name)
         finally:
@@ -199,29 +259,55 @@ class SchedulerLoop:
         if not self.leadership.is_leader():  # fencing: the lease may have moved during the cycle
             await self._locked(coordinator.bind_failed, [b.pod for b in outcome.binds])
             return
-        requests = [
-            BindRequest(b.pod, self.cache.pods[b.pod].uid if b.pod in self.cache.pods else "", b.node, b.gpu_groups)
-            for b in outcome.binds
-        ]
+        requests = [self._bind_request(b) for b in outcome.binds]
         results = await self.binder.bind_all(requests)
-        failed = [r for r in results if not r.ok]
-        now = time.monotonic()
-        for outcome_of_pod in results:
-            if outcome_of_pod.ok:
-                self.bind_backoff.bound(outcome_of_pod.pod)
-            elif outcome_of_pod.reason != "the pod no longer exists":
-                until = self.bind_backoff.failed(outcome_of_pod.pod, outcome_of_pod.reason, now)
-                self.cache.hold_back(outcome_of_pod.pod, until, outcome_of_pod.reason)
+        nodes = {b.pod: b.node for b in outcome.binds}
+        uids = {r.pod: r.uid for r in requests}
+        await self.status.bound([(r.pod, uids[r.pod], nodes[r.pod], r.ok, r.reason) for r in results])
+        failed = [r.pod for r in results if not r.ok]
+        clock = time.monotonic()
+        for result in results:
+            if result.ok:
+                self.bind_backoff.bound(result.pod)
+            elif result.reason != "the pod no longer exists":
+                until = self.bind_backoff.failed(result.pod, result.reason, clock)
+                self.cache.hold_back(result.pod, until, result.reason)
         if failed:
-            await self._locked(coordinator.bind_failed, [r.pod for r in failed])
+            await self._locked(coordinator.bind_failed, failed)
         self.state.binds += len(results) - len(failed)
-        self.metrics.observe_binds(len(results) - len(failed), len(failed))
+        now = time.time()
+        created = [self.cache.pods.get(r.pod) for r in results if r.ok]
+        waited = [now - pod.created for pod in created if pod is not None]
+        self.metrics.observe_binds(len(results) - len(failed), len(failed), waited)
+
+    def _bind_request(self, bind: BindIntent) -> BindRequest:
+        pod = self.cache.pods.get(bind.pod)
+        fraction = None
+        if pod is not None and pod.gpu_share is not None and bind.gpu_groups:
+            node = self.cache.nodes.get(bind.node)
+            portion = pod.gpu_share.accepted_portion(node.gpu_memory_mib if node is not None else 0.0)
+            fraction = FractionBind(f"{portion:.2f}", pod.gpu_share.devices > 1)
+        class_configs = (
+            {name: json.loads(c.config_json) for name, c in self.cache.dra.classes.items()} if bind.claims else {}
+        )
+        claims = tuple(
+            ClaimBind(g.claim.split("/", 1)[1], allocation_json(g.allocation), class_configs) for g in bind.claims
+        )
+        return BindRequest(bind.pod, pod.uid if pod is not None else "", bind.node, bind.gpu_groups, fraction, claims)
 
     async def _evict(self, outcome: CycleResult) -> None:
         requests = [EvictRequest(e.pod, e.action, e.preemptor, self._uid(e.pod)) for e in outcome.evictions]
+        self._evicting.update(describe_evictions(outcome, self.cache))
         if requests or self.evictor.waiting:
             report = await self.evictor.evict_all(requests, self._still_wanted)
             self.state.evictions += len(report.evicted)
+            sent = [self._evicting.pop(pod) for pod in report.evicted if pod in self._evicting]
+            for eviction in sent:
+                namespace, _, name = eviction.group.partition("/")
+                self.metrics.observe_eviction(eviction.action, name, namespace, eviction.group_uid)
+            for pod in (*report.failed, *report.dropped):
+                self._evicting.pop(pod, None)
+            await self.status.evicted(sent)
 
     def _uid(self, pod: str) -> str:
         record = self.cache.pods.get(pod)
@@ -244,16 +330,21 @@ class SchedulerLoop:
         return None
 
     async def _explain(self, outcome: CycleResult) -> None:
-        decided = {key: (d.status, d.reason) for key, d in outcome.decisions.pod_groups.items()}
+        """Conditions and events from the cycle, with what the adapter knows better: malformed
+        objects (an event on each, and the condition of the PodGroup they keep waiting) and pods
+        backed off after failed binds."""
         problems = self.cache.problems_view
-        await self.problems.publish(problems)
         self.bind_backoff.forget(lambda pod: (now := self.cache.pod_now(pod)) is not None and now.node is None)
-        groups = group_statuses(decided, problems, self.bind_backoff.failures, self._group_of, time.monotonic())
-        await self.status.publish(groups)
+        notes = group_notes(problems, self.bind_backoff.failures, self._group_of, self._group_uid, time.monotonic())
+        await self.status.publish(outcome, self.cache, notes, problem_events(problems))
 
     def _group_of(self, pod: str) -> str | None:
         record = self.cache.pods.get(pod)
         return f"{record.namespace}/{record.pod_group}" if record is not None and record.pod_group else None
+
+    def _group_uid(self, group: str) -> str | None:
+        raw = self.cache.raw_groups.get(group)
+        return raw.uid if raw is not None else None
 
 
 async def _sync(action: Callable[[], None]) -> None:

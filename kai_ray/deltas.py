@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from kai_ray.model import ClusterSnapshot, Node, Pod, PodGroup, Queue
+from kai_ray.model import ClusterSnapshot, DraChanges, Node, Pod, PodGroup, Queue, Topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +19,11 @@ class ClusterDeltas:
     pod_groups_upserted: tuple[PodGroup, ...] = ()  # priorities and preemptibility already resolved
     pod_groups_removed: tuple[str, ...] = ()  # "namespace/name"
     unusable_queues: Mapping[str, str] | None = None  # queues left out of the tree and why; None: unchanged
+    topologies_upserted: tuple[Topology, ...] = ()
+    topologies_removed: tuple[str, ...] = ()
+    dra: DraChanges = field(default_factory=DraChanges)
+    # Time-based fair share: every queue's past usage, replacing what was known (None: unchanged).
+    queue_usage: Mapping[str, tuple[float, float, float]] | None = None
 
     def __bool__(self) -> bool:
         return any(
@@ -32,6 +37,10 @@ class ClusterDeltas:
                 self.pod_groups_upserted,
                 self.pod_groups_removed,
                 self.unusable_queues is not None,
+                self.topologies_upserted,
+                self.topologies_removed,
+                self.dra,
+                self.queue_usage is not None,
             )
         )
 
@@ -44,4 +53,6 @@ class ClusterDeltas:
             queues_upserted=snapshot.queues,
             pod_groups_upserted=snapshot.pod_groups,
             unusable_queues=dict(snapshot.unusable_queues),
+            topologies_upserted=snapshot.topologies,
+            dra=DraChanges.of_objects(snapshot.dra),
         )

@@ -55,6 +55,17 @@ def targets(rows: Sequence[BenchRow], quick: bool) -> list[tuple[str, str, bool]
     fill = best("KAI fill")
     if fill is not None:
         out.append(("KAI's fill test < 2 s", f"{fill.seconds:.2f} s ({fill.system})", fill.seconds < 2))
+    topology = best("topology:")
+    if topology is not None:
+        out.append(
+            (
+                ">= 5,000 pods/s for gangs with a required rack",
+                f"{topology.pods_per_second:,.0f} ({topology.system})",
+                topology.pods_per_second >= 5_000,
+            )
+        )
+        clean = all("rack violations 0" in r.notes for r in rows if r.workload.startswith("topology:"))
+        out.append(("0 rack constraint violations", "0" if clean else "some (see notes)", clean))
     return out
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from coordinator.coordinator import Coordinator, CycleStats
+from coordinator.dra_session import DraView
 from coordinator.shard_set import ShardSet
 from kai_ray.config import SchedulerConfig
 from shards.node_table import NodeTable
@@ -41,7 +42,7 @@ class FullScanCoordinator(Coordinator):
     def __init__(self, config: SchedulerConfig, shards: ShardSet) -> None:
         super().__init__(config, shards, placer_type=FullScanPlacer)
 
-    def _candidate_table(self, stats: CycleStats) -> tuple[NodeTable, dict[TaskShape, Diagnosis]]:
+    def _candidate_table(self, stats: CycleStats, dra: DraView | None) -> tuple[NodeTable, dict[TaskShape, Diagnosis]]:
         table = self._full_table()
         stats.candidate_nodes, stats.full_table = len(table), True
         return table, {}

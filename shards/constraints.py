@@ -17,6 +17,9 @@ from shards.shapes import Constraints
 Mask = npt.NDArray[np.bool_]
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
+# kube-scheduler's filter messages, which KAI passes on.
+NODES_NOT_READY = "node(s) were not ready"
+NODES_CORDONED = "node(s) were unschedulable"
 
 
 def tolerates_all(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> bool:
@@ -51,6 +54,11 @@ class ConstraintMasks:
             out &= table.ready
         if not tolerates_all((UNSCHEDULABLE_TAINT,), tolerations):
             out &= ~table.unschedulable
+        pinned = _pinned_nodes(constraints)
+        if pinned is not None:  # e.g. a pod tied to its claim's node: look at those rows only
+            keep = np.zeros(len(out), dtype=bool)
+            keep[[table.index[n] for n in pinned if n in table.index]] = True
+            out &= keep
         # Clusters have a handful of distinct taint sets: each is judged once, not once per node.
         verdicts: dict[tuple[Taint, ...], bool] = {}
         checks_labels = bool(constraints.node_selector or constraints.affinity)
@@ -66,15 +74,30 @@ class ConstraintMasks:
     def reasons(self, constraints: Constraints, rows: Mask | None = None) -> dict[str, int]:
         """How many of ``rows`` (default: present nodes) each static filter turns away."""
         table = self.table
-        counts = {"not ready": 0, "unschedulable": 0, "untolerated taint": 0, "selector or affinity mismatch": 0}
+        not_ready, cordoned = NODES_NOT_READY, NODES_CORDONED
+        tainted, mismatch = "node(s) had untolerated taint(s)", "node(s) didn't match Pod's node affinity/selector"
+        counts = {not_ready: 0, cordoned: 0, tainted: 0, mismatch: 0}
         considered = table.present if rows is None else rows
         for row in np.flatnonzero(considered & ~self.admitted(constraints)):
             if not table.ready[row] and not tolerates_all((NOT_READY_TAINT,), constraints.tolerations):
-                counts["not ready"] += 1
+                counts[not_ready] += 1
             elif table.unschedulable[row] and not tolerates_all((UNSCHEDULABLE_TAINT,), constraints.tolerations):
-                counts["unschedulable"] += 1
+                counts[cordoned] += 1
             elif not tolerates_all(table.taints[row], constraints.tolerations):
-                counts["untolerated taint"] += 1
+                counts[tainted] += 1
             elif not constraints.matches_labels(table.labels[row], table.names[row]):
-                counts["selector or affinity mismatch"] += 1
+                counts[mismatch] += 1
         return {k: v for k, v in counts.items() if v}
+
+
+def _pinned_nodes(constraints: Constraints) -> set[str] | None:
+    """The only nodes the affinity can admit when every term names them (``metadata.name In``)."""
+    if not constraints.affinity:
+        return None
+    names: set[str] = set()
+    for term in constraints.affinity:
+        pin = next((r for r in term if r.field and r.key == "metadata.name" and r.operator == "In"), None)
+        if pin is None:
+            return None
+        names.update(pin.values)
+    return names

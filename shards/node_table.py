@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kai_ray.model import Node, Taint
+from shards.dra_devices import DeviceBook
 from shards.gpu_groups import GroupUsage, summarize
 from shards.shapes import GPU, PODS, ResourceSchema
 
@@ -70,6 +71,7 @@ class NodeTable:
         self.groups: list[dict[str, GroupUsage]] = []
         self.static_epoch = 0  # bumps when labels/taints/readiness change: constraint masks expire
         self.change_log: list[int] | None = None  # rows changed, in order, once someone tracks them
+        self.devices = DeviceBook(self.refresh)  # DRA devices per row and the claims holding them
         self.add_nodes(nodes)
 
     def __len__(self) -> int:

@@ -1,6 +1,6 @@
 """One shard: a partition of the cluster's nodes, what runs on them, and reservations.
 
-A plain class: tests drive it in-process; ``shards.actor`` turns it into a Ray actor.
+A plain class: tests drive it in-process; ``kai_ray/actors.py`` hosts it in a Ray actor.
 Every public method is one batched call (one round trip per shard per phase).
 """
 
@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from kai_ray.model import Pod, ResourceVector
+from kai_ray.model import Pod, ResourceVector, Topology
+from shards.dra_devices import apply_dra, release_claims, take_claims
 from shards.handover import ShardHandover, give_nodes, take_nodes
 from shards.messages import Placement, PrepareItem, PrepareReply, ProposeReply, ProposeRequest, ShardDeltas
 from shards.node_table import Holding, Kind, NodeTable
@@ -21,6 +22,7 @@ from shards.pod_holds import pod_hold
 from shards.reservations import Reservation, ReservationBook, ReservationState
 from shards.rows import NodeRows, export_rows
 from shards.shapes import CPU, GPU, MEMORY, PODS, ResourceSchema
+from shards.topology_domains import DomainCache, DomainReport
 
 TOLERANCE = 1e-6
 
@@ -39,6 +41,8 @@ class Shard:
         self.ttl = reservation_ttl
         self.pods: dict[str, Holding] = {}  # what each placed pod holds here
         self.book = ReservationBook()
+        self.domain_cache = DomainCache(self.table)
+        self.claim_holds: dict[str, list[str]] = {}  # prepared reservation -> DRA claims it allocated
 
     def run_batch(self, calls: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
         """Several requests in one round trip, in order (queued deltas, then a phase's call)."""
@@ -59,6 +63,8 @@ class Shard:
             self._place_pod(pod)
         for key in deltas.pods_removed:
             self._drop_pod(key)
+        if deltas.devices or deltas.claims:
+            apply_dra(self.table, deltas.devices, deltas.claims)
 
     def _ensure_schema(self, vectors: list[ResourceVector]) -> None:
         names = {n for v in vectors for n in v.scalars} - set(self.table.schema.scalars)
@@ -83,9 +89,10 @@ class Shard:
         hold = pod_hold(self.table, pod)
         current = self.pods.get(pod.key)
         if hold is None:
-            # The pod holds nothing here any more: pending again after a failed bind, finished
-            # (Succeeded/Failed keep their nodeName but free their node), or moved off this shard.
-            self._drop_pod(pod.key)
+            # Nothing held here any more: a failed bind (pending again), a pod gone to another
+            # node, or one that finished (Succeeded/Failed keep their node but free it).
+            if current is not None:
+                self._drop_pod(pod.key)
             return
         if (
             current is not None
@@ -129,6 +136,10 @@ class Shard:
         diagnoses = tuple(self.placer.diagnose(shape, exclude=sent) for shape in request.shapes)
         return ProposeReply(export_rows(table, sorted(picked)), tuple(ranked), self.totals(), len(table), diagnoses)
 
+    def domains(self, topologies: Sequence[Topology]) -> list[DomainReport]:
+        """This shard's nodes' domains in each Topology (the coordinator merges every shard's)."""
+        return [self.domain_cache.report(topology) for topology in topologies]
+
     def totals(self) -> tuple[float, float, float]:
         usable = self.table.present & self.table.ready
         alloc = self.table.alloc[usable]
@@ -160,16 +171,20 @@ class Shard:
                     refused[item.rid] = f"reservation already {existing.state.value}"
                 continue
             holdings: list[Holding] = []
+            claims: list[str] = []
             problem = ""
             for placement in item.placements:
-                problem = self._check_and_hold(placement, holdings)
+                problem = self._check_and_hold(placement, holdings) or take_claims(self.table, placement, claims)
                 if problem:
                     break
             if problem:
                 for holding in reversed(holdings):
                     self.table.release(holding)
+                release_claims(self.table, claims)
                 refused[item.rid] = problem
                 continue
+            if claims:
+                self.claim_holds[item.rid] = claims
             self.book.add(Reservation(item.rid, now + self.ttl, holdings))
             held.append(item.rid)
         return PrepareReply(tuple(held), refused)
@@ -225,6 +240,7 @@ class Shard:
                         self.table.release(previous)
                     self.pods[holding.pod] = holding
                 self.book.resolve(reservation, ReservationState.COMMITTED)
+                self.claim_holds.pop(rid, None)  # the claims stay allocated, as the binder will write
             out[rid] = reservation.state is ReservationState.COMMITTED
         return out
 
@@ -255,6 +271,7 @@ class Shard:
     def _release(self, reservation: Reservation) -> None:
         for holding in reversed(reservation.holdings):
             self.table.release(holding)
+        release_claims(self.table, self.claim_holds.pop(reservation.rid, []))
 
     def reservation_state(self, rid: str) -> str | None:
         reservation = self.book.get(rid)

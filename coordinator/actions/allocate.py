@@ -9,11 +9,13 @@ that still have pods to place go back into the order and get one more pod per tu
 
 from __future__ import annotations
 
+from coordinator.actions.topology_allocate import TreeAllocation
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job, Status, Task
 from coordinator.session import SessionState
 from coordinator.statement import Statement
 from shards.placement import Mask
+from shards.shapes import TaskShape
 
 
 def allocate_job(
@@ -34,29 +36,73 @@ def allocate_job(
             job.fit_errors["allocate"] = f"{verdict.reason}: {verdict.message}"
         return False
     checkpoint = stmt.checkpoint()
+    if job.tree is not None:
+        return _allocate_tree(state, stmt, job, tasks, pipeline_only, allowed, checkpoint)
     for placed, task in enumerate(tasks):
-        choice = state.placer.best_node(task.shape, pipeline_only=pipeline_only, allowed=allowed)
-        if choice is None:
+        problem = state.claim_problem(task)
+        if problem:  # KAI's DRA PreFilter: the pod cannot go anywhere
             if not pipeline_only:
-                job.fit_errors["allocate"] = _task_failure(state, job, task, placed)
+                job.fit_errors["allocate"] = f"pod {task.pod.name}: {problem}"
             stmt.rollback(checkpoint)
             return False
-        stmt.place(task, choice, state.accepted_quota(task, choice.node))
+        shape = state.shape_for(task)
+        choice = state.placer.best_node(shape, pipeline_only=pipeline_only, allowed=allowed)
+        if choice is None:
+            if not pipeline_only:
+                job.fit_errors["allocate"] = _task_failure(state, job, task, placed, shape)
+            stmt.rollback(checkpoint)
+            return False
+        if pipeline_only and stmt.is_back_home(task, choice):
+            stmt.unevict(task)  # KAI: a victim put back where it ran was not moved, it keeps running
+            continue
+        claims = state.claims_of(task) if task.pod.resource_claims else None
+        stmt.place(task, choice, state.accepted_quota(task, choice.node), claims)
     return True
 
 
-def _task_failure(state: SessionState, job: Job, task_failed: Task, placed: int) -> str:
-    why = state.explain(task_failed.shape)
+def _allocate_tree(
+    state: SessionState,
+    stmt: Statement,
+    job: Job,
+    tasks: list[Task],
+    pipeline_only: bool,
+    allowed: Mask | None,
+    checkpoint: int,
+) -> bool:
+    """A job with a sub-group tree or topology constraints (coordinator/actions/topology_allocate.py)."""
+    attempt = TreeAllocation(state, stmt, job, pipeline_only)
+    if attempt.run(tasks, allowed):
+        return True
+    stmt.rollback(checkpoint)
+    failure = attempt.failure
+    if not pipeline_only:
+        if failure.task is not None:
+            why = _task_failure(state, job, failure.task, failure.placed, state.shape_for(failure.task))
+            job.fit_errors["allocate"] = f"{why} (within {failure.where})" if failure.where else why
+        else:
+            job.fit_errors["allocate"] = failure.topology or "no node set satisfies the job's topology constraints"
+    return False
+
+
+def _task_failure(state: SessionState, job: Job, task_failed: Task, placed: int, shape: TaskShape) -> str:
+    """KAI's words for a job whose pod found no node (actions/common/allocate.go), so tools and
+    runbooks that read KAI's messages read kai-ray's."""
+    why = state.explain(shape)
     pod_set = job.pod_sets.get(task_failed.subgroup)
     minimum = pod_set.min_available if pod_set else 1
     gang = any(ps.min_available > 1 for ps in job.pod_sets.values())
     if gang and pod_set is not None and pod_set.active_used < minimum:
-        scope = "" if len(job.pod_sets) == 1 else f" in sub-group {pod_set.name}"
+        if len(job.pod_sets) == 1:
+            return (
+                f"Resources were found for {placed} pods while {minimum} are required for gang scheduling. "
+                f"Additional pods cannot be scheduled due to: {why}"
+            )
         return (
-            f"gang needs {minimum} pods{scope}; resources were found for {placed}; "
-            f"pod {task_failed.pod.name} does not fit: {why}"
+            f"Resources were found for {placed} pods from all sub-groups while sub-group {pod_set.name} "
+            f"requires {minimum} pods for gang scheduling. "
+            f"Additional pods cannot be scheduled in this sub-group due to: {why}"
         )
-    return f"pod {task_failed.pod.name} does not fit: {why}"
+    return f"Resources were not found for pod {task_failed.pod.key} due to: {why}"
 
 
 class AllocateAction:

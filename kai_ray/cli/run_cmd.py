@@ -8,6 +8,8 @@ import logging
 import os
 import signal
 
+from kai_ray.logs import FORMATS, configure
+
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("run", help="schedule pods of a Kubernetes cluster")
@@ -36,7 +38,39 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default="eviction",
         help="evict through pods/eviction (respects PodDisruptionBudgets) or delete pods",
     )
-    parser.add_argument("-v", "--verbose", action="store_true")
+    sharing = parser.add_argument_group("GPU sharing (reservation pods, as KAI's binder makes them)")
+    sharing.add_argument("--reservation-namespace", default="kai-resource-reservation", help="where they run")
+    sharing.add_argument(
+        "--reservation-image",
+        default="ghcr.io/nvidia/kai-scheduler/resource-reservation:v0.9.3",
+        help="the image that reports which GPU the reservation pod got (KAI's resource-reservation)",
+    )
+    sharing.add_argument("--reservation-service-account", default="kai-resource-reservation")
+    sharing.add_argument("--reservation-runtime-class", default="nvidia", help="empty: none")
+    sharing.add_argument(
+        "--reservation-timeout", type=float, default=40.0, help="seconds to wait for a reservation pod's GPU index"
+    )
+    parser.add_argument(
+        "--dra",
+        action="store_true",
+        help="Dynamic Resource Allocation: watch resource.k8s.io/v1 slices, classes and claims (Kubernetes 1.34+)",
+    )
+    parser.add_argument(
+        "--pod-grouper",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="create PodGroups for workloads whose pods name none (needs podgroups create and pods patch)",
+    )
+    parser.add_argument(
+        "--mark-disruption-target",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="give a pod a DisruptionTarget condition before evicting it (needs pods/status patch)",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log every decision (bind, pipeline, evict, pending) in one line"
+    )
+    parser.add_argument("--log-format", choices=FORMATS, default="text", help="text lines, or one JSON object per line")
     parser.set_defaults(handler=run)
 
 
@@ -45,6 +79,8 @@ def _check_kubeconfig(path: str) -> None:
     from kai_ray.errors import InputError
     from kai_ray.io.documents import parse_documents, read_text
 
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: no such kubeconfig file")
     documents = parse_documents(read_text(path), path)
     if len(documents) != 1 or not isinstance(documents[0], dict):
         raise InputError(f"{path}: not a kubeconfig (expected one YAML mapping with clusters, users and contexts)")
@@ -59,9 +95,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.kubeconfig:
         _check_kubeconfig(args.kubeconfig)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure(args.verbose, args.log_format)
     try:
         import uvloop
 
@@ -72,27 +106,30 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(args: argparse.Namespace, config: object) -> int:
-    from prometheus_client import CollectorRegistry
-
     from k8s_adapter.api import connect
     from k8s_adapter.cache import ClusterCache
+    from k8s_adapter.gpu_sharing import ReservationSettings
     from k8s_adapter.health import serve, stalled_after
     from k8s_adapter.leader import Leadership
+    from k8s_adapter.metrics import new_registry
     from k8s_adapter.runner import SchedulerLoop
+    from k8s_adapter.usage_feeds import make_feed
+    from kai_ray.cli.ports import port_error
     from kai_ray.config import SchedulerConfig
+    from kai_ray.errors import InputError
     from kai_ray.runtime import make_coordinator
 
     assert isinstance(config, SchedulerConfig)
     try:
         api = await connect(args.kubeconfig, args.context)
+    except InputError:
+        raise  # already one line that says what is wrong
     except Exception as exc:  # the client's config errors (ConfigException, file, YAML): one line, exit 2
-        from kai_ray.errors import InputError
-
         where = args.kubeconfig or "in-cluster config (no --kubeconfig or $KUBECONFIG given)"
         raise InputError(
             f"{where}: cannot connect: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
         ) from None
-    registry = CollectorRegistry()
+    registry = new_registry()
     leadership = Leadership(enabled=args.leader_elect, lease_duration=args.lease_duration)
     loop = SchedulerLoop(
         api,
@@ -102,13 +139,28 @@ async def _main(args: argparse.Namespace, config: object) -> int:
         leadership,
         period=args.period,
         eviction_mode=args.eviction_mode,
+        reservations=ReservationSettings(
+            namespace=args.reservation_namespace,
+            image=args.reservation_image,
+            service_account=args.reservation_service_account,
+            runtime_class=args.reservation_runtime_class,
+            timeout=args.reservation_timeout,
+        ),
+        dra=args.dra,
+        usage=make_feed(config.usageDBConfig, api) if config.usageDBConfig else None,
+        pod_grouper=args.pod_grouper,
+        mark_disruption_target=args.mark_disruption_target,
     )
-    server = await serve(
-        registry,
-        args.metrics_port,
-        stalled_after(max(60.0, 30 * args.period), lambda: loop.state.last_iteration),
-        lambda: loop.state.synced,
-    )
+    try:
+        server = await serve(
+            registry,
+            args.metrics_port,
+            stalled_after(max(60.0, 30 * args.period), lambda: loop.state.last_iteration),
+            lambda: loop.state.synced,
+        )
+    except OSError as exc:
+        await api.close()
+        raise port_error(args.metrics_port, "/metrics", "--metrics-port", exc) from None
     stop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         stop.add_signal_handler(sig, loop.stop)

@@ -6,18 +6,29 @@ import argparse
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from kai_ray.cli.output import format_table, print_json
-from kai_ray.config import DEFAULT_ACTIONS
+from kai_ray.config import DEFAULT_ACTIONS, SchedulerConfig
 from kai_ray.errors import InputError
-from kai_ray.io.config import load_config
+from kai_ray.io.config import config_from_mapping, load_config
 from kai_ray.io.fields import parse_time
+from kai_ray.io.kai_snapshot import is_kai_snapshot, read_kai_snapshot
 from kai_ray.io.snapshot_loader import load_snapshot
+from kai_ray.model import ClusterSnapshot
+
+if TYPE_CHECKING:  # the coordinator is imported when a session runs, not to parse the command line
+    from coordinator.decisions import Decisions
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("schedule", help="run one scheduling session on a cluster snapshot")
-    parser.add_argument("--snapshot", required=True, help="Kubernetes List or multi-document YAML/JSON")
+    parser.add_argument(
+        "--snapshot",
+        required=True,
+        help="Kubernetes List or multi-document YAML/JSON, or the ZIP of KAI's /get-snapshot (its config applies)",
+    )
     parser.add_argument("--config", help="scheduler config YAML (schema: docs/architecture.md#scheduler-config)")
     parser.add_argument("--actions", help="comma-separated actions to run instead of the config's, or 'none'")
     parser.add_argument("--now", help="the session's clock, RFC 3339 (default: the current time)")
@@ -38,15 +49,32 @@ def _actions(text: str | None) -> tuple[str, ...] | None:
     return names
 
 
-def run(args: argparse.Namespace) -> int:
+def decide(
+    snapshot: ClusterSnapshot,
+    config: SchedulerConfig,
+    now: float,
+    actions: Sequence[str] | None = None,
+    shards: int | None = None,
+) -> Decisions:
+    """The session ``schedule`` runs: the live coordinator's cycle on in-process shards, fed
+    the snapshot as its first deltas. ``actions`` replaces the config's list (None keeps it)."""
     from kai_ray.deltas import ClusterDeltas
     from kai_ray.runtime import in_process_coordinator, shard_count
 
-    config = load_config(args.config)
-    actions = _actions(args.actions)
     if actions is not None:
+        # As for the config's own list: KAI turns consolidation off under a spread strategy.
         spread = "spread" in (config.placementStrategy.gpu, config.placementStrategy.cpu)
         actions = tuple(a for a in actions if not (spread and a == "consolidation"))
+    coordinator = in_process_coordinator(config, shard_count(config, len(snapshot.nodes), shards))
+    coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+    return coordinator.cycle(now, actions).decisions
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    if args.config is None and is_kai_snapshot(args.snapshot):  # KAI's ZIP carries its own configuration
+        config = config_from_mapping(read_kai_snapshot(args.snapshot).config, f"{args.snapshot}: config")
+    actions = _actions(args.actions)
     try:
         now = parse_time(args.now) if args.now else time.time()
     except ValueError:
@@ -54,9 +82,7 @@ def run(args: argparse.Namespace) -> int:
     snapshot = load_snapshot(args.snapshot, config.schedulerName)
     for warning in snapshot.report.warnings:
         print(f"kai-ray: warning: {warning}", file=sys.stderr)
-    coordinator = in_process_coordinator(config, shard_count(config, len(snapshot.nodes), args.shards))
-    coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
-    decisions = coordinator.cycle(now, actions).decisions
+    decisions = decide(snapshot, config, now, actions, args.shards)
     if args.output == "json":
         print_json(decisions.to_json())
         return 0

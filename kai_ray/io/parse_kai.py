@@ -8,7 +8,8 @@ from typing import Any
 
 from kai_ray import labels as L
 from kai_ray.io.fields import ObjectReader
-from kai_ray.model import UNLIMITED, PriorityClass, Queue, QueueResource, SubGroup
+from kai_ray.io.parse_subgroups import read_gang_spec
+from kai_ray.model import UNLIMITED, PriorityClass, Queue, QueueResource, SubGroup, TopologyConstraint
 from kai_ray.quantity import parse_duration
 
 MEMORY_UNIT = 1_000_000  # Queue memory is in 10^6 bytes
@@ -65,6 +66,7 @@ def parse_queue(reader: ObjectReader, warnings: list[str]) -> Queue:
         created=reader.timestamp("metadata.creationTimestamp", reader.meta.get("creationTimestamp"), False) or 0.0,
         preempt_min_runtime=min_runtimes["preemptMinRuntime"],
         reclaim_min_runtime=min_runtimes["reclaimMinRuntime"],
+        display_name=str(spec.get("displayName") or ""),
     )
 
 
@@ -94,31 +96,41 @@ class RawPodGroup:
     staleness_grace_seconds: float | None
     stale_since: float | None
     last_start: float | None
+    min_sub_group: int | None = None
+    topology: TopologyConstraint | None = None
+    last_eviction: float | None = None
+    preemption_delay_seconds: float | None = None
+    expected_runtime_seconds: float | None = None
 
 
-def parse_pod_group(reader: ObjectReader) -> RawPodGroup:
+def _duration_field(reader: ObjectReader, path: str, raw: Any, negative_ok: bool = True) -> float | None:
+    try:
+        seconds = None if raw in (None, "") else parse_duration(raw)
+    except ValueError:
+        raise reader.fail(path, f"bad duration {raw!r}") from None
+    if seconds is not None and seconds < 0 and not negative_ok:
+        raise reader.fail(path, f"must not be negative, got {raw!r}")
+    return seconds
+
+
+def parse_pod_group(reader: ObjectReader, warnings: list[str] | None = None) -> RawPodGroup:
     spec = reader.mapping("spec")
     pg_labels = reader.string_map("metadata.labels")
     annotations = reader.string_map("metadata.annotations")
-    min_member = reader.integer("spec.minMember", 1)
-    if min_member < 0:
-        raise reader.fail("spec.minMember", "must be at least 0")
-    sub_groups = []
-    for i, sub in enumerate(reader.sequence("spec.subGroups")):
-        if not isinstance(sub, Mapping) or not sub.get("name"):
-            raise reader.fail(f"spec.subGroups[{i}].name", "missing")
-        sub_min = sub.get("minMember", 1)
-        if isinstance(sub_min, bool) or not isinstance(sub_min, int) or sub_min < 0:
-            raise reader.fail(f"spec.subGroups[{i}].minMember", f"must be a whole number >= 0, got {sub_min!r}")
-        sub_groups.append(SubGroup(str(sub["name"]), sub_min))
+    gang = read_gang_spec(reader, [] if warnings is None else warnings)
     preemptibility = spec.get("preemptibility") or pg_labels.get(L.PREEMPTIBILITY_LABEL) or None
     if preemptibility not in (None, "preemptible", "non-preemptible"):
         raise reader.fail("spec.preemptibility", f"must be preemptible or non-preemptible, got {preemptibility!r}")
     grace_raw = spec.get("stalenessGracePeriod") or annotations.get(L.STALENESS_GRACE_ANNOTATION)
-    try:
-        grace = None if not grace_raw else parse_duration(grace_raw)
-    except ValueError:
-        raise reader.fail("spec.stalenessGracePeriod", f"bad duration {grace_raw!r}") from None
+    grace = _duration_field(reader, "spec.stalenessGracePeriod", grace_raw)
+    delay_raw = spec.get("preemptionDelay") or annotations.get(L.PREEMPTION_DELAY_ANNOTATION)
+    delay = _duration_field(reader, "spec.preemptionDelay", delay_raw, negative_ok=False)
+    expected = _duration_field(
+        reader,
+        f"metadata.annotations.{L.EXPECTED_RUNTIME_ANNOTATION}",
+        annotations.get(L.EXPECTED_RUNTIME_ANNOTATION),
+        negative_ok=False,
+    )
     return RawPodGroup(
         namespace=reader.namespace,
         name=reader.name,
@@ -128,8 +140,8 @@ def parse_pod_group(reader: ObjectReader) -> RawPodGroup:
         if spec.get("priorityClassName")
         else pg_labels.get(L.PRIORITY_CLASS_LABEL) or None,
         preemptibility=preemptibility,
-        min_member=min_member,
-        sub_groups=tuple(sub_groups),
+        min_member=gang.min_member,
+        sub_groups=gang.sub_groups,
         created=reader.timestamp("metadata.creationTimestamp", reader.meta.get("creationTimestamp")) or 0.0,
         staleness_grace_seconds=grace,
         stale_since=reader.timestamp(
@@ -138,4 +150,11 @@ def parse_pod_group(reader: ObjectReader) -> RawPodGroup:
         last_start=reader.timestamp(
             f"metadata.annotations.{L.LAST_START_ANNOTATION}", annotations.get(L.LAST_START_ANNOTATION)
         ),
+        min_sub_group=gang.min_sub_group,
+        topology=gang.topology,
+        last_eviction=reader.timestamp(
+            f"metadata.annotations.{L.LAST_EVICTION_ANNOTATION}", annotations.get(L.LAST_EVICTION_ANNOTATION)
+        ),
+        preemption_delay_seconds=delay or None,
+        expected_runtime_seconds=expected or None,
     )

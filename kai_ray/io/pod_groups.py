@@ -7,10 +7,10 @@ the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from kai_ray import labels as L
-from kai_ray.grouping import OwnerRef, implicit_group
+from kai_ray.grouping import ImplicitGroup
 from kai_ray.io.parse_kai import RawPodGroup
 from kai_ray.model import Pod, PodGroup, PriorityClass
 
@@ -25,17 +25,24 @@ def priority_of(name: str | None, classes: Mapping[str, PriorityClass], where: s
     return default if default is not None else L.DEFAULT_JOB_PRIORITY
 
 
-def resolve(
-    raw: RawPodGroup, members: Iterable[Pod], classes: Mapping[str, PriorityClass], warnings: list[str]
+def resolve_pod_group(
+    raw: RawPodGroup,
+    members: Iterable[Pod],
+    classes: Mapping[str, PriorityClass],
+    warnings: list[str],
+    missing: list[str] | None = None,
 ) -> PodGroup:
     """A PodGroup object as the session sees it; without ``spec.queue`` its pods' queue label
-    decides (the first member, by name, that has one)."""
+    decides (the first member, by name, that has one). A PriorityClass that does not exist is
+    noted in ``missing`` if given (KAI falls back without a word), else among ``warnings``."""
     queue = raw.queue
     if not queue:
         labelled = sorted((p.name, p.queue_label) for p in members if p.queue_label)
         queue = labelled[0][1] if labelled else None
     key = f"{raw.namespace}/{raw.name}"
-    priority = priority_of(raw.priority_class_name, classes, f"PodGroup {key}", warnings)
+    priority = priority_of(
+        raw.priority_class_name, classes, f"PodGroup {key}", warnings if missing is None else missing
+    )
     preemptible = priority < L.PREEMPTIBLE_BELOW if raw.preemptibility is None else raw.preemptibility == "preemptible"
     return PodGroup(
         namespace=raw.namespace,
@@ -51,22 +58,29 @@ def resolve(
         staleness_grace_seconds=raw.staleness_grace_seconds,
         stale_since=raw.stale_since,
         last_start=raw.last_start,
+        last_eviction=raw.last_eviction,
+        preemption_delay_seconds=raw.preemption_delay_seconds,
+        expected_runtime_seconds=raw.expected_runtime_seconds,
+        min_sub_group=raw.min_sub_group,
+        topology=raw.topology,
     )
 
 
-def implicit(
+def implicit_pod_group(
     members: Iterable[Pod],
-    owners: Mapping[str, tuple[OwnerRef, ...]],
+    spec_of: Callable[[Pod], ImplicitGroup],
     classes: Mapping[str, PriorityClass],
     warnings: list[str],
+    missing: list[str] | None = None,
 ) -> PodGroup:
-    """The PodGroup KAI's pod grouper would create for pods that name none. It exists from its
-    first pod on, so it is as old as the oldest member, and that member's labels decide (ties
-    by name), whatever order the pods were read in."""
+    """The PodGroup KAI's pod grouper would create for pods that name none (``spec_of`` gives a
+    pod's grouping, ``kai_ray.grouping.implicit_group`` with what the caller knows of its owners).
+    It exists from its first pod on, so it is as old as the oldest member, and that member's
+    labels decide (ties by name), whatever order the pods were read in."""
     first = min(members, key=lambda p: (p.created, p.name))
-    spec = implicit_group(first, owners.get(first.key, ()))
+    spec = spec_of(first)
     where = f"Pod {first.key}"
-    priority = priority_of(spec.priority_class_name, classes, where, warnings)
+    priority = priority_of(spec.priority_class_name, classes, where, warnings if missing is None else missing)
     return PodGroup(
         namespace=first.namespace,
         name=spec.name,
@@ -76,6 +90,9 @@ def implicit(
         min_member=spec.min_member,
         priority_class_name=spec.priority_class_name,
         created=first.created,
+        sub_groups=spec.sub_groups,
+        min_sub_group=spec.min_sub_group,
+        topology=spec.topology,
     )
 
 

@@ -19,7 +19,7 @@ class QueueForest:
     cycles: dict[str, str]  # queue -> "a -> b -> a", for queues on (or below) a parent cycle
 
 
-def classify(queues: Mapping[str, Queue], invalid: Mapping[str, str] | None = None) -> QueueForest:
+def classify_queues(queues: Mapping[str, Queue], invalid: Mapping[str, str] | None = None) -> QueueForest:
     """Split ``queues`` into the tree and the rest. ``invalid``: queues that exist but could not be
     read (name -> problem); their children are left out because of them, with that reason."""
     invalid = invalid or {}

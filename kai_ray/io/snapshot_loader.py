@@ -1,4 +1,4 @@
-"""Snapshot input (DESIGN §5.2): manifests in, a validated ClusterSnapshot out.
+"""Snapshot input (docs/architecture.md#snapshot-input): manifests in, a validated ClusterSnapshot out.
 
 Malformed input raises InputError with a one-line message naming the object and the
 field. Cluster states that KAI tolerates are not errors: orphan queues are dropped
@@ -16,17 +16,26 @@ from typing import Any
 
 from kai_ray import labels as L
 from kai_ray.errors import InputError
-from kai_ray.grouping import OwnerRef, implicit_group
+from kai_ray.grouping import WORKLOAD_DOC_KINDS, ImplicitGroup, OwnerRef, implicit_group, top_owner
 from kai_ray.io.documents import iter_objects, parse_documents, read_text
+from kai_ray.io.dra_snapshot import DRA_KINDS, DraReader
 from kai_ray.io.fields import ObjectReader
+from kai_ray.io.kai_snapshot import is_kai_snapshot, read_kai_snapshot
 from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
-from kai_ray.io.pod_groups import implicit, resolve
-from kai_ray.io.queue_tree import classify
-from kai_ray.model import ClusterSnapshot, LoadReport, Node, Pod, PodGroup, PriorityClass, Queue
+from kai_ray.io.parse_topology import parse_topology
+from kai_ray.io.pod_groups import implicit_pod_group, resolve_pod_group
+from kai_ray.io.queue_tree import classify_queues
+from kai_ray.model import ClusterSnapshot, LoadReport, Node, Pod, PodGroup, PodState, PriorityClass, Queue, Topology
 
 
 def load_snapshot(path: str | Path, scheduler_name: str = L.DEFAULT_SCHEDULER_NAME) -> ClusterSnapshot:
+    """A List or stream of manifests; a KAI ``/get-snapshot`` ZIP is read with its objects (its
+    configuration is the caller's business: ``kai_ray.io.kai_snapshot``)."""
+    if is_kai_snapshot(path):
+        kai = read_kai_snapshot(path)
+        snapshot = snapshot_from_documents(kai.documents, str(path), scheduler_name)
+        return replace(snapshot, report=replace(snapshot.report, warnings=(*kai.warnings, *snapshot.report.warnings)))
     text = read_text(path)
     documents = parse_documents(text, str(path))
     if not documents:
@@ -47,8 +56,12 @@ def snapshot_from_documents(
     raw_groups: dict[str, RawPodGroup] = {}
     queues: dict[str, Queue] = {}
     classes: dict[str, PriorityClass] = {}
+    binding: dict[str, tuple[str, tuple[str, ...]]] = {}  # pod -> (node, GPU groups) of its BindRequest
+    topologies: dict[str, Topology] = {}
+    workloads: dict[tuple[str, str, str], Any] = {}  # owner objects, for KAI's per-kind grouping rules
     skipped: Counter[str] = Counter()
     warnings: list[str] = []
+    dra = DraReader()
     for index, doc in iter_objects(documents, source):
         kind = doc.get("kind")
         if not isinstance(kind, str) or not kind:
@@ -59,6 +72,8 @@ def snapshot_from_documents(
         _check_version(kind, api_group, api_version, reader)
         if kind == "Node" and api_group == "":
             _put(nodes, reader.name, parse_node(reader), reader, False)
+        elif kind == "Pod" and api_group == "" and L.is_reservation_pod(_labels(doc)):
+            skipped["Pod (GPU reservation)"] += 1
         elif kind == "Pod" and api_group == "":
             pod = parse_pod(reader, warnings)
             _put(pods, pod.key, pod, reader, True)
@@ -66,14 +81,26 @@ def snapshot_from_documents(
         elif kind == "Queue" and api_group == "scheduling.run.ai":
             _put(queues, reader.name, parse_queue(reader, warnings), reader, False)
         elif kind == "PodGroup" and api_group == "scheduling.run.ai":
-            group = parse_pod_group(reader)
+            group = parse_pod_group(reader, warnings)
             _put(raw_groups, f"{group.namespace}/{group.name}", group, reader, True)
         elif kind == "PriorityClass" and api_group == "scheduling.k8s.io":
             _put(classes, reader.name, parse_priority_class(reader), reader, False)
+        elif kind == "BindRequest" and api_group == "scheduling.run.ai":
+            request = _bind_request(reader)
+            if request is not None:
+                binding[request[0]] = request[1]
+        elif kind == "Topology" and api_group == "kai.scheduler":
+            _put(topologies, reader.name, parse_topology(reader), reader, False)
+        elif api_group == "resource.k8s.io" and kind in DRA_KINDS:
+            dra.add(kind, reader)
         else:
             skipped[kind] += 1
+            if kind in WORKLOAD_DOC_KINDS and (kind != "Service" or api_group == "serving.knative.dev"):
+                workloads[(reader.namespace, kind, reader.name)] = doc
+    _apply_bind_requests(pods, binding)
+    resolved = dra.resolve(pods)
     kept_queues, unusable_queues = _valid_queue_tree(queues, warnings)
-    groups = _resolve_groups(raw_groups, pods, owners, classes, warnings, scheduler_name)
+    groups = _resolve_groups(raw_groups, pods, owners, classes, warnings, scheduler_name, workloads, skipped)
     return ClusterSnapshot(
         nodes=tuple(nodes.values()),
         pods=tuple(pods.values()),
@@ -82,24 +109,30 @@ def snapshot_from_documents(
         priority_classes=tuple(classes.values()),
         report=LoadReport(dict(sorted(skipped.items())), tuple(warnings)),
         unusable_queues=unusable_queues,
+        topologies=tuple(topologies.values()),
+        dra=resolved,
     )
 
 
 # The versions of each kind this reader understands: another version of a kind it knows could
 # mean other fields (or the same fields meaning other things), so it is refused, not guessed at.
+_DRA_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta1", "resource.k8s.io/v1beta2")
 READ_VERSIONS = {
     ("Node", ""): ("v1",),
     ("Pod", ""): ("v1",),
     ("Queue", "scheduling.run.ai"): ("scheduling.run.ai/v2",),
     ("PodGroup", "scheduling.run.ai"): ("scheduling.run.ai/v2alpha2",),
+    ("BindRequest", "scheduling.run.ai"): ("scheduling.run.ai/v1alpha2",),
     ("PriorityClass", "scheduling.k8s.io"): ("scheduling.k8s.io/v1",),
+    ("Topology", "kai.scheduler"): ("kai.scheduler/v1alpha1",),
+    **{(kind, "resource.k8s.io"): _DRA_VERSIONS for kind in DRA_KINDS},
 }
 
 
 def _check_version(kind: str, group: str, api_version: str, reader: ObjectReader) -> None:
     versions = READ_VERSIONS.get((kind, group))
     if versions is not None and api_version not in versions:
-        namespaced = kind in ("Pod", "PodGroup")
+        namespaced = kind in ("Pod", "PodGroup", "BindRequest", "ResourceClaim", "ResourceClaimTemplate")
         raise reader.fail(
             "apiVersion",
             f"{api_version or '(missing)'!r} is not read; kai-ray reads {kind} as {', '.join(versions)}",
@@ -107,10 +140,34 @@ def _check_version(kind: str, group: str, api_version: str, reader: ObjectReader
         )
 
 
+def _labels(doc: Mapping[str, Any]) -> Mapping[str, str]:
+    labels = (doc.get("metadata") or {}).get("labels") if isinstance(doc.get("metadata"), Mapping) else None
+    return labels if isinstance(labels, Mapping) else {}
+
+
 def _put(store: dict[str, Any], key: str, value: Any, reader: ObjectReader, namespaced: bool) -> None:
     if key in store:
         raise reader.fail("metadata.name", "appears twice in the snapshot", namespaced)
     store[key] = value
+
+
+def _bind_request(reader: ObjectReader) -> tuple[str, tuple[str, tuple[str, ...]]] | None:
+    """A BindRequest KAI's binder has not failed: (pod key, (selected node, selected GPU groups))."""
+    if reader.get("status.phase") == "Failed":
+        return None
+    pod, node = reader.get("spec.podName"), reader.get("spec.selectedNode")
+    if not pod or not node:
+        raise reader.fail("spec.selectedNode" if pod else "spec.podName", "missing")
+    groups = tuple(str(g) for g in reader.sequence("spec.selectedGPUGroups"))
+    return f"{reader.namespace}/{pod}", (str(node), groups)
+
+
+def _apply_bind_requests(pods: dict[str, Pod], binding: Mapping[str, tuple[str, tuple[str, ...]]]) -> None:
+    """KAI holds a pod's place from its BindRequest until the pod is bound: the pod is Binding there."""
+    for key, (node, groups) in binding.items():
+        pod = pods.get(key)
+        if pod is not None and pod.state is PodState.PENDING:
+            pods[key] = replace(pod, state=PodState.BINDING, node=node, gpu_groups=groups or pod.gpu_groups)
 
 
 def _owner_refs(reader: ObjectReader) -> tuple[OwnerRef, ...]:
@@ -124,7 +181,7 @@ def _owner_refs(reader: ObjectReader) -> tuple[OwnerRef, ...]:
 def _valid_queue_tree(queues: dict[str, Queue], warnings: list[str]) -> tuple[list[Queue], dict[str, str]]:
     """Refuse cycles (a snapshot is input to fix); drop orphans as KAI does, with a warning each.
     Returns the tree's queues and the dropped ones with why."""
-    forest = classify(queues)
+    forest = classify_queues(queues)
     for name, cycle in forest.cycles.items():
         raise InputError(f"Queue {name}: spec.parentQueue: cycle {cycle}")
     for name, why in forest.unusable.items():
@@ -139,22 +196,40 @@ def _resolve_groups(
     classes: Mapping[str, PriorityClass],
     warnings: list[str],
     scheduler_name: str,
+    workloads: Mapping[tuple[str, str, str], Any],
+    skipped: Counter[str],
 ) -> list[PodGroup]:
     members: dict[str, list[Pod]] = {}
     for pod in pods.values():
         if pod.pod_group:
             members.setdefault(f"{pod.namespace}/{pod.pod_group}", []).append(pod)
-    groups = [resolve(raw, members.get(key, ()), classes, warnings) for key, raw in raw_groups.items()]
-    # Pods of ours that name no PodGroup get the one KAI's pod grouper would create.
+    groups = [resolve_pod_group(raw, members.get(key, ()), classes, warnings) for key, raw in raw_groups.items()]
+    # Pods of ours that name no PodGroup get the one KAI's pod grouper would create, shaped by
+    # KAI's rules for the top owner's kind when the snapshot holds the owner object.
     implicit_members: dict[str, list[Pod]] = {}
+    specs: dict[str, ImplicitGroup] = {}
+    used: set[tuple[str, str, str]] = set()
     for key, pod in list(pods.items()):
         if pod.pod_group or pod.scheduler_name != scheduler_name:
             continue
-        name = implicit_group(pod, owners.get(key, ())).name
-        implicit_members.setdefault(f"{pod.namespace}/{name}", []).append(pod)
-        pods[key] = replace(pod, pod_group=name)
+        chain, top_doc = top_owner(pod.namespace, owners.get(key, ()), workloads)
+        revision = pod.labels.get("serving.knative.dev/revision")
+        related = workloads.get((pod.namespace, "Revision", revision)) if revision else None
+        spec = specs[key] = implicit_group(pod, chain, top_doc, related)
+        if top_doc is not None:
+            used.add((pod.namespace, chain[-1].kind, chain[-1].name))
+        if spec.note and spec.note not in warnings:
+            warnings.append(spec.note)
+        pod = pods[key] = replace(pod, pod_group=spec.name, subgroup=spec.subgroup or pod.subgroup)
+        implicit_members.setdefault(f"{pod.namespace}/{spec.name}", []).append(pod)
+    for _, kind, _ in used:  # owner objects that shaped a group were read, not skipped
+        skipped[kind] -= 1
+        if skipped[kind] <= 0:
+            del skipped[kind]
     # A PodGroup object of the same name wins (the pod grouper made it; the pods are not annotated yet).
     groups.extend(
-        implicit(found, owners, classes, warnings) for k, found in implicit_members.items() if k not in raw_groups
+        implicit_pod_group(found, lambda p: specs[p.key], classes, warnings)
+        for k, found in implicit_members.items()
+        if k not in raw_groups
     )
     return groups

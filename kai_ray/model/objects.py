@@ -12,7 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from kai_ray.model.dra import PodClaim
 from kai_ray.model.resources import ZERO, GpuShare, ResourceVector
+from kai_ray.model.topology import TopologyConstraint
 
 NO_LABELS: Mapping[str, str] = MappingProxyType({})
 UNLIMITED = -1.0
@@ -135,6 +137,7 @@ class Pod:
     task_priority: int | None = None
     is_leader: bool = False  # kubeflow master/launcher or ray head: placed first
     priority_class_name: str | None = None
+    resource_claims: tuple[PodClaim, ...] = ()  # DRA: spec.resourceClaims, resolved names where known
 
     @property
     def key(self) -> str:
@@ -147,8 +150,14 @@ class Pod:
 
 @dataclass(frozen=True, slots=True)
 class SubGroup:
+    """One entry of ``spec.subGroups``: a leaf gathers pods (``minMember`` of them); a sub-group
+    that other sub-groups name as ``parent`` needs ``minSubGroup`` of its children (all when unset)."""
+
     name: str
     min_member: int
+    parent: str | None = None
+    min_sub_group: int | None = None
+    topology: TopologyConstraint | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,11 +170,16 @@ class PodGroup:
     min_member: int = 1
     sub_groups: tuple[SubGroup, ...] = ()
     priority_class_name: str | None = None
+    min_sub_group: int | None = None  # how many direct sub-groups must be satisfied (all when unset)
+    topology: TopologyConstraint | None = None  # spec.topologyConstraint (None when it names no Topology)
     created: float = 0.0
     staleness_grace_seconds: float | None = None  # None: the scheduler default
     stale_since: float | None = None  # kai.scheduler/stale-podgroup-timestamp
     last_start: float | None = None  # kai.scheduler/last-start-timestamp
     uid: str = ""
+    last_eviction: float | None = None  # kai.scheduler/last-eviction-timestamp
+    preemption_delay_seconds: float | None = None  # spec.preemptionDelay: no evicting before it passed
+    expected_runtime_seconds: float | None = None  # kai.scheduler/expected-runtime (beyond KAI)
 
     @property
     def key(self) -> str:
@@ -192,6 +206,7 @@ class Queue:
     created: float = 0.0
     preempt_min_runtime: float | None = None  # seconds
     reclaim_min_runtime: float | None = None
+    display_name: str = ""  # spec.displayName (KAI's queue metrics label queues by it)
 
     def resource(self, name: str) -> QueueResource:
         if name == "gpu":

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kai_ray.model.dra import DraObjects
 from kai_ray.model.objects import Node, Pod, PodGroup, PriorityClass, Queue
+from kai_ray.model.topology import Topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,3 +29,8 @@ class ClusterSnapshot:
     # Queues that exist but are left out of the tree (orphans, cycles, invalid ones): name -> why.
     # Jobs naming one wait with that reason rather than "the queue does not exist".
     unusable_queues: Mapping[str, str] = field(default_factory=dict)
+    topologies: tuple[Topology, ...] = ()
+    dra: DraObjects = field(default_factory=DraObjects)  # ResourceSlices, DeviceClasses, ResourceClaims
+    # Past usage per queue for time-based fair share: (gpu, cpu, memory), each normalized to the
+    # cluster's capacity over the usage window (KAI's usage/capacity); empty = no usage.
+    queue_usage: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)

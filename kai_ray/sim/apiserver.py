@@ -125,6 +125,9 @@ def pod_manifest(pod: Pod, now: float) -> JSON:
     }
     if pod.priority_class_name:
         spec["priorityClassName"] = pod.priority_class_name
+    if pod.resource_claims:
+        spec["resourceClaims"] = [{"name": c.name, "resourceClaimName": c.claim} for c in pod.resource_claims]
+        spec["containers"][0]["resources"]["claims"] = [{"name": c.name} for c in pod.resource_claims]
     meta: JSON = {
         "name": pod.name,
         "namespace": pod.namespace,

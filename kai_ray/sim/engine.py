@@ -15,6 +15,12 @@ scheduler is faked.
 - A cycle evicts pods: they turn Releasing and disappear after the eviction grace delay;
   the job's controller re-creates them as pending pods. A job that loses its gang stops
   its clock and starts over (with its whole duration) when it is running again.
+- DRA (``simulate --dra-share``): ResourceSlices and the DeviceClass are written at the start;
+  a DRA job's pod gets its own ResourceClaim, a bind writes the claim's allocation (the
+  binder's part) and a pod that finishes or goes deletes it (the claim controller's), each
+  through the cache as ``kai-ray run --dra`` sees them.
+- Time-based fair share: queue usage is accounted in simulated time (``usage.py``) and handed
+  to the coordinator with each cycle's deltas, as the adapter's usage feed does.
 
 After every cycle the usage of every node is recounted from the pods that hold it and
 compared with what the scheduler's shards hold (``accounting.py``); any difference (a
@@ -36,10 +42,10 @@ from typing import Protocol
 
 from coordinator.coordinator import Coordinator, CycleResult
 from k8s_adapter.cache import ClusterCache
-from k8s_adapter.kinds import NODES, POD_GROUPS, PODS, QUEUES
+from k8s_adapter.kinds import DEVICE_CLASSES, NODES, POD_GROUPS, PODS, QUEUES, RESOURCE_CLAIMS, RESOURCE_SLICES
 from k8s_adapter.kinds import PRIORITY_CLASSES as PRIORITY_CLASS_KIND
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.model import Node, Pod, PodState
+from kai_ray.model import DraObjects, Node, Pod, PodState, ResourceClaim
 from kai_ray.sim import accounting
 from kai_ray.sim.apiserver import (
     SimApiServer,
@@ -49,11 +55,16 @@ from kai_ray.sim.apiserver import (
     priority_class_manifest,
     queue_manifest,
 )
+from kai_ray.sim.dra import DeviceLedger, claim_for, claim_manifest, claimed, class_manifest, slice_manifest
 from kai_ray.sim.report import SimMetrics
+from kai_ray.sim.usage import SimUsage
 from kai_ray.sim.workload import NAMESPACE, PRIORITY_CLASSES, JobSpec, Workload
 from shards.rows import NodeRows
 
-KINDS = {kind.name: kind for kind in (NODES, PODS, QUEUES, POD_GROUPS, PRIORITY_CLASS_KIND)}
+KINDS = {
+    kind.name: kind
+    for kind in (NODES, PODS, QUEUES, POD_GROUPS, PRIORITY_CLASS_KIND, RESOURCE_SLICES, DEVICE_CLASSES, RESOURCE_CLAIMS)
+}
 
 
 class Scheduler(Protocol):
@@ -109,8 +120,11 @@ class Simulation:
         workload: Workload,
         settings: SimSettings | None = None,
         on_step: Callable[[float], None] | None = None,
+        dra: DraObjects | None = None,
+        usage: SimUsage | None = None,
     ) -> None:
         self.scheduler = scheduler
+        self.usage = usage  # time-based fair share: usage accounted in simulated time
         self.nodes = {n.name: n for n in nodes}
         self.workload = workload
         self._specs = {job.name: job for job in workload.jobs}
@@ -125,6 +139,11 @@ class Simulation:
         self.api = SimApiServer(lambda kind, event, obj: self.cache.on_event(KINDS[kind], event, obj))
         self.now = 0.0
         self.last_result: CycleResult | None = None
+        self.dra = dra or DraObjects()
+        self.devices = DeviceLedger()  # which claim holds which DRA device, by the simulator's count
+        self.claims: dict[str, ResourceClaim] = {}  # DRA claims as the simulator's API server holds them
+        # DRA GPUs are the cluster's GPUs too: in its capacity, and in use while a claim holds them.
+        self.metrics.gpu_capacity += sum(len(s.devices) for s in self.dra.slices)
 
     # ------------------------------------------------------------------ events
     def _at(self, when: float, kind: str, subject: str, tag: int = 0) -> None:
@@ -157,8 +176,26 @@ class Simulation:
         group = spec.pod_group()
         self.api.put(POD_GROUPS.name, group.key, pod_group_manifest(group))
         for index in range(spec.pods):
-            self._write(spec.pod(index))
+            self._write(self._with_claim(spec, spec.pod(index)))
             run.incarnations[index] = 0
+
+    def _with_claim(self, spec: JobSpec, pod: Pod) -> Pod:
+        """A DRA job's pod with its own claim (made as the claim controller makes one)."""
+        if not spec.dra:
+            return pod
+        self._write_claim(claim_for(pod, int(spec.gpus)))
+        return claimed(pod)
+
+    def _write_claim(self, claim: ResourceClaim) -> None:
+        self.claims[claim.key] = claim
+        self.api.put(RESOURCE_CLAIMS.name, claim.key, claim_manifest(claim))
+
+    def _drop_claim(self, pod: Pod) -> None:
+        for pod_claim in pod.resource_claims:
+            key = f"{pod.namespace}/{pod_claim.claim}"
+            self.metrics.gpus_in_use -= self.devices.release(key)
+            if self.claims.pop(key, None) is not None:
+                self.api.delete(RESOURCE_CLAIMS.name, key)
 
     def _finish(self, name: str, epoch: int, now: float) -> None:
         """The job is done: its running pods succeed (and keep their node name, holding nothing),
@@ -173,6 +210,7 @@ class Simulation:
             if pod is None:
                 continue
             self.metrics.pod_left(pod)
+            self._drop_claim(pod)  # the claim controller frees what a finished pod held
             if pod.state is PodState.RUNNING:
                 self._write(replace(pod, state=PodState.SUCCEEDED))
             else:
@@ -193,11 +231,13 @@ class Simulation:
         if pod is None or pod.state is not PodState.RELEASING:
             return
         self.metrics.pod_left(pod)
+        self._drop_claim(pod)
         run = self.jobs[pod.pod_group or ""]
         index = _pod_index(key)
         run.incarnations[index] = incarnation
+        self._drop_claim(pod)
         self._delete(key)
-        self._write(run.spec.pod(index, incarnation))
+        self._write(self._with_claim(run.spec, run.spec.pod(index, incarnation)))
 
     # ------------------------------------------------------------------ decisions
     def _take(self, result: CycleResult, now: float) -> None:
@@ -207,6 +247,12 @@ class Simulation:
             if pod is None or pod.state is not PodState.PENDING:
                 continue  # gone meanwhile; the coordinator learns it from the next deltas
             bound = replace(pod, state=PodState.RUNNING, node=bind.node, gpu_groups=bind.gpu_groups)
+            for grant in bind.claims:  # the binder's write: the claim's allocation, reserved for the pod
+                self.devices.allocate(grant.claim, grant.allocation)
+                self.metrics.gpus_in_use += len(grant.allocation.results)
+                claim = self.claims.get(grant.claim)
+                if claim is not None:
+                    self._write_claim(replace(claim, allocation=grant.allocation, reserved_for=(pod.name,)))
             self._write(bound)
             self.metrics.pod_bound(bound, now)
             run = self.jobs[pod.pod_group or ""]
@@ -264,13 +310,18 @@ class Simulation:
             self.api.put(NODES.name, node.name, node_manifest(node))
         for queue in self.workload.queues:
             self.api.put(QUEUES.name, queue.name, queue_manifest(queue))
+        for device_class in self.dra.classes:
+            self.api.put(DEVICE_CLASSES.name, device_class.name, class_manifest(device_class))
+        for resource_slice in self.dra.slices:
+            self.api.put(RESOURCE_SLICES.name, resource_slice.name, slice_manifest(resource_slice))
         now, last_cycle, changed = 0.0, -math.inf, True
         started = time.perf_counter()
         while now <= settings.horizon:
             self.now = now
             self._due(now)
             pending = any(p.state is PodState.PENDING for p in self.pods.values())
-            if self.api.writes or changed or (pending and now - last_cycle >= settings.recheck):
+            refresh = self.usage is not None and pending and self.usage.due(now)  # fair shares move with time
+            if self.api.writes or changed or refresh or (pending and now - last_cycle >= settings.recheck):
                 changed = self._cycle(now)
                 last_cycle = now
             self.metrics.sample(now)
@@ -284,10 +335,16 @@ class Simulation:
 
     def _cycle(self, now: float) -> bool:
         self.api.take_writes()
+        deltas = self.cache.take_deltas()
+        usage = self.usage.for_cycle(now) if self.usage is not None else None
+        if usage is not None:
+            deltas = replace(deltas, queue_usage=usage)
         wall = time.perf_counter()
-        result = self.scheduler.step(self.cache.take_deltas(), now)
+        result = self.scheduler.step(deltas, now)
         wall = time.perf_counter() - wall
         self.last_result = result
+        if self.usage is not None:
+            self.usage.after(now, result)
         self.metrics.cycle(now, wall, result)
         self._take(result, now)
         self._check_accounting(now)
@@ -308,6 +365,8 @@ class Simulation:
         upcoming = [self._events[0][0]] if self._events else []
         if pending:
             upcoming.append(last_cycle + self.settings.recheck)
+            if self.usage is not None:
+                upcoming.append(self.usage.next_time())
         if not upcoming:
             return self.settings.horizon + step
         return max(now + step, math.ceil(min(upcoming) / step) * step)

@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from prometheus_client import CollectorRegistry, generate_latest
 
-from kai_ray.metrics import SchedulerMetrics
+from k8s_adapter.metrics import SchedulerMetrics, exposition, new_registry
 from kai_ray.model import Node, Pod, PodState
 from kai_ray.process_memory import rss_bytes
 
 if TYPE_CHECKING:
     from coordinator.coordinator import CycleResult
+    from kai_ray.sim.usage import SimUsage
     from kai_ray.sim.workload import JobSpec, Workload
 
 TOLERANCE = 1e-6
@@ -71,7 +71,7 @@ class SimMetrics:
         self._error_gpu_seconds: dict[str, float] = defaultdict(float)
         self.gpu_seconds_used = 0.0
         self.gpu_seconds_capacity = 0.0
-        self.registry = CollectorRegistry()
+        self.registry = new_registry()
         self.prometheus = SchedulerMetrics(self.registry)
         self.end_states: Counter[str] = Counter()
         self.completed_pods = 0
@@ -81,6 +81,7 @@ class SimMetrics:
         self.simulated_seconds = 0.0
         self.wall_seconds = 0.0
         self.rss_bytes = 0
+        self.usage: SimUsage | None = None  # set when time-based fair share is on
 
     # ------------------------------------------------------------------ cycles
     def cycle(self, now: float, wall: float, result: CycleResult) -> None:
@@ -95,6 +96,7 @@ class SimMetrics:
     # ------------------------------------------------------------------ pods
     def pod_bound(self, pod: Pod, now: float) -> None:
         self.bound += 1
+        self.prometheus.observe_binds(1, 0, [max(0.0, now - pod.created)])
         self._hold(pod, +1)
         problem = self._overcommitted(pod.node or "")
         if problem:
@@ -106,6 +108,7 @@ class SimMetrics:
 
     def pod_evicted(self, action: str) -> None:
         self.evictions[action] += 1
+        self.prometheus.observe_eviction(action)
 
     def _hold(self, pod: Pod, sign: int) -> None:
         use = self.use[pod.node or ""]
@@ -257,5 +260,31 @@ class SimMetrics:
             "pendingReasons": dict(self.pending_reasons.most_common(10)),
             "waitingJobs": [{"job": j, "pendingPods": n, "reason": r} for j, n, r in self.waiting_jobs[:10]],
             "queueWait": waits,
-            "metrics": generate_latest(self.registry).decode(),
+            "queueHistory": self.queue_history(),
+            "metrics": exposition(self.registry).decode(),
         }
+
+    # ------------------------------------------------------------------ queues over time
+    def gpu_hours(self, name: str) -> float:
+        """GPU-hours a leaf queue held over the run (from the sampled allocations)."""
+        samples = self.queue_timeline.get(name, [])
+        total = sum(a * (t1 - t0) for (t0, a, _), (t1, _, _) in zip(samples, samples[1:], strict=False))
+        return total / 3600
+
+    def queue_history(self) -> dict[str, Any]:
+        """Per leaf queue: GPUs allocated and fair share over time (only where they change), its
+        GPU-hours, and with time-based fair share its usage over time."""
+        out: dict[str, Any] = {}
+        total = sum(self.gpu_hours(name) for name in self.leaves) or 1.0
+        for name in self.leaves:
+            samples = self.queue_timeline.get(name, [])
+            changes = [s for i, s in enumerate(samples) if i == 0 or s[1:] != samples[i - 1][1:]]
+            entry: dict[str, Any] = {
+                "gpuHours": self.gpu_hours(name),
+                "shareOfGpuHours": self.gpu_hours(name) / total,
+                "allocatedAndFairShare": [[t, a, f] for t, a, f in changes],
+            }
+            if self.usage is not None:
+                entry["usage"] = [[t, u] for t, u in self.usage.timeline.get(name, [])]
+            out[name] = entry
+        return out

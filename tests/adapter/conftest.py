@@ -16,6 +16,7 @@ from devcluster import DevCluster
 from k8s_adapter.api import KubeApi, connect
 from k8s_adapter.cache import ClusterCache
 from k8s_adapter.leader import Leadership
+from k8s_adapter.metrics import new_registry
 from k8s_adapter.runner import SchedulerLoop
 from kai_ray.config import SchedulerConfig
 from kai_ray.runtime import in_process_coordinator
@@ -59,7 +60,7 @@ async def dev_env(tmp_path: Path, nodes: int) -> AsyncIterator[Env]:
     kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
     api = await connect(str(kubeconfig))
     try:
-        yield Env(cluster, api, kubeconfig, CollectorRegistry())
+        yield Env(cluster, api, kubeconfig, new_registry())
     finally:
         await api.close()
         await cluster.stop()
@@ -120,8 +121,8 @@ def pod(
     }
 
 
-async def until(check: Any, timeout: float = 10.0) -> None:
-    """Wait until ``check()`` (sync or async) is true."""
+async def until(check: Any, timeout: float = 10.0, every: float = 0.05) -> None:
+    """Wait until ``check()`` (sync or async) is true, asking every ``every`` seconds."""
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         value = check()
@@ -131,4 +132,14 @@ async def until(check: Any, timeout: float = 10.0) -> None:
             return
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(every)
+
+
+@contextlib.asynccontextmanager
+async def running(loop: SchedulerLoop) -> AsyncIterator[SchedulerLoop]:
+    task = asyncio.create_task(loop.run())
+    try:
+        yield loop
+    finally:
+        loop.stop()
+        await asyncio.wait_for(task, 15)

@@ -19,8 +19,7 @@ from k8s_adapter.leader import Leadership
 from k8s_adapter.runner import SchedulerLoop
 from kai_ray.config import SchedulerConfig
 from kai_ray.runtime import in_process_coordinator
-from tests.adapter.conftest import Env, budget, dev_env, pod, pod_group, queue, until
-from tests.adapter.test_end_to_end import running
+from tests.adapter.conftest import Env, budget, dev_env, pod, pod_group, queue, running, until
 
 PODS = "/api/v1/namespaces/default/pods"
 QUEUES = "/apis/scheduling.run.ai/v2/queues"
@@ -70,7 +69,12 @@ def place(env: Env, manifest: dict[str, Any], node: str = NODE) -> None:
 
 
 def events_about(env: Env, name: str) -> list[dict[str, Any]]:
-    return [e for e in env.cluster.objects("", "v1", "events", "default") if e["involvedObject"]["name"] == name]
+    """The events saying ``name`` is malformed (others, such as Scheduled, left out)."""
+    return [
+        e
+        for e in env.cluster.objects("", "v1", "events", "default")
+        if e["involvedObject"]["name"] == name and e["reason"] in ("ObjectWarning", "InvalidObject")
+    ]
 
 
 async def stays_pending(env: Env, name: str, cycles: int = 15) -> bool:
@@ -182,7 +186,7 @@ async def test_a_pod_whose_bind_keeps_failing_is_backed_off_and_its_gang_goes_st
     for i in range(4):
         await env.create(PODS, pod(f"gang-{i}", gpus=2, group="gang"))
     env.cluster.faults.fail("create", "pods", 500, subresource="binding", times=None, name="gang-3")
-    loop = make_loop(env, defaultStalenessGracePeriod="1s")
+    loop = make_loop(env, defaultStalenessGracePeriod="3s")
     loop.status.report_after = 0.0
     conditions: list[str] = []
 

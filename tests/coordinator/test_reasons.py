@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.io.queue_tree import classify
+from kai_ray.io.queue_tree import classify_queues
 from kai_ray.runtime import in_process_coordinator
 from tests.builders import JobSpec, build, config, node, queue
 
@@ -21,18 +21,21 @@ def _reason(snapshot: object, pod: str = "default/j-0") -> str:
 def test_when_every_node_is_not_ready_or_cordoned_the_reason_says_so() -> None:
     nodes = [replace(node("a"), ready=False), replace(node("b"), unschedulable=True)]
     reason = _reason(build(nodes, [queue("q")], [JobSpec("j", "q", gpu=8)]))
-    assert reason.endswith("0/2 nodes fit: 1 not ready, 1 unschedulable; every node is not ready or cordoned")
+    assert reason.endswith(
+        "1 node(s) were not ready. 1 node(s) were unschedulable. Every node is not ready or cordoned."
+    )
 
 
 def test_a_node_too_small_is_still_named_when_some_node_may_be_used() -> None:
     nodes = [replace(node("a"), ready=False), node("b", gpu=4)]
     reason = _reason(build(nodes, [queue("q")], [JobSpec("j", "q", gpu=8)]))
-    assert "1 not ready" in reason and "the largest node it may use has 4" in reason
+    assert "1 node(s) were not ready" in reason
+    assert "Max GPU resources available in a single node is topped at 4" in reason
 
 
 def test_orphan_and_cyclic_queues_are_not_said_to_be_missing() -> None:
     queues = [queue("root"), queue("orphan", parent="gone"), queue("a", parent="b"), queue("b", parent="a")]
-    forest = classify({q.name: q for q in queues})
+    forest = classify_queues({q.name: q for q in queues})
     assert forest.usable == ("root",)
     snapshot = build([node("n")], [queue("root")], [JobSpec("j", "orphan"), JobSpec("k", "a")])
     snapshot = replace(snapshot, unusable_queues=forest.unusable)

@@ -34,8 +34,10 @@ from devcluster.clock import ManualClock
 from k8s_adapter.api import KubeApi, connect
 from k8s_adapter.binder import BindBackoff, BindOutcome, BindRequest
 from k8s_adapter.cache import ClusterCache
+from k8s_adapter.gpu_sharing import ReservationSettings
 from k8s_adapter.leader import Leadership
 from k8s_adapter.runner import SchedulerLoop
+from kai_ray import labels as L
 from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.runtime import in_process_coordinator
@@ -144,6 +146,7 @@ class Churn:
             Leadership(enabled=False),
             period=0.03,
             bind_backoff=BindBackoff(base=0.1, limit=0.5),
+            reservations=ReservationSettings(timeout=2.0),
         )
         self.loop.evictor.retry_after = 0.1
         self.loop.status.report_after = 0.0
@@ -163,6 +166,27 @@ class Churn:
             return outcomes
 
         binder.bind_all = recorded  # type: ignore[method-assign]
+
+    async def reservation_kubelet(self) -> None:
+        """Start GPU reservation pods as soon as they are bound. The binder of a fraction waits for
+        its reservation pod to run and report its GPU (KAI's binder does the same); the churn's
+        kubelet clock otherwise moves only in rounds, so at a quiet point such a bind would wait
+        for its timeout. The clock moves just enough for the pod to start, once per pod: one on a node
+        that is gone or not ready never starts, and its bind fails after the (shortened) timeout."""
+        simulator = self.cluster.simulator
+        assert simulator is not None
+        started: set[str] = set()
+        while True:
+            waiting = [
+                p["metadata"]["uid"]
+                for p in self.cluster.objects("", "v1", "pods", L.RESERVATION_NAMESPACE)
+                if p["spec"].get("nodeName") and (p.get("status") or {}).get("phase") != "Running"
+            ]
+            if set(waiting) - started:
+                started.update(waiting)
+                self.clock.advance(simulator.start_delay + 0.05)
+                simulator.step()
+            await asyncio.sleep(0.05)
 
     async def stop(self) -> None:
         if self.api is not None:
@@ -269,6 +293,7 @@ async def run_seed(seed: int, rounds: int = 3, steps: int = 25) -> Findings:
         await churn.start()
         assert churn.loop is not None
         task = asyncio.create_task(churn.loop.run())
+        kubelet = asyncio.create_task(churn.reservation_kubelet())
         try:
             for _ in range(rounds):
                 await churn.round(steps)
@@ -278,6 +303,8 @@ async def run_seed(seed: int, rounds: int = 3, steps: int = 25) -> Findings:
         finally:
             churn.loop.stop()
             await asyncio.wait_for(task, 30)
+            kubelet.cancel()
+            await asyncio.gather(kubelet, return_exceptions=True)
             await churn.stop()
         return churn.findings
 

@@ -38,3 +38,19 @@ def test_targets_compare_the_best_kai_ray_row_with_the_goals() -> None:
     checked = {target: met for target, _, met in targets(rows, quick=True)}
     assert checked[">= 10,000 pods/s at 1,000 nodes"] and checked[">= 5x the baseline"]
     assert not checked["KAI's fill test < 2 s"]
+
+
+def test_the_topology_benchmark_keeps_every_gang_in_one_rack_and_matches_its_baseline() -> None:
+    from kai_ray.config import SchedulerConfig
+    from loadtests.baseline import FullScanCoordinator
+    from loadtests.bench_gangs import in_process, measure
+    from loadtests.bench_topology import topology_workload, violations
+
+    workload, rack_of = topology_workload(nodes=60, racks=6, gangs=12, waves=3)
+    config = SchedulerConfig()
+    base = measure("baseline", *in_process(config, 1, FullScanCoordinator), workload)
+    kai = measure("kai-ray", *in_process(config, 1), workload)
+    assert base.row.pods == kai.row.pods == 12 * 8
+    assert kai.run.placements == base.run.placements
+    assert violations(kai.run.placements, rack_of) == 0
+    assert violations({"bench/gang-00000-0": "node-00000", "bench/gang-00000-1": "node-00059"}, rack_of) == 1
