@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from coordinator.coordinator import BindIntent, CycleResult
 from k8s_adapter.api import KubeApi, KubeError, describe
-from k8s_adapter.binder import BindBackoff, Binder, BindRequest, FractionBind
+from k8s_adapter.binder import POD_GONE, POD_RECREATED, BindBackoff, Binder, BindRequest, FractionBind
 from k8s_adapter.cache import ClusterCache
 from k8s_adapter.claims import ClaimBind, allocation_json
 from k8s_adapter.decision_log import DecisionLog
@@ -269,7 +269,7 @@ class SchedulerLoop:
         for result in results:
             if result.ok:
                 self.bind_backoff.bound(result.pod)
-            elif result.reason != "the pod no longer exists":
+            elif result.reason not in (POD_GONE, POD_RECREATED):
                 until = self.bind_backoff.failed(result.pod, result.reason, clock)
                 self.cache.hold_back(result.pod, until, result.reason)
         if failed:

@@ -43,7 +43,7 @@ from kai_ray.deltas import ClusterDeltas
 from kai_ray.runtime import in_process_coordinator
 from kai_ray.sim.cluster import synthetic_nodes
 from tests.live import ops
-from tests.live.views import KINDS, compare, overcommitted
+from tests.live.views import KINDS, Obj, compare, overcommitted
 
 CONFIG = {"kValue": 0, "victimSearchBackoff": "0s", "defaultStalenessGracePeriod": "1h"}
 QUIET_CYCLES = 4
@@ -123,7 +123,6 @@ class Churn:
         self.config = SchedulerConfig.model_validate(CONFIG)
         self.config_path = workdir / "config.yaml"
         self.config_path.write_text("\n".join(f"{k}: {v}" for k, v in CONFIG.items()) + "\n")
-        self.bound: dict[str, str] = {}  # pod uid -> node, for every successful bind
         self.recorder: Recorder | None = None
         self.api: KubeApi | None = None
         self.loop: SchedulerLoop | None = None
@@ -150,22 +149,7 @@ class Churn:
         )
         self.loop.evictor.retry_after = 0.1
         self.loop.status.report_after = 0.0
-        binder = self.loop.binder
-        bind_all = binder.bind_all
-
-        async def recorded(requests: Sequence[BindRequest]) -> list[BindOutcome]:
-            outcomes = await bind_all(requests)
-            for request, outcome in zip(requests, outcomes, strict=True):
-                if outcome.reason.startswith("conflict"):
-                    self.findings.problems.append(f"bind of {request.pod} met a conflict: {outcome.reason}")
-                if outcome.ok:
-                    if request.uid in self.bound:
-                        self.findings.problems.append(f"{request.pod} (uid {request.uid}) bound twice")
-                    self.bound[request.uid] = request.node
-                    self.findings.binds += 1
-            return outcomes
-
-        binder.bind_all = recorded  # type: ignore[method-assign]
+        record_binds(self.loop, self.findings)
 
     async def reservation_kubelet(self) -> None:
         """Start GPU reservation pods as soon as they are bound. The binder of a fraction waits for
@@ -205,43 +189,13 @@ class Churn:
         return {kind: self.cluster.objects(group, version, plural) for group, version, plural, kind in KINDS}
 
     def _caught_up(self) -> bool:
-        """The watches delivered every object at its current version (none missing, none extra)."""
         assert self.loop is not None
-        stored = {
-            (
-                kind,
-                f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
-                if namespaced
-                else obj["metadata"]["name"],
-            ): int(obj["metadata"]["resourceVersion"])
-            for group, version, plural, kind in KINDS
-            for namespaced in [plural in ("pods", "podgroups")]
-            for obj in self.cluster.objects(group, version, plural)
-        }
-        return stored == self.loop.cache.versions_seen()
+        return caught_up(self.loop, self._objects())
 
     def _not_quiet(self) -> list[str]:
         """What still moves (empty: quiet)."""
-        loop, recorder = self.loop, self.recorder
-        assert loop is not None and recorder is not None
-        last = recorder.last
-        checks = {
-            f"the last cycle bound {len(last.binds) if last else 0} and evicted {len(last.evictions) if last else 0}": (
-                self.findings.cycles - recorder.active_cycles >= QUIET_CYCLES
-            ),
-            "changes applied but not yet cycled": not recorder.unseen,
-            f"in flight: {_where(_started(loop._in_flight))}": not _started(loop._in_flight),
-            f"evictions waiting {sorted(loop.evictor.waiting)}": not loop.evictor.waiting,
-            f"pods held back {sorted(loop.cache.held_view)}": not loop.cache.held_view,
-            "watch events not yet taken": loop.cache.pending_events() == 0,
-            f"{len(loop.cache.ungrouped_view)} pods not grouped": not loop.cache.ungrouped_view,
-            "the watches have not delivered everything": self._caught_up(),
-        }
-        moving = [what for what, fine in checks.items() if not fine]
-        if moving and last is not None and last.evictions:
-            now = {e.pod: loop.cache.pod_now(e.pod) for e in last.evictions}
-            moving.append(f"evictions {[(e.pod, e.action, e.preemptor, now[e.pod]) for e in last.evictions]}")
-        return moving
+        assert self.loop is not None and self.recorder is not None
+        return still_moving(self.loop, self.recorder, self._caught_up())
 
     async def quiet_point(self, timeout: float = 60.0) -> None:
         """Faults off, clock stopped; once nothing moves for a few cycles, compare and check."""
@@ -266,6 +220,64 @@ class Churn:
         self.findings.quiet_points += 1
         self.findings.add(f"quiet point {self.findings.quiet_points}", found)
         self.findings.add(f"quiet point {self.findings.quiet_points} over-commit", overcommitted(objects))
+
+
+def caught_up(loop: SchedulerLoop, objects: dict[str, list[Obj]]) -> bool:
+    """The watches delivered every one of ``objects`` (by kind, as ``views.KINDS`` lists them) at
+    its current version, and nothing else."""
+    stored = {
+        (
+            kind,
+            f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}" if namespaced else obj["metadata"]["name"],
+        ): int(obj["metadata"]["resourceVersion"])
+        for _, _, plural, kind in KINDS
+        for namespaced in [plural in ("pods", "podgroups")]
+        for obj in objects[kind]
+    }
+    return stored == loop.cache.versions_seen()
+
+
+def record_binds(loop: SchedulerLoop, findings: Findings) -> None:
+    """Check every bind the loop sends: none met a conflict, no pod (by uid) bound twice."""
+    bind_all = loop.binder.bind_all
+    bound: dict[str, str] = {}  # pod uid -> node, for every successful bind
+
+    async def recorded(requests: Sequence[BindRequest]) -> list[BindOutcome]:
+        outcomes = await bind_all(requests)
+        for request, outcome in zip(requests, outcomes, strict=True):
+            if outcome.reason.startswith("conflict"):
+                findings.problems.append(f"bind of {request.pod} met a conflict: {outcome.reason}")
+            if outcome.ok:
+                if request.uid in bound:
+                    findings.problems.append(f"{request.pod} (uid {request.uid}) bound twice")
+                bound[request.uid] = request.node
+                findings.binds += 1
+        return outcomes
+
+    loop.binder.bind_all = recorded  # type: ignore[method-assign]
+
+
+def still_moving(loop: SchedulerLoop, recorder: Recorder, caught_up: bool) -> list[str]:
+    """What still moves in the scheduler (empty: quiet); ``caught_up``: the watches delivered
+    every object at its current version."""
+    last = recorder.last
+    checks = {
+        f"the last cycle bound {len(last.binds) if last else 0} and evicted {len(last.evictions) if last else 0}": (
+            recorder.findings.cycles - recorder.active_cycles >= QUIET_CYCLES
+        ),
+        "changes applied but not yet cycled": not recorder.unseen,
+        f"in flight: {_where(_started(loop._in_flight))}": not _started(loop._in_flight),
+        f"evictions waiting {sorted(loop.evictor.waiting)}": not loop.evictor.waiting,
+        f"pods held back {sorted(loop.cache.held_view)}": not loop.cache.held_view,
+        "watch events not yet taken": loop.cache.pending_events() == 0,
+        f"{len(loop.cache.ungrouped_view)} pods not grouped": not loop.cache.ungrouped_view,
+        "the watches have not delivered everything": caught_up,
+    }
+    moving = [what for what, fine in checks.items() if not fine]
+    if moving and last is not None and last.evictions:
+        now = {e.pod: loop.cache.pod_now(e.pod) for e in last.evictions}
+        moving.append(f"evictions {[(e.pod, e.action, e.preemptor, now[e.pod]) for e in last.evictions]}")
+    return moving
 
 
 def _started(tasks: set[asyncio.Task[None]]) -> list[asyncio.Task[None]]:
