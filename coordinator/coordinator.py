@@ -171,7 +171,14 @@ class Coordinator:
         commit_started = time.perf_counter()
         self._commit_binds(state, now, result)
         stats.commit_seconds = time.perf_counter() - commit_started
-        result.evictions = [EvictIntent(pod, action, by) for pod, action, by in decisions.evictions]
+        # Only a pod placed before this session is there to evict. One that an action placed and a
+        # later action evicted again in the same session is simply not bound; an eviction sent for
+        # it would delete a pending pod (the API deletes unbound pods on eviction).
+        result.evictions = [
+            EvictIntent(pod, action, by)
+            for pod, action, by in decisions.evictions
+            if state.tasks[pod].original_status.active_used
+        ]
         evicted = {state.jobs_by_task[e.pod].key for e in result.evictions if e.pod in state.jobs_by_task}
         result.job_clocks = remember_clocks(self.model.pod_groups, state.jobs.values(), state.last_start, evicted, now)
         self.search_backoff.record(

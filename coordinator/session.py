@@ -8,7 +8,7 @@ schedulers' pods.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -54,6 +54,7 @@ class SessionState:
     placer_type: type[Placer] = Placer  # how pods find nodes (benchmarks swap in a full scan)
     search_paused: frozenset[str] = frozenset()  # jobs whose victim search is backed off this session
     search_failed: set[str] = field(default_factory=set)  # jobs whose victim search failed this session
+    unusable_queues: Mapping[str, str] = field(default_factory=dict)  # queues that exist outside the tree
     # Per paused job, what its last real victim search said (action -> reason): a paused job keeps
     # naming the cause, so its message does not change while nothing else does.
     search_reasons: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -179,6 +180,7 @@ def open_session(
         all_pods=list(snapshot.pods),
         min_gpu_memory=min_gpu_memory,
         placer_type=placer_type,
+        unusable_queues=snapshot.unusable_queues,
         topologies={t.name: t for t in snapshot.topologies},
         dra=dra,
     )

@@ -17,6 +17,9 @@ from shards.shapes import Constraints
 Mask = npt.NDArray[np.bool_]
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
+# kube-scheduler's filter messages, which KAI passes on.
+NODES_NOT_READY = "node(s) were not ready"
+NODES_CORDONED = "node(s) were unschedulable"
 
 
 def tolerates_all(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> bool:
@@ -71,8 +74,7 @@ class ConstraintMasks:
     def reasons(self, constraints: Constraints, rows: Mask | None = None) -> dict[str, int]:
         """How many of ``rows`` (default: present nodes) each static filter turns away."""
         table = self.table
-        # kube-scheduler's filter messages, which KAI passes on.
-        not_ready, cordoned = "node(s) were not ready", "node(s) were unschedulable"
+        not_ready, cordoned = NODES_NOT_READY, NODES_CORDONED
         tainted, mismatch = "node(s) had untolerated taint(s)", "node(s) didn't match Pod's node affinity/selector"
         counts = {not_ready: 0, cordoned: 0, tainted: 0, mismatch: 0}
         considered = table.present if rows is None else rows
