@@ -154,6 +154,7 @@ class SchedulerLoop:
             await asyncio.gather(*watches, return_exceptions=True)
 
     async def _wait_for_sync(self) -> None:
+        began = time.monotonic()
         try:
             await asyncio.wait_for(asyncio.gather(*(r.stats.synced.wait() for r in self.reflectors)), self.sync_timeout)
         except TimeoutError:
@@ -164,6 +165,14 @@ class SchedulerLoop:
                 ", ".join(missing),
             )
         self.state.synced = True
+        log.info(
+            "watches synced in %.2fs: %d nodes, %d pods, %d pod groups, %d queues",
+            time.monotonic() - began,
+            len(self.cache.nodes),
+            len(self.cache.pods),
+            len(self.cache.raw_groups),
+            len(self.cache.queues),
+        )
 
     async def iterate(self) -> None:
         """One turn: feed changes, group pods, and (as leader) schedule, bind, evict, explain."""
@@ -197,8 +206,12 @@ class SchedulerLoop:
         # explanation matters. Their failures come back through bind_failed.
         self._background(self._step("bind", lambda: self._bind(coordinator, outcome)))
         await self._step("evict", lambda: self._evict(outcome))
-        if outcome.job_clocks or self.clocks.retry:
-            self._background(self._step("clocks", lambda: self.clocks.write(outcome.job_clocks)))
+        if outcome.job_clocks or self.clocks.retry or self.clocks.waiting:
+            live = set(outcome.pod_jobs.values()) if self.clocks.waiting or outcome.job_clocks else None
+            groups = self.cache.raw_groups
+            self._background(
+                self._step("clocks", lambda: self.clocks.write(outcome.job_clocks, groups.__contains__, live))
+            )
         if self.usage is not None:
             usage = self.usage
             await self._step("usage", lambda: usage.after_cycle(now, outcome, self.cache.nodes.values()))
