@@ -131,8 +131,17 @@ class SchedulerLoop:
     async def run(self) -> None:
         watches = [asyncio.create_task(r.run(), name=f"watch-{r.kind.plural}") for r in self.reflectors]
         try:
+            began = time.monotonic()
             await self._wait_for_sync()
             first = await asyncio.to_thread(self.cache.take_deltas, time.monotonic())
+            log.info(  # the records exist once the first deltas are taken (the watches only queue events)
+                "watches synced in %.2fs: %d nodes, %d pods, %d pod groups, %d queues",
+                time.monotonic() - began,
+                len(self.cache.nodes),
+                len(self.cache.pods),
+                len(self.cache.raw_groups),
+                len(self.cache.queues),
+            )
             self.coordinator = self.coordinator_factory(len(self.cache.nodes))
             await self._locked(self.coordinator.apply, first)
             while not self._stop.is_set():
@@ -154,7 +163,6 @@ class SchedulerLoop:
             await asyncio.gather(*watches, return_exceptions=True)
 
     async def _wait_for_sync(self) -> None:
-        began = time.monotonic()
         try:
             await asyncio.wait_for(asyncio.gather(*(r.stats.synced.wait() for r in self.reflectors)), self.sync_timeout)
         except TimeoutError:
@@ -165,14 +173,6 @@ class SchedulerLoop:
                 ", ".join(missing),
             )
         self.state.synced = True
-        log.info(
-            "watches synced in %.2fs: %d nodes, %d pods, %d pod groups, %d queues",
-            time.monotonic() - began,
-            len(self.cache.nodes),
-            len(self.cache.pods),
-            len(self.cache.raw_groups),
-            len(self.cache.queues),
-        )
 
     async def iterate(self) -> None:
         """One turn: feed changes, group pods, and (as leader) schedule, bind, evict, explain."""

@@ -21,19 +21,11 @@ import random
 import time
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry
-
 from k8s_adapter.api import KubeError
-from k8s_adapter.binder import BindBackoff
-from k8s_adapter.cache import ClusterCache
-from k8s_adapter.leader import Leadership
-from k8s_adapter.runner import SchedulerLoop
-from kai_ray.config import SchedulerConfig
-from kai_ray.runtime import in_process_coordinator
 from kai_ray.sim.cluster import synthetic_nodes
 from tests.e2e.backends import NODE_COUNT, Backend
 from tests.live import ops
-from tests.live.churn import CONFIG, Findings, Recorder, caught_up, record_binds, still_moving
+from tests.live.churn import CHURN_CONFIG, Findings, Recorder, caught_up, churn_loop, still_moving, write_config
 from tests.live.views import KINDS, Obj, compare, overcommitted
 
 NS = ops.NS
@@ -53,9 +45,7 @@ class RealChurn:
         self.rng = random.Random(seed)
         self.workdir = workdir
         self.findings = Findings(seed)
-        self.config = SchedulerConfig.model_validate(CONFIG)
-        self.config_path = workdir / "config.yaml"
-        self.config_path.write_text("\n".join(f"{k}: {v}" for k, v in CONFIG.items()) + "\n")
+        self.config, self.config_path = CHURN_CONFIG, write_config(workdir)
         pool = synthetic_nodes(NODE_COUNT + 2)
         self.home = pool[:NODE_COUNT]  # the cluster's own nodes, as they must be left
         self.spare = pool[NODE_COUNT:]
@@ -65,23 +55,10 @@ class RealChurn:
         self.classes: list[str] = []
         self.jobs = 0
         self.recorder: Recorder | None = None
-        cache = ClusterCache()
-        self.loop = SchedulerLoop(
-            self.api,
-            cache,
-            lambda _: self._make_coordinator(cache),  # type: ignore[arg-type,return-value]
-            CollectorRegistry(),
-            Leadership(enabled=False),
-            period=0.05,
-            bind_backoff=BindBackoff(base=0.1, limit=0.5),
-        )
-        self.loop.evictor.retry_after = 0.1
-        self.loop.status.report_after = 0.0
-        record_binds(self.loop, self.findings)
+        self.loop = churn_loop(self.api, self.findings, self._recorded, period=0.05)
 
-    def _make_coordinator(self, cache: ClusterCache) -> Recorder:
-        self.recorder = Recorder(in_process_coordinator(self.config, shards=2), cache, self.findings)
-        return self.recorder
+    def _recorded(self, recorder: Recorder) -> None:
+        self.recorder = recorder
 
     # ------------------------------------------------------------------ setup and teardown
     async def setup(self) -> None:

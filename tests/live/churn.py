@@ -21,7 +21,7 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from tests.live import ops
 from tests.live.views import KINDS, Obj, compare, overcommitted
 
 CONFIG = {"kValue": 0, "victimSearchBackoff": "0s", "defaultStalenessGracePeriod": "1h"}
+CHURN_CONFIG = SchedulerConfig.model_validate(CONFIG)
 QUIET_CYCLES = 4
 
 
@@ -120,36 +121,22 @@ class Churn:
             nodes=pool[:6], clock=self.clock, start_delay=0.5, max_grace=1.0, bookmark_seconds=0.5
         )
         self.ops = ops.Ops(self.cluster, self.clock, pool[6:])
-        self.config = SchedulerConfig.model_validate(CONFIG)
-        self.config_path = workdir / "config.yaml"
-        self.config_path.write_text("\n".join(f"{k}: {v}" for k, v in CONFIG.items()) + "\n")
+        self.config, self.config_path = CHURN_CONFIG, write_config(workdir)
         self.recorder: Recorder | None = None
         self.api: KubeApi | None = None
         self.loop: SchedulerLoop | None = None
 
     # ------------------------------------------------------------------ setup
-    def _make_coordinator(self, cache: ClusterCache) -> Recorder:
-        self.recorder = Recorder(in_process_coordinator(self.config, shards=2), cache, self.findings)
-        return self.recorder
+    def _recorded(self, recorder: Recorder) -> None:
+        self.recorder = recorder
 
     async def start(self) -> None:
         await self.cluster.start()
         self.api = await connect(str(self.cluster.write_kubeconfig(self.workdir / "kubeconfig")))
         ops.seed_objects(self.cluster)
-        cache = ClusterCache()
-        self.loop = SchedulerLoop(
-            self.api,
-            cache,
-            lambda _: self._make_coordinator(cache),  # type: ignore[arg-type,return-value]
-            CollectorRegistry(),
-            Leadership(enabled=False),
-            period=0.03,
-            bind_backoff=BindBackoff(base=0.1, limit=0.5),
-            reservations=ReservationSettings(timeout=2.0),
+        self.loop = churn_loop(
+            self.api, self.findings, self._recorded, period=0.03, reservations=ReservationSettings(timeout=2.0)
         )
-        self.loop.evictor.retry_after = 0.1
-        self.loop.status.report_after = 0.0
-        record_binds(self.loop, self.findings)
 
     async def reservation_kubelet(self) -> None:
         """Start GPU reservation pods as soon as they are bound. The binder of a fraction waits for
@@ -220,6 +207,41 @@ class Churn:
         self.findings.quiet_points += 1
         self.findings.add(f"quiet point {self.findings.quiet_points}", found)
         self.findings.add(f"quiet point {self.findings.quiet_points} over-commit", overcommitted(objects))
+
+
+def write_config(workdir: Path) -> Path:
+    """The churn's scheduler config as a file, for the from-scratch ``kai-ray schedule``."""
+    path = workdir / "config.yaml"
+    path.write_text("\n".join(f"{k}: {v}" for k, v in CONFIG.items()) + "\n")
+    return path
+
+
+def churn_loop(
+    api: KubeApi, findings: Findings, recorded: Callable[[Recorder], None], period: float, **options: Any
+) -> SchedulerLoop:
+    """``kai-ray run``'s loop as the churn runs it: two in-process shards behind a ``Recorder``
+    (handed to ``recorded`` once the loop makes it), fast retries, every bind checked."""
+    cache = ClusterCache()
+
+    def coordinator(_: int) -> Recorder:
+        recorder = Recorder(in_process_coordinator(CHURN_CONFIG, shards=2), cache, findings)
+        recorded(recorder)
+        return recorder
+
+    loop = SchedulerLoop(
+        api,
+        cache,
+        coordinator,  # type: ignore[arg-type]
+        CollectorRegistry(),
+        Leadership(enabled=False),
+        period=period,
+        bind_backoff=BindBackoff(base=0.1, limit=0.5),
+        **options,
+    )
+    loop.evictor.retry_after = 0.1
+    loop.status.report_after = 0.0
+    record_binds(loop, findings)
+    return loop
 
 
 def caught_up(loop: SchedulerLoop, objects: dict[str, list[Obj]]) -> bool:
