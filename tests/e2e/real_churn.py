@@ -25,8 +25,17 @@ from k8s_adapter.api import KubeError
 from kai_ray.sim.cluster import synthetic_nodes
 from tests.e2e.backends import NODE_COUNT, Backend
 from tests.live import ops
-from tests.live.churn import CHURN_CONFIG, Findings, Recorder, caught_up, churn_loop, still_moving, write_config
-from tests.live.views import KINDS, Obj, compare, overcommitted
+from tests.live.churn import (
+    CHURN_CONFIG,
+    Findings,
+    Recorder,
+    caught_up,
+    churn_loop,
+    drive,
+    still_moving,
+    write_config,
+)
+from tests.live.views import KINDS, Obj, compare
 
 NS = ops.NS
 PODS = f"/api/v1/namespaces/{NS}/pods"
@@ -206,9 +215,7 @@ class RealChurn:
                     found = compare(
                         recorder.coordinator, recorder.last, objects, self.config, self.config_path, self.workdir
                     )
-                    self.findings.quiet_points += 1
-                    self.findings.add(f"quiet point {self.findings.quiet_points}", found)
-                    self.findings.add(f"quiet point {self.findings.quiet_points} over-commit", overcommitted(objects))
+                    self.findings.quiet_point(found, objects)
                     return
             await asyncio.sleep(0.1)
         self.findings.problems.append(f"the scheduler never became quiet: {'; '.join(moving)}")
@@ -217,15 +224,8 @@ class RealChurn:
 async def run_real_seed(backend: Backend, seed: int, workdir: Path, rounds: int, steps: int) -> Findings:
     churn = RealChurn(backend, seed, workdir)
     await churn.setup()
-    task = asyncio.create_task(churn.loop.run())
     try:
-        for _ in range(rounds):
-            await churn.round(steps)
-            await churn.quiet_point()
-            if churn.findings.problems:
-                break
+        await drive(churn, churn.loop, rounds, steps)
     finally:
-        churn.loop.stop()
-        await asyncio.wait_for(task, 30)
         await churn.restore()
     return churn.findings

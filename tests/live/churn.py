@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
@@ -61,6 +61,35 @@ class Findings:
 
     def add(self, where: str, found: Sequence[str]) -> None:
         self.problems.extend(f"{where}: {line}" for line in found)
+
+    def quiet_point(self, differences: Sequence[str], objects: dict[str, list[Obj]]) -> None:
+        """A quiet point compared: its differences, and the over-commit the objects show."""
+        self.quiet_points += 1
+        self.add(f"quiet point {self.quiet_points}", differences)
+        self.add(f"quiet point {self.quiet_points} over-commit", overcommitted(objects))
+
+
+class Rounds(Protocol):
+    findings: Findings
+
+    async def round(self, steps: int) -> None: ...
+
+    async def quiet_point(self) -> None: ...
+
+
+async def drive(churn: Rounds, loop: SchedulerLoop, rounds: int, steps: int) -> None:
+    """Rounds of changes, each ending in a quiet point, while ``loop`` runs; the first round that
+    finds a difference is the last."""
+    task = asyncio.create_task(loop.run())
+    try:
+        for _ in range(rounds):
+            await churn.round(steps)
+            await churn.quiet_point()
+            if churn.findings.problems:
+                break
+    finally:
+        loop.stop()
+        await asyncio.wait_for(task, 30)
 
 
 class Recorder:
@@ -204,9 +233,7 @@ class Churn:
                 self.findings.problems.append(f"the scheduler never became quiet: {'; '.join(moving)}")
                 return
             await asyncio.sleep(0.03)
-        self.findings.quiet_points += 1
-        self.findings.add(f"quiet point {self.findings.quiet_points}", found)
-        self.findings.add(f"quiet point {self.findings.quiet_points} over-commit", overcommitted(objects))
+        self.findings.quiet_point(found, objects)
 
 
 def write_config(workdir: Path) -> Path:
@@ -326,17 +353,10 @@ async def run_seed(seed: int, rounds: int = 3, steps: int = 25) -> Findings:
         churn = Churn(seed, Path(tmp))
         await churn.start()
         assert churn.loop is not None
-        task = asyncio.create_task(churn.loop.run())
         kubelet = asyncio.create_task(churn.reservation_kubelet())
         try:
-            for _ in range(rounds):
-                await churn.round(steps)
-                await churn.quiet_point()
-                if churn.findings.problems:
-                    break
+            await drive(churn, churn.loop, rounds, steps)
         finally:
-            churn.loop.stop()
-            await asyncio.wait_for(task, 30)
             kubelet.cancel()
             await asyncio.gather(kubelet, return_exceptions=True)
             await churn.stop()
