@@ -39,6 +39,8 @@ from k8s_adapter.kinds import PODS
 from kai_ray import labels as L
 
 log = logging.getLogger(__name__)
+POD_GONE = "the pod no longer exists"  # deleted (or being deleted): nothing to bind, nothing to retry
+POD_RECREATED = "the pod was deleted and created again"
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,11 +143,11 @@ class Binder:
             pod = (await self.api.request("GET", PODS.item(name, namespace))).body
         except KubeError as exc:
             if exc.status == 404:
-                raise BindFailure("the pod no longer exists", retry=False) from exc
+                raise BindFailure(POD_GONE, retry=False) from exc
             raise
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         if request.uid and meta.get("uid") != request.uid:
-            raise BindFailure("the pod was deleted and created again", retry=False)
+            raise BindFailure(POD_RECREATED, retry=False)
         if spec.get("nodeName"):
             if spec["nodeName"] == request.node:
                 return None
@@ -190,7 +192,7 @@ class Binder:
                     return outcome
                 raise BindFailure(outcome.reason, retry=False) from exc
             if exc.status == 404:
-                raise BindFailure("the pod no longer exists", retry=False) from exc
+                raise BindFailure(POD_GONE, retry=False) from exc
             raise
         self._done(request)
         return BindOutcome(request.pod, True)
@@ -223,15 +225,24 @@ class Binder:
                 log.warning("cleaning up reservation pods on %s failed: %s", request.node, exc)
 
     async def _already_bound(self, request: BindRequest, namespace: str, name: str, exc: KubeError) -> BindOutcome:
+        """A 409 on the binding: bound there already (by an earlier attempt), or why not. A pod being
+        deleted is refused with 409 too, and may be gone by the time it is read (found by the
+        real-cluster churn): that is a pod gone, not a conflict with another bind."""
         try:
             pod = (await self.api.request("GET", PODS.item(name, namespace))).body
         except KubeError as again:
+            if again.status == 404:
+                return BindOutcome(request.pod, False, POD_GONE)
             return BindOutcome(request.pod, False, f"conflict, and reading the pod failed: {again}")
+        meta = pod.get("metadata") or {}
         node = (pod.get("spec") or {}).get("nodeName")
-        uid = (pod.get("metadata") or {}).get("uid")
-        if node == request.node and (not request.uid or uid == request.uid):
+        if request.uid and meta.get("uid") != request.uid:
+            return BindOutcome(request.pod, False, POD_RECREATED)
+        if node == request.node:
             self._done(request)
             return BindOutcome(request.pod, True)
+        if meta.get("deletionTimestamp") and not node:
+            return BindOutcome(request.pod, False, POD_GONE)
         return BindOutcome(request.pod, False, f"conflict: {exc.reason} (bound to {node or 'nothing'})")
 
 

@@ -3,14 +3,15 @@
 Two sides, so that the event loop never does the work of a delta:
 
 - The watch callbacks (``on_list``, ``on_event``, on the event loop) only drop out-of-date
-  events and keep the latest raw object per key in an inbox: O(1) per event, and an object
-  that changes five times between cycles is decoded once.
+  events and keep the latest raw object per key in an inbox (``inbox.py``): O(1) per event,
+  and an object that changes five times between cycles is decoded once.
 - ``take_deltas`` (run off the event loop, one call at a time) decodes the inbox with the
   snapshot loader's parsers, updates the records, and resolves only the PodGroups the batch
   touched (``group_index``), so its cost follows the changes, not the cluster's size.
 
 Nothing malformed stops the loop: an object that cannot be read is left out and recorded as
-a ``Problem`` naming the object, the field and the value (the runner posts it as an Event);
+a ``Problem`` naming the object, the field and the value (the status writer posts it as an
+Event);
 a pod that holds its node is always counted, its unreadable annotations ignored. Readers on
 the event loop get views that ``take_deltas`` replaces, never mutates.
 """
@@ -18,7 +19,6 @@ the event loop get views that ``take_deltas`` replaces, never mutates.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 from k8s_adapter.api import JSON
 from k8s_adapter.dra_cache import DraCache
 from k8s_adapter.group_index import GroupIndex
+from k8s_adapter.inbox import Inbox
 from k8s_adapter.kinds import (
     DEVICE_CLASSES,
     DRA_WATCHED,
@@ -36,7 +37,6 @@ from k8s_adapter.kinds import (
     QUEUES,
     TOPOLOGIES,
     Kind,
-    resource_version,
 )
 from k8s_adapter.problems import ObjectKey, Problem
 from kai_ray import labels as L
@@ -51,7 +51,6 @@ from kai_ray.io.queue_tree import classify_queues
 from kai_ray.model import Node, Pod, PodGroup, PodState, PriorityClass, Queue, Topology
 
 log = logging.getLogger(__name__)
-Entry = tuple[Kind, str, JSON]  # kind, event type, raw object
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +66,7 @@ class ClusterCache:
     def __init__(self, scheduler_name: str = L.DEFAULT_SCHEDULER_NAME) -> None:
         self.scheduler_name = scheduler_name
         self.listeners: list[Callable[[Kind, str, JSON], None]] = []
-        # Event-loop side: written by the watch callbacks, swapped out under the lock.
-        self._lock = threading.Lock()
-        self._inbox: dict[tuple[str, str], Entry] = {}
-        self._relisted: dict[str, tuple[Kind, set[str]]] = {}
-        self._dra_lists: dict[str, tuple[Kind, list[JSON]]] = {}  # DRA kinds listed afresh, as listed
-        self._holds: dict[str, tuple[float, str]] = {}  # pod -> (held back until, why), not yet applied
-        self._versions: dict[tuple[str, str], int] = {}
+        self._inbox = Inbox()  # event-loop side: what the watches delivered, not yet taken
         # Records: changed only by take_deltas.
         self.nodes: dict[str, Node] = {}
         self.pods: dict[str, Pod] = {}  # with the PodGroup they are scheduled in
@@ -103,58 +96,26 @@ class ClusterCache:
     # ------------------------------------------------------------------ watch side (event loop)
     def on_list(self, kind: Kind, items: list[JSON]) -> None:
         """A fresh list replaces everything known of that kind."""
-        listed: set[str] = set()
-        with self._lock:
-            if kind in DRA_WATCHED:  # decoded and replaced as a whole by the DRA records, in order
-                self._dra_lists[kind.name] = (kind, items)
-                for entry in [k for k in self._inbox if k[0] == kind.name]:
-                    del self._inbox[entry]
-                return
-            for obj in items:
-                key = _key(kind, obj)
-                listed.add(key)
-                self._inbox[(kind.name, key)] = (kind, "ADDED", obj)
-                version = resource_version(obj)
-                if version is not None:
-                    self._versions[(kind.name, key)] = version
-            for (name, key), (_, _, obj) in list(self._inbox.items()):
-                if name == kind.name and key not in listed:
-                    self._inbox[(name, key)] = (kind, "DELETED", obj)
-            for name, key in [k for k in self._versions if k[0] == kind.name and k[1] not in listed]:
-                del self._versions[(name, key)]
-            self._relisted[kind.name] = (kind, listed)
+        self._inbox.listed(kind, items)
 
     def on_event(self, kind: Kind, event: str, obj: JSON) -> None:
-        key = _key(kind, obj)
-        version = resource_version(obj)
-        last = self._versions.get((kind.name, key))
-        if last is not None and version is not None and version <= last and event != "DELETED":
-            return  # a duplicate or out-of-date event
-        for listener in self.listeners:
-            listener(kind, event, obj)
-        with self._lock:
-            self._inbox[(kind.name, key)] = (kind, event, obj)
-            if event == "DELETED":
-                self._versions.pop((kind.name, key), None)
-            elif version is not None:
-                self._versions[(kind.name, key)] = version
+        if self._inbox.event(kind, event, obj):
+            for listener in self.listeners:
+                listener(kind, event, obj)
 
     def hold_back(self, pod: str, until: float, why: str) -> None:
         """Keep ``pod`` from the coordinator until ``until`` (time.monotonic) unless it gets bound
         meanwhile: a pod whose bind keeps failing is not placed again at once."""
-        with self._lock:
-            self._holds[pod] = (until, why)
+        self._inbox.hold(pod, until, why)
 
     # ------------------------------------------------------------------ readers (event loop)
     def versions_seen(self) -> dict[tuple[str, str], int]:
         """The resourceVersion of every object the watches delivered, by (kind, key)."""
-        with self._lock:
-            return dict(self._versions)
+        return self._inbox.versions()
 
     def pending_events(self) -> int:
         """Watch events and holds not yet turned into deltas."""
-        with self._lock:
-            return len(self._inbox) + len(self._relisted) + len(self._dra_lists) + len(self._holds)
+        return self._inbox.pending()
 
     def ungrouped(self) -> list[JSON]:
         """Our live pods that name no PodGroup yet (raw objects): the pod grouper's work list."""
@@ -162,8 +123,7 @@ class ClusterCache:
 
     def pod_now(self, key: str) -> PodNow | None:
         """The pod as the newest event says, applied to the records or not; None once it is gone."""
-        with self._lock:
-            entry = self._inbox.get((PODS.name, key))
+        entry = self._inbox.newest(PODS, key)
         if entry is not None:
             _, event, obj = entry
             if event == "DELETED":
@@ -189,15 +149,12 @@ class ClusterCache:
     def take_deltas(self, now: float | None = None) -> ClusterDeltas:
         """Everything that changed since the last call, as model records. ``now`` (monotonic)
         ends the holds that are due; None ends none."""
-        with self._lock:
-            inbox, self._inbox = self._inbox, {}
-            relisted, self._relisted = self._relisted, {}
-            dra_lists, self._dra_lists = self._dra_lists, {}
-            holds, self._holds = self._holds, {}
-        self._copy_on_write({name for name, _ in inbox} | set(relisted) | set(dra_lists))
-        for kind, items in dra_lists.values():
+        batch = self._inbox.take()
+        inbox = batch.events
+        self._copy_on_write(batch.kinds())
+        for kind, items in batch.dra_lists.values():
             self.dra.on_list(kind, items)
-        for kind_name, (kind, listed) in relisted.items():
+        for kind_name, (kind, listed) in batch.relisted.items():
             store = self._store(kind)
             for key in [k for k in store if k not in listed and (kind_name, k) not in inbox]:
                 self._delete(kind, key)
@@ -211,9 +168,9 @@ class ClusterCache:
                 self._problems.pop((kind.name, key), None)
             else:
                 self._upsert(kind, obj, key)
-        self._apply_holds(holds, now)
+        self._apply_holds(batch.holds, now)
         deltas = self._deltas()
-        self._refresh_views(holds)
+        self._refresh_views(batch.holds)
         return deltas
 
     def _copy_on_write(self, kinds: set[str]) -> None:
@@ -428,12 +385,6 @@ class ClusterCache:
 
 
 _DRA_KINDS = {kind.name: kind for kind in DRA_WATCHED}
-
-
-def _key(kind: Kind, obj: JSON) -> str:
-    meta = obj.get("metadata") or {}
-    name = str(meta.get("name") or "")
-    return f"{meta.get('namespace') or 'default'}/{name}" if kind.namespaced else name
 
 
 def _api_version(kind: Kind) -> str:

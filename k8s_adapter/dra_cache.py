@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from k8s_adapter.api import JSON
+from k8s_adapter.inbox import object_key
 from k8s_adapter.kinds import DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES, Kind, resource_version
 from kai_ray.errors import InputError
 from kai_ray.io.fields import ObjectReader
@@ -43,7 +44,7 @@ class DraCache:
         store = self._store(kind)
         seen = set()
         for obj in items:
-            key = _key(kind, obj)
+            key = object_key(kind, obj)
             seen.add(key)
             self.versions.pop((kind.name, key), None)
             self.on_event(kind, "ADDED", obj)
@@ -53,7 +54,7 @@ class DraCache:
             del self.refused[gone]
 
     def on_event(self, kind: Kind, event: str, obj: JSON) -> None:
-        key = _key(kind, obj)
+        key = object_key(kind, obj)
         if event == "DELETED":
             self.versions.pop((kind.name, key), None)
             self.refused.pop((kind.name, key), None)
@@ -104,9 +105,3 @@ class DraCache:
         for bucket in (*changed.values(), *removed.values()):
             bucket.clear()
         return out
-
-
-def _key(kind: Kind, obj: JSON) -> str:
-    meta = obj.get("metadata") or {}
-    name = str(meta.get("name") or "")
-    return f"{meta.get('namespace') or 'default'}/{name}" if kind.namespaced else name

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from coordinator.coordinator import BindIntent, CycleResult
 from k8s_adapter.api import KubeApi, KubeError, describe
-from k8s_adapter.binder import BindBackoff, Binder, BindRequest, FractionBind
+from k8s_adapter.binder import POD_GONE, POD_RECREATED, BindBackoff, Binder, BindRequest, FractionBind
 from k8s_adapter.cache import ClusterCache
 from k8s_adapter.claims import ClaimBind, allocation_json
 from k8s_adapter.decision_log import DecisionLog
@@ -131,8 +131,17 @@ class SchedulerLoop:
     async def run(self) -> None:
         watches = [asyncio.create_task(r.run(), name=f"watch-{r.kind.plural}") for r in self.reflectors]
         try:
+            began = time.monotonic()
             await self._wait_for_sync()
             first = await asyncio.to_thread(self.cache.take_deltas, time.monotonic())
+            log.info(  # the records exist once the first deltas are taken (the watches only queue events)
+                "watches synced in %.2fs: %d nodes, %d pods, %d pod groups, %d queues",
+                time.monotonic() - began,
+                len(self.cache.nodes),
+                len(self.cache.pods),
+                len(self.cache.raw_groups),
+                len(self.cache.queues),
+            )
             self.coordinator = self.coordinator_factory(len(self.cache.nodes))
             await self._locked(self.coordinator.apply, first)
             while not self._stop.is_set():
@@ -154,7 +163,6 @@ class SchedulerLoop:
             await asyncio.gather(*watches, return_exceptions=True)
 
     async def _wait_for_sync(self) -> None:
-        began = time.monotonic()
         try:
             await asyncio.wait_for(asyncio.gather(*(r.stats.synced.wait() for r in self.reflectors)), self.sync_timeout)
         except TimeoutError:
@@ -165,14 +173,6 @@ class SchedulerLoop:
                 ", ".join(missing),
             )
         self.state.synced = True
-        log.info(
-            "watches synced in %.2fs: %d nodes, %d pods, %d pod groups, %d queues",
-            time.monotonic() - began,
-            len(self.cache.nodes),
-            len(self.cache.pods),
-            len(self.cache.raw_groups),
-            len(self.cache.queues),
-        )
 
     async def iterate(self) -> None:
         """One turn: feed changes, group pods, and (as leader) schedule, bind, evict, explain."""
@@ -282,7 +282,7 @@ class SchedulerLoop:
         for result in results:
             if result.ok:
                 self.bind_backoff.bound(result.pod)
-            elif result.reason != "the pod no longer exists":
+            elif result.reason not in (POD_GONE, POD_RECREATED):
                 until = self.bind_backoff.failed(result.pod, result.reason, clock)
                 self.cache.hold_back(result.pod, until, result.reason)
         if failed:

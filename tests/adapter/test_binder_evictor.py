@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from k8s_adapter.api import KubeError, Response
-from k8s_adapter.binder import Binder, BindRequest
+from k8s_adapter.binder import POD_GONE, POD_RECREATED, Binder, BindRequest
 from k8s_adapter.evictor import Evictor, EvictRequest
 from tests.adapter.fake_api import FakeApi, ok
 
@@ -40,6 +44,31 @@ async def test_a_conflict_is_success_only_when_bound_where_we_wanted() -> None:
     api = FakeApi(handler)
     [outcome] = await Binder(api, base_delay=0).bind_all([BindRequest("ns/p", "u", "n1")])  # type: ignore[arg-type]
     assert not outcome.ok and "bound to other" in outcome.reason
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        KubeError(404, "NotFound"),  # deleted between the 409 and the read
+        {"metadata": {"uid": "u", "deletionTimestamp": "2025-01-01T00:00:00Z"}, "spec": {}},  # being deleted
+        {"metadata": {"uid": "another"}, "spec": {}},  # deleted and created again under its name
+    ],
+)
+async def test_a_conflict_on_a_pod_that_goes_is_a_pod_gone_not_a_conflict(read: KubeError | dict[str, Any]) -> None:
+    """Found by the real-cluster churn: kube-apiserver refuses to bind a terminating pod with 409."""
+
+    def handler(m: str, p: str, q: object, b: object) -> Response:
+        if m == "POST":
+            raise KubeError(409, "Conflict")
+        if isinstance(read, KubeError):
+            raise read
+        return ok(read)
+
+    api = FakeApi(handler)
+    [outcome] = await Binder(api, base_delay=0).bind_all([BindRequest("ns/p", "u", "n1")])  # type: ignore[arg-type]
+    assert not outcome.ok and outcome.reason in (POD_GONE, POD_RECREATED)
+    assert "conflict" not in outcome.reason
+    assert sum(1 for m, _, _ in api.calls if m == "POST") == 1  # not retried: there is nothing to bind
 
 
 async def test_an_eviction_blocked_by_a_budget_is_retried_on_later_cycles() -> None:

@@ -21,10 +21,10 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
@@ -43,9 +43,10 @@ from kai_ray.deltas import ClusterDeltas
 from kai_ray.runtime import in_process_coordinator
 from kai_ray.sim.cluster import synthetic_nodes
 from tests.live import ops
-from tests.live.views import KINDS, compare, overcommitted
+from tests.live.views import KINDS, Obj, compare, overcommitted
 
 CONFIG = {"kValue": 0, "victimSearchBackoff": "0s", "defaultStalenessGracePeriod": "1h"}
+CHURN_CONFIG = SchedulerConfig.model_validate(CONFIG)
 QUIET_CYCLES = 4
 
 
@@ -60,6 +61,35 @@ class Findings:
 
     def add(self, where: str, found: Sequence[str]) -> None:
         self.problems.extend(f"{where}: {line}" for line in found)
+
+    def quiet_point(self, differences: Sequence[str], objects: dict[str, list[Obj]]) -> None:
+        """A quiet point compared: its differences, and the over-commit the objects show."""
+        self.quiet_points += 1
+        self.add(f"quiet point {self.quiet_points}", differences)
+        self.add(f"quiet point {self.quiet_points} over-commit", overcommitted(objects))
+
+
+class Rounds(Protocol):
+    findings: Findings
+
+    async def round(self, steps: int) -> None: ...
+
+    async def quiet_point(self) -> None: ...
+
+
+async def drive(churn: Rounds, loop: SchedulerLoop, rounds: int, steps: int) -> None:
+    """Rounds of changes, each ending in a quiet point, while ``loop`` runs; the first round that
+    finds a difference is the last."""
+    task = asyncio.create_task(loop.run())
+    try:
+        for _ in range(rounds):
+            await churn.round(steps)
+            await churn.quiet_point()
+            if churn.findings.problems:
+                break
+    finally:
+        loop.stop()
+        await asyncio.wait_for(task, 30)
 
 
 class Recorder:
@@ -120,52 +150,22 @@ class Churn:
             nodes=pool[:6], clock=self.clock, start_delay=0.5, max_grace=1.0, bookmark_seconds=0.5
         )
         self.ops = ops.Ops(self.cluster, self.clock, pool[6:])
-        self.config = SchedulerConfig.model_validate(CONFIG)
-        self.config_path = workdir / "config.yaml"
-        self.config_path.write_text("\n".join(f"{k}: {v}" for k, v in CONFIG.items()) + "\n")
-        self.bound: dict[str, str] = {}  # pod uid -> node, for every successful bind
+        self.config, self.config_path = CHURN_CONFIG, write_config(workdir)
         self.recorder: Recorder | None = None
         self.api: KubeApi | None = None
         self.loop: SchedulerLoop | None = None
 
     # ------------------------------------------------------------------ setup
-    def _make_coordinator(self, cache: ClusterCache) -> Recorder:
-        self.recorder = Recorder(in_process_coordinator(self.config, shards=2), cache, self.findings)
-        return self.recorder
+    def _recorded(self, recorder: Recorder) -> None:
+        self.recorder = recorder
 
     async def start(self) -> None:
         await self.cluster.start()
         self.api = await connect(str(self.cluster.write_kubeconfig(self.workdir / "kubeconfig")))
         ops.seed_objects(self.cluster)
-        cache = ClusterCache()
-        self.loop = SchedulerLoop(
-            self.api,
-            cache,
-            lambda _: self._make_coordinator(cache),  # type: ignore[arg-type,return-value]
-            CollectorRegistry(),
-            Leadership(enabled=False),
-            period=0.03,
-            bind_backoff=BindBackoff(base=0.1, limit=0.5),
-            reservations=ReservationSettings(timeout=2.0),
+        self.loop = churn_loop(
+            self.api, self.findings, self._recorded, period=0.03, reservations=ReservationSettings(timeout=2.0)
         )
-        self.loop.evictor.retry_after = 0.1
-        self.loop.status.report_after = 0.0
-        binder = self.loop.binder
-        bind_all = binder.bind_all
-
-        async def recorded(requests: Sequence[BindRequest]) -> list[BindOutcome]:
-            outcomes = await bind_all(requests)
-            for request, outcome in zip(requests, outcomes, strict=True):
-                if outcome.reason.startswith("conflict"):
-                    self.findings.problems.append(f"bind of {request.pod} met a conflict: {outcome.reason}")
-                if outcome.ok:
-                    if request.uid in self.bound:
-                        self.findings.problems.append(f"{request.pod} (uid {request.uid}) bound twice")
-                    self.bound[request.uid] = request.node
-                    self.findings.binds += 1
-            return outcomes
-
-        binder.bind_all = recorded  # type: ignore[method-assign]
 
     async def reservation_kubelet(self) -> None:
         """Start GPU reservation pods as soon as they are bound. The binder of a fraction waits for
@@ -205,43 +205,13 @@ class Churn:
         return {kind: self.cluster.objects(group, version, plural) for group, version, plural, kind in KINDS}
 
     def _caught_up(self) -> bool:
-        """The watches delivered every object at its current version (none missing, none extra)."""
         assert self.loop is not None
-        stored = {
-            (
-                kind,
-                f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
-                if namespaced
-                else obj["metadata"]["name"],
-            ): int(obj["metadata"]["resourceVersion"])
-            for group, version, plural, kind in KINDS
-            for namespaced in [plural in ("pods", "podgroups")]
-            for obj in self.cluster.objects(group, version, plural)
-        }
-        return stored == self.loop.cache.versions_seen()
+        return caught_up(self.loop, self._objects())
 
     def _not_quiet(self) -> list[str]:
         """What still moves (empty: quiet)."""
-        loop, recorder = self.loop, self.recorder
-        assert loop is not None and recorder is not None
-        last = recorder.last
-        checks = {
-            f"the last cycle bound {len(last.binds) if last else 0} and evicted {len(last.evictions) if last else 0}": (
-                self.findings.cycles - recorder.active_cycles >= QUIET_CYCLES
-            ),
-            "changes applied but not yet cycled": not recorder.unseen,
-            f"in flight: {_where(_started(loop._in_flight))}": not _started(loop._in_flight),
-            f"evictions waiting {sorted(loop.evictor.waiting)}": not loop.evictor.waiting,
-            f"pods held back {sorted(loop.cache.held_view)}": not loop.cache.held_view,
-            "watch events not yet taken": loop.cache.pending_events() == 0,
-            f"{len(loop.cache.ungrouped_view)} pods not grouped": not loop.cache.ungrouped_view,
-            "the watches have not delivered everything": self._caught_up(),
-        }
-        moving = [what for what, fine in checks.items() if not fine]
-        if moving and last is not None and last.evictions:
-            now = {e.pod: loop.cache.pod_now(e.pod) for e in last.evictions}
-            moving.append(f"evictions {[(e.pod, e.action, e.preemptor, now[e.pod]) for e in last.evictions]}")
-        return moving
+        assert self.loop is not None and self.recorder is not None
+        return still_moving(self.loop, self.recorder, self._caught_up())
 
     async def quiet_point(self, timeout: float = 60.0) -> None:
         """Faults off, clock stopped; once nothing moves for a few cycles, compare and check."""
@@ -263,9 +233,100 @@ class Churn:
                 self.findings.problems.append(f"the scheduler never became quiet: {'; '.join(moving)}")
                 return
             await asyncio.sleep(0.03)
-        self.findings.quiet_points += 1
-        self.findings.add(f"quiet point {self.findings.quiet_points}", found)
-        self.findings.add(f"quiet point {self.findings.quiet_points} over-commit", overcommitted(objects))
+        self.findings.quiet_point(found, objects)
+
+
+def write_config(workdir: Path) -> Path:
+    """The churn's scheduler config as a file, for the from-scratch ``kai-ray schedule``."""
+    path = workdir / "config.yaml"
+    path.write_text("\n".join(f"{k}: {v}" for k, v in CONFIG.items()) + "\n")
+    return path
+
+
+def churn_loop(
+    api: KubeApi, findings: Findings, recorded: Callable[[Recorder], None], period: float, **options: Any
+) -> SchedulerLoop:
+    """``kai-ray run``'s loop as the churn runs it: two in-process shards behind a ``Recorder``
+    (handed to ``recorded`` once the loop makes it), fast retries, every bind checked."""
+    cache = ClusterCache()
+
+    def coordinator(_: int) -> Recorder:
+        recorder = Recorder(in_process_coordinator(CHURN_CONFIG, shards=2), cache, findings)
+        recorded(recorder)
+        return recorder
+
+    loop = SchedulerLoop(
+        api,
+        cache,
+        coordinator,  # type: ignore[arg-type]
+        CollectorRegistry(),
+        Leadership(enabled=False),
+        period=period,
+        bind_backoff=BindBackoff(base=0.1, limit=0.5),
+        **options,
+    )
+    loop.evictor.retry_after = 0.1
+    loop.status.report_after = 0.0
+    record_binds(loop, findings)
+    return loop
+
+
+def caught_up(loop: SchedulerLoop, objects: dict[str, list[Obj]]) -> bool:
+    """The watches delivered every one of ``objects`` (by kind, as ``views.KINDS`` lists them) at
+    its current version, and nothing else."""
+    stored = {
+        (
+            kind,
+            f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}" if namespaced else obj["metadata"]["name"],
+        ): int(obj["metadata"]["resourceVersion"])
+        for _, _, plural, kind in KINDS
+        for namespaced in [plural in ("pods", "podgroups")]
+        for obj in objects[kind]
+    }
+    return stored == loop.cache.versions_seen()
+
+
+def record_binds(loop: SchedulerLoop, findings: Findings) -> None:
+    """Check every bind the loop sends: none met a conflict, no pod (by uid) bound twice."""
+    bind_all = loop.binder.bind_all
+    bound: dict[str, str] = {}  # pod uid -> node, for every successful bind
+
+    async def recorded(requests: Sequence[BindRequest]) -> list[BindOutcome]:
+        outcomes = await bind_all(requests)
+        for request, outcome in zip(requests, outcomes, strict=True):
+            if outcome.reason.startswith("conflict"):
+                findings.problems.append(f"bind of {request.pod} met a conflict: {outcome.reason}")
+            if outcome.ok:
+                if request.uid in bound:
+                    findings.problems.append(f"{request.pod} (uid {request.uid}) bound twice")
+                bound[request.uid] = request.node
+                findings.binds += 1
+        return outcomes
+
+    loop.binder.bind_all = recorded  # type: ignore[method-assign]
+
+
+def still_moving(loop: SchedulerLoop, recorder: Recorder, caught_up: bool) -> list[str]:
+    """What still moves in the scheduler (empty: quiet); ``caught_up``: the watches delivered
+    every object at its current version."""
+    last = recorder.last
+    checks = {
+        f"the last cycle bound {len(last.binds) if last else 0} and evicted {len(last.evictions) if last else 0}": (
+            recorder.findings.cycles - recorder.active_cycles >= QUIET_CYCLES
+        ),
+        "changes applied but not yet cycled": not recorder.unseen,
+        f"in flight: {_where(_started(loop._in_flight))}": not _started(loop._in_flight),
+        f"evictions waiting {sorted(loop.evictor.waiting)}": not loop.evictor.waiting,
+        f"pods held back {sorted(loop.cache.held_view)}": not loop.cache.held_view,
+        "watch events not yet taken": loop.cache.pending_events() == 0,
+        f"{len(loop.cache.ungrouped_view)} pods not grouped": not loop.cache.ungrouped_view,
+        "the watches have not delivered everything": caught_up,
+    }
+    moving = [what for what, fine in checks.items() if not fine]
+    if moving and last is not None and last.evictions:
+        now = {e.pod: loop.cache.pod_now(e.pod) for e in last.evictions}
+        moving.append(f"evictions {[(e.pod, e.action, e.preemptor, now[e.pod]) for e in last.evictions]}")
+    return moving
 
 
 def _started(tasks: set[asyncio.Task[None]]) -> list[asyncio.Task[None]]:
@@ -292,17 +353,10 @@ async def run_seed(seed: int, rounds: int = 3, steps: int = 25) -> Findings:
         churn = Churn(seed, Path(tmp))
         await churn.start()
         assert churn.loop is not None
-        task = asyncio.create_task(churn.loop.run())
         kubelet = asyncio.create_task(churn.reservation_kubelet())
         try:
-            for _ in range(rounds):
-                await churn.round(steps)
-                await churn.quiet_point()
-                if churn.findings.problems:
-                    break
+            await drive(churn, churn.loop, rounds, steps)
         finally:
-            churn.loop.stop()
-            await asyncio.wait_for(task, 30)
             kubelet.cancel()
             await asyncio.gather(kubelet, return_exceptions=True)
             await churn.stop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import random
+from collections.abc import Collection
 from typing import Any
 
 from devcluster import DevCluster
@@ -36,7 +37,9 @@ def seed_objects(cluster: DevCluster) -> None:
         cluster.create(*QUEUES, copy.deepcopy(shape))
 
 
-def _pod(name: str, rng: random.Random, gpus: int, group: str | None, queue: str, cpu: str = "1") -> Obj:
+def _pod(
+    name: str, rng: random.Random, gpus: int, group: str | None, queue: str, cpu: str = "1", longest: float = 15.0
+) -> Obj:
     resources: Obj = {"requests": {"cpu": cpu, "memory": "1Gi"}}
     if gpus:
         resources["limits"] = {"nvidia.com/gpu": str(gpus)}
@@ -44,7 +47,7 @@ def _pod(name: str, rng: random.Random, gpus: int, group: str | None, queue: str
     if group:
         annotations["pod-group-name"] = group
     if rng.random() < 0.5:  # it ends by itself: Succeeded, or Failed
-        annotations["kai-ray.dev/run-seconds"] = f"{rng.uniform(1, 15):.1f}"
+        annotations["kai-ray.dev/run-seconds"] = f"{rng.uniform(1, longest):.1f}"
         if rng.random() < 0.25:
             annotations["kai-ray.dev/exit-code"] = "1"
     return {
@@ -59,6 +62,53 @@ def _pod(name: str, rng: random.Random, gpus: int, group: str | None, queue: str
     }
 
 
+def job_manifests(
+    rng: random.Random, name: str, fractions: bool = True, longest: float = 15.0
+) -> tuple[Obj | None, list[Obj]]:
+    """A random job: its PodGroup (None: pods for the pod grouper) and its pods. Gangs, single
+    and multi-GPU pods, fractions (unless ``fractions`` is off), CPU pods; half of the pods end
+    by themselves within ``longest`` seconds."""
+    queue = rng.choice(LEAVES)
+    kinds = ("gang", "gang", "single", "single", "fraction", "cpu", "plain")
+    kind = rng.choice(kinds if fractions else tuple(k for k in kinds if k != "fraction"))
+    priority = rng.choice(CLASSES)[0]
+    if kind == "plain":  # no PodGroup: the pod grouper makes one
+        pod = _pod(name, rng, rng.choice((1, 2)), None, queue, longest=longest)
+        pod["spec"]["priorityClassName"] = priority
+        return None, [pod]
+    size = rng.choice((2, 3, 4)) if kind == "gang" else rng.choice((1, 2)) if kind == "cpu" else 1
+    minimum = size - 1 if kind == "gang" and rng.random() < 0.3 else size
+    spec = {"minMember": minimum, "queue": queue, "priorityClassName": priority}
+    gpus = {"gang": rng.choice((1, 2, 4)), "single": rng.choice((1, 2, 4, 8)), "fraction": 0, "cpu": 0}[kind]
+    pods = []
+    for i in range(size):
+        pod = _pod(f"{name}-{i}", rng, gpus, name, queue, cpu="2" if kind == "cpu" else "1", longest=longest)
+        if kind == "fraction":
+            pod["metadata"]["annotations"]["gpu-fraction"] = rng.choice(("0.25", "0.5"))
+        pods.append(pod)
+    return {"metadata": {"name": name}, "spec": spec}, pods
+
+
+def foreign_pod(rng: random.Random, name: str, node: str) -> Obj:
+    """Another scheduler's small pod, bound to ``node`` at creation."""
+    pod = _pod(name, rng, 0, None, "none", cpu="100m")
+    pod["spec"]["schedulerName"] = "default-scheduler"
+    pod["spec"]["nodeName"] = node
+    return pod
+
+
+def queue_op(rng: random.Random, existing: Collection[str]) -> tuple[str, str, Obj | None]:
+    """A queue change: ("create", name, None), ("delete", name, None) or ("patch", name, a
+    spec.resources.gpu patch); ``existing`` names the queues there are."""
+    name = rng.choice((*LEAVES, "team-c", "dept"))
+    if name not in existing:
+        return "create", name, None
+    if name in ("team-c", "dept") and rng.random() < 0.5:
+        return "delete", name, None  # its jobs (or, for dept, every team) have no usable queue
+    limit = -1 if name == "dept" else rng.choice((-1, -1, 8, 12))
+    return "patch", name, {"quota": rng.choice((0, 2, 4, 8)), "limit": limit, "overQuotaWeight": rng.choice((1, 2))}
+
+
 class Ops:
     def __init__(self, cluster: DevCluster, clock: ManualClock, spare_nodes: list[Obj]) -> None:
         self.cluster = cluster
@@ -70,24 +120,10 @@ class Ops:
     # ------------------------------------------------------------------ pods and jobs
     def job(self, rng: random.Random) -> None:
         self.jobs += 1
-        name = f"j{self.jobs}"
-        queue = rng.choice(LEAVES)
-        kind = rng.choice(("gang", "gang", "single", "single", "fraction", "cpu", "plain"))
-        priority = rng.choice(CLASSES)[0]
-        if kind == "plain":  # no PodGroup: the pod grouper makes one
-            pod = _pod(name, rng, rng.choice((1, 2)), None, queue)
-            pod["spec"]["priorityClassName"] = priority
-            self.cluster.create("", "v1", "pods", pod, NS)
-            return
-        size = rng.choice((2, 3, 4)) if kind == "gang" else rng.choice((1, 2)) if kind == "cpu" else 1
-        minimum = size - 1 if kind == "gang" and rng.random() < 0.3 else size
-        spec = {"minMember": minimum, "queue": queue, "priorityClassName": priority}
-        self.cluster.create(*POD_GROUPS, {"metadata": {"name": name}, "spec": spec}, NS)
-        gpus = {"gang": rng.choice((1, 2, 4)), "single": rng.choice((1, 2, 4, 8)), "fraction": 0, "cpu": 0}[kind]
-        for i in range(size):
-            pod = _pod(f"{name}-{i}", rng, gpus, name, queue, cpu="2" if kind == "cpu" else "1")
-            if kind == "fraction":
-                pod["metadata"]["annotations"]["gpu-fraction"] = rng.choice(("0.25", "0.5"))
+        group, pods = job_manifests(rng, f"j{self.jobs}")
+        if group is not None:
+            self.cluster.create(*POD_GROUPS, group, NS)
+        for pod in pods:
             self.cluster.create("", "v1", "pods", pod, NS)
 
     def delete_pod(self, rng: random.Random) -> None:
@@ -111,9 +147,7 @@ class Ops:
         if not nodes:
             return
         self.jobs += 1
-        pod = _pod(f"other-{self.jobs}", rng, 0, None, "none", cpu="100m")
-        pod["spec"]["schedulerName"] = "default-scheduler"
-        pod["spec"]["nodeName"] = rng.choice(nodes)["metadata"]["name"]
+        pod = foreign_pod(rng, f"other-{self.jobs}", rng.choice(nodes)["metadata"]["name"])
         self.cluster.create("", "v1", "pods", pod, NS)
 
     def tick(self, rng: random.Random) -> None:
@@ -159,15 +193,13 @@ class Ops:
 
     # ------------------------------------------------------------------ queues and faults
     def queue(self, rng: random.Random) -> None:
-        name = rng.choice((*LEAVES, "team-c", "dept"))
-        current = self.cluster.get(*QUEUES, name)
-        if current is None:
+        existing = {q["metadata"]["name"] for q in self.cluster.objects(*QUEUES)}
+        what, name, gpu = queue_op(rng, existing)
+        if what == "create":
             self.cluster.create(*QUEUES, copy.deepcopy(QUEUE_SHAPES[name]))
-        elif name in ("team-c", "dept") and rng.random() < 0.5:
-            self.cluster.delete(*QUEUES, name)  # its jobs (or, for dept, every team) have no usable queue
+        elif what == "delete":
+            self.cluster.delete(*QUEUES, name)
         else:
-            limit = -1 if name == "dept" else rng.choice((-1, -1, 8, 12))
-            gpu = {"quota": rng.choice((0, 2, 4, 8)), "limit": limit, "overQuotaWeight": rng.choice((1, 2))}
             self.cluster.patch(*QUEUES, name, {"spec": {"resources": {"gpu": gpu}}})
 
     def fault(self, rng: random.Random) -> None:
