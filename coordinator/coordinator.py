@@ -8,10 +8,16 @@ A cycle is one KAI session:
    ``k`` can never be chosen while fewer than ``k`` pods are placed (see DESIGN.md §3).
 2. *Session.* Allocate runs on those candidate nodes; if eviction actions are configured
    and jobs are still pending, the session moves onto every node's rows and runs them.
-3. *Prepare, commit or abort.* The pods each job binds now are reserved on every shard
-   involved, all jobs in one call per shard; a job whose reservation is refused anywhere
-   is aborted everywhere and left pending for the next cycle. Committed pods are assumed
-   bound until the watch confirms them.
+3. *Prepare, then commit and abort.* The pods each job binds now are reserved on every
+   shard involved, all jobs in one call per shard; then, in one more round, the jobs held
+   everywhere are committed and the others aborted. A job is bound only when every shard
+   it touches committed it (a commit past the reservation's deadline is refused); a job
+   refused anywhere is left pending for the next cycle. Committed pods are assumed bound
+   until the watch confirms them.
+
+A shard that does not answer fails the cycle (``ShardsFailed``): nothing of it is bound, the
+live shards drop what the cycle reserved, and the dead shard is replaced by a fresh one
+loaded from the coordinator's model before the error is raised, so the next cycle schedules.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from coordinator.actions.registry import build_actions
 from coordinator.cluster_model import ClusterModel
@@ -27,6 +34,7 @@ from coordinator.decisions import Decisions, PodDecision, collect
 from coordinator.jobs import Status, Task
 from coordinator.search_backoff import SearchBackoff
 from coordinator.session import SessionState, open_session, rebase_session
+from coordinator.shard_client import Answers
 from coordinator.shard_set import ShardSet
 from coordinator.statement import Statement
 from kai_ray.config import SchedulerConfig
@@ -34,6 +42,7 @@ from kai_ray.deltas import ClusterDeltas
 from shards.messages import Placement, PrepareItem, ProposeRequest
 from shards.node_table import NodeTable
 from shards.placement import Diagnosis, Placer
+from shards.protocol import ShardInfo
 from shards.rows import NodeRows, merge_rows, table_from_rows
 from shards.shapes import ResourceSchema, TaskShape
 
@@ -80,6 +89,16 @@ class CycleResult:
     pod_queues: dict[str, str] = field(default_factory=dict)  # pod -> leaf queue, for pods of pod groups
 
 
+class ShardsFailed(RuntimeError):
+    """Shards went down during a cycle. They were replaced and rebuilt from the model, and every
+    reservation of the cycle was undone: nothing of it is bound. The next cycle schedules again."""
+
+    def __init__(self, message: str, shards: frozenset[int], phase: str) -> None:
+        super().__init__(message)
+        self.shards = shards
+        self.phase = phase
+
+
 class Coordinator:
     def __init__(self, config: SchedulerConfig, shards: ShardSet, placer_type: type[Placer] = Placer) -> None:
         self.config = config
@@ -89,6 +108,11 @@ class Coordinator:
         self.cycles = 0
         self.search_backoff = SearchBackoff(config.victimSearchBackoff)
         self._next_sweep = -float("inf")
+        self.recovered: list[tuple[int, int]] = []  # (cycle, shard) for every shard rebuilt
+
+    @property
+    def epoch(self) -> int:
+        return self.shards.epoch
 
     # ------------------------------------------------------------------ input
     def apply(self, deltas: ClusterDeltas) -> None:
@@ -107,13 +131,38 @@ class Coordinator:
             self.apply(deltas)
         return self.cycle(now, actions)
 
+    def shard_info(self) -> list[ShardInfo]:
+        answers = self.shards.describe()
+        return [answers.replies[sid] for sid in sorted(answers.replies)]
+
     # ------------------------------------------------------------------ cycle
     def cycle(self, now: float, actions: Sequence[str] | None = None) -> CycleResult:
         started = time.perf_counter()
         calls_before = self.shards.calls
         self.cycles += 1
+        self._recover()
+        try:
+            result = self._run_cycle(now, actions, started)
+        except _ShardLost as lost:
+            self._recover()
+            raise ShardsFailed(
+                f"shard {', '.join(map(str, sorted(lost.shards)))} went down during cycle {self.cycles} "
+                f"({lost.phase}); rebuilt from the cluster model, nothing of this cycle is bound",
+                lost.shards,
+                lost.phase,
+            ) from None
+        result.stats.shard_calls = self.shards.calls - calls_before
+        result.stats.seconds = time.perf_counter() - started
+        return result
+
+    def _recover(self) -> None:
+        if self.shards.down:
+            for sid in self.shards.recover(self.model):
+                self.recovered.append((self.cycles, sid))
+
+    def _run_cycle(self, now: float, actions: Sequence[str] | None, started: float) -> CycleResult:
         if now >= self._next_sweep:
-            self.shards.expire(now)
+            _check(self.shards.expire(now), "expiry sweep")
             self._next_sweep = now + EXPIRY_SWEEP_SECONDS
         names = tuple(self.config.effective_actions if actions is None else actions)
         snapshot = self.model.snapshot()
@@ -136,13 +185,11 @@ class Coordinator:
         result = CycleResult(decisions, stats=stats)
         result.pod_queues = {key: job.queue for key, job in state.jobs_by_task.items()}
         commit_started = time.perf_counter()
-        self._commit_binds(state, now, result)
+        self._commit_binds(state, now + (commit_started - started), result)
         stats.commit_seconds = time.perf_counter() - commit_started
         result.evictions = [EvictIntent(pod, action, by) for pod, action, by in decisions.evictions]
         self._remember_job_clock(state)
         self.search_backoff.record(now, state.search_failed, {k for k, j in state.jobs.items() if j.has_pending()})
-        stats.shard_calls = self.shards.calls - calls_before
-        stats.seconds = time.perf_counter() - started
         return result
 
     def _candidate_table(self, stats: CycleStats) -> tuple[NodeTable, dict[TaskShape, Diagnosis]]:
@@ -152,9 +199,10 @@ class Coordinator:
             if p.scheduler_name == self.config.schedulerName and p.state.value == "Pending"
         ]
         shapes = tuple(dict.fromkeys(TaskShape.of_pod(p) for p in pending))
-        if not shapes:
+        if not shapes:  # no round this cycle otherwise: a shard that died must still be noticed now
+            _check(self.shards.heartbeat(), "heartbeat")
             return NodeTable(ResourceSchema()), {}
-        replies = self.shards.propose(ProposeRequest(shapes, max(len(pending), 1)))
+        replies = list(_check(self.shards.propose(ProposeRequest(shapes, max(len(pending), 1))), "propose").values())
         rows = merge_rows([r.rows for r in replies], _union_schema([r.rows for r in replies]))
         stats.candidate_nodes = len(rows)
         diagnoses: dict[TaskShape, Diagnosis] = {}
@@ -165,12 +213,17 @@ class Coordinator:
         return table_from_rows(rows), diagnoses
 
     def _full_table(self) -> NodeTable:
-        parts = self.shards.rows()
+        parts = list(_check(self.shards.rows(), "rows").values())
         return table_from_rows(merge_rows(parts, _union_schema(parts)))
 
     # ------------------------------------------------------------------ commit
     def _commit_binds(self, state: SessionState, now: float, result: CycleResult) -> None:
-        """Reserve each job's new binds on the shards involved; commit the jobs held everywhere."""
+        """Reserve each job's new binds on the shards involved; commit the jobs held everywhere.
+
+        Two rounds: prepare, then commit and abort together. A job is bound only when every
+        shard it touches said yes to both; a part committed on one shard of a job refused on
+        another is released again. If a shard goes down in either round, nothing of the cycle
+        is bound: what the live shards prepared is aborted, what they committed released."""
         by_job: dict[str, list[Task]] = defaultdict(list)
         for task in state.tasks.values():
             if task.status is Status.ALLOCATED and task.original_status is not Status.ALLOCATED:
@@ -179,44 +232,61 @@ class Coordinator:
             return
         items: dict[int, list[PrepareItem]] = defaultdict(list)
         rids: dict[str, str] = {}
+        involved: dict[str, dict[int, list[Task]]] = {}
         for job_key, tasks in by_job.items():
-            rid = f"c{self.cycles}/{job_key}"
+            rid = f"e{self.epoch}c{self.cycles}/{job_key}"
             rids[job_key] = rid
-            per_shard: dict[int, list[Placement]] = defaultdict(list)
+            per_shard: dict[int, list[Task]] = defaultdict(list)
             for task in tasks:
                 assert task.node is not None
-                holding = task.holdings[-1]
-                per_shard[self.shards.owner[task.node]].append(
-                    Placement(
-                        task.key,
-                        task.node,
-                        task.pod.requests,
-                        False,
-                        task.pod.gpu_share,
-                        holding.shares,
-                        holding.created_groups,
-                    )
-                )
-            for shard, placements in per_shard.items():
-                items[shard].append(PrepareItem(rid, tuple(placements)))
-        replies = self.shards.prepare(items, now)
+                per_shard[self.shards.owner[task.node]].append(task)
+            involved[rid] = per_shard
+            for shard, shard_tasks in per_shard.items():
+                items[shard].append(PrepareItem(rid, tuple(_placement(t) for t in shard_tasks)))
+        prepared = self.shards.prepare(items, now)
+        if prepared.down:
+            held = {sid: list(reply.held) for sid, reply in prepared.replies.items()}
+            _check(self.shards.settle({}, held, now), "abort after a failed prepare")
+            raise _ShardLost(prepared.down, "prepare")
         refused: dict[str, str] = {}
-        for reply in replies.values():
+        for reply in prepared.replies.values():
             refused.update(reply.refused)
-        committed = {job: rid for job, rid in rids.items() if rid not in refused}
-        aborted = [rid for rid in rids.values() if rid in refused]
-        placed = {t.key: t.node for job in committed for t in by_job[job] if t.node}
-        self.shards.commit(list(committed.values()), placed)
-        self.shards.abort(aborted)
-        result.stats.prepared_jobs, result.stats.aborted_jobs = len(rids), len(aborted)
+        commit: dict[int, list[str]] = defaultdict(list)
+        abort: dict[int, list[str]] = defaultdict(list)
+        for rid, per_shard in involved.items():
+            for sid in per_shard:
+                (abort if rid in refused else commit)[sid].append(rid)
+        settled = self.shards.settle(commit, abort, now)
+        bound: set[str] = set()
+        for rid, per_shard in involved.items():
+            if rid in refused:
+                continue
+            verdicts = [settled.replies.get(sid, {}).get(rid, False) for sid in per_shard]
+            if all(verdicts) and not settled.down & set(per_shard):
+                bound.add(rid)
+            else:
+                refused[rid] = "the reservation expired before the bind was committed"
+        if settled.down:
+            bound.clear()  # the cycle fails as a whole: binds of the live shards are released too
+        for rid, per_shard in involved.items():  # parts committed where the job as a whole is not bound
+            if rid not in bound:
+                for sid, tasks in per_shard.items():
+                    if settled.replies.get(sid, {}).get(rid):
+                        self.shards.release(sid, (self.model.pods[t.key] for t in tasks))
+        if settled.down:
+            raise _ShardLost(settled.down, "commit")
+        result.stats.prepared_jobs, result.stats.aborted_jobs = len(rids), len(rids) - len(bound)
+        placed: dict[str, str] = {}
         for job_key, rid in rids.items():
-            if job_key not in committed:
+            if rid not in bound:
                 self._retry_next_cycle(state, job_key, refused[rid], result)
                 continue
             for task in by_job[job_key]:
                 assert task.node is not None
                 self.model.assume_bound(task.key, task.node, task.gpu_groups)
                 result.binds.append(BindIntent(task.key, task.node, task.gpu_groups, rid))
+                placed[task.key] = task.node
+        self.shards.record_placed(placed)
 
     @staticmethod
     def _retry_next_cycle(state: SessionState, job_key: str, why: str, result: CycleResult) -> None:
@@ -235,6 +305,31 @@ class Coordinator:
                 self.model.pod_groups[key] = replace(group, last_start=when)
         for key, job in state.jobs.items():
             self.model.set_stale_since(key, job.stale_since)
+
+
+class _ShardLost(Exception):
+    def __init__(self, shards: frozenset[int], phase: str) -> None:
+        super().__init__(phase)
+        self.shards = shards
+        self.phase = phase
+
+
+R = TypeVar("R")
+
+
+def _check(answers: Answers[R], phase: str) -> dict[int, R]:
+    """The replies of a round in which every shard answered; otherwise the cycle is lost."""
+    if answers.down:
+        raise _ShardLost(answers.down, phase)
+    return answers.replies
+
+
+def _placement(task: Task) -> Placement:
+    assert task.node is not None
+    holding = task.holdings[-1]
+    return Placement(
+        task.key, task.node, task.pod.requests, False, task.pod.gpu_share, holding.shares, holding.created_groups
+    )
 
 
 def _needs_every_node(action: str, state: SessionState) -> bool:

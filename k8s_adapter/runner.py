@@ -46,6 +46,7 @@ class LoopState:
     iterations: int = 0
     last_iteration: float = field(default_factory=time.monotonic)
     synced: bool = False
+    cycle_ok: bool = True  # the last scheduling cycle finished (False while cycles fail: /healthz)
     binds: int = 0
     evictions: int = 0
 
@@ -144,6 +145,7 @@ class SchedulerLoop:
             result.append(await self._locked(coordinator.cycle, time.time()))
 
         await self._step("cycle", cycle)
+        self.state.cycle_ok = bool(result)
         if not result:
             return
         outcome = result[0]

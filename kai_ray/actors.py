@@ -1,22 +1,24 @@
 """Ray at the edges: the plain ``Shard`` and ``Coordinator`` classes as Ray actors.
 
-This is the only module that imports Ray. ``RayShards`` is the coordinator's backend for
-shard actors (every phase is one ``ray.get`` over all shards at once), and
-``RemoteCoordinator`` gives callers the same methods as ``Coordinator`` while the work
-happens in the coordinator actor.
+This is the only module that imports Ray. ``RayTransport`` delivers the shard client's
+batches to shard actors (every round is one ``ray.get`` per shard, all submitted at once)
+and reports an actor that died, or failed a batch, as ``ShardDown``; ``RemoteCoordinator``
+gives callers the same methods as ``Coordinator`` while the work happens in the
+coordinator actor.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coordinator.coordinator import Coordinator, CycleResult
-from coordinator.shard_set import Call, ShardSet
+from coordinator.shard_set import ShardSet
 from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
 from shards.placement import PlacementPolicy
+from shards.protocol import Batch, BatchReply, ShardDown, ShardInfo
 from shards.shard import Shard
 
 
@@ -35,8 +37,8 @@ def ensure_ray(num_cpus: int | None = None, address: str | None = None) -> None:
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
-class RayShards:
-    """Shard actors; ``call_many`` sends every call before waiting for any answer."""
+class RayTransport:
+    """Shard actors; ``exchange`` submits every batch before waiting for any answer."""
 
     def __init__(self, count: int, policy: PlacementPolicy, ttl: float = 30.0) -> None:
         import ray
@@ -44,25 +46,45 @@ class RayShards:
         self._actor = ray.remote(num_cpus=0)(Shard)
         self._policy = policy
         self._ttl = ttl
-        self.handles: dict[int, Any] = {i: self._actor.remote(i, policy, ttl) for i in range(count)}
+        self.handles: dict[int, Any] = {i: self._new(i) for i in range(count)}
+
+    def _new(self, shard_id: int) -> Any:
+        return self._actor.remote(shard_id, self._policy, self._ttl)
 
     def shard_ids(self) -> list[int]:
         return sorted(self.handles)
 
     def wait_ready(self) -> None:
         """Block until every shard actor has started and answered once (actors start lazily)."""
-        self.call_many([(sid, "node_names", ()) for sid in self.shard_ids()])
+        self.exchange({sid: Batch(0, ()) for sid in self.shard_ids()})
 
-    def call_many(self, calls: Sequence[Call]) -> list[Any]:
+    def exchange(self, batches: Mapping[int, Batch]) -> dict[int, BatchReply | ShardDown]:
+        import ray
+        from ray.exceptions import RayActorError, RayError
+
+        refs = {sid: self.handles[sid].handle.remote(batch) for sid, batch in batches.items()}
+        out: dict[int, BatchReply | ShardDown] = {}
+        for sid, ref in refs.items():
+            try:
+                out[sid] = ray.get(ref)
+            except RayActorError as error:  # the actor's process is gone
+                out[sid] = ShardDown(sid, type(error).__name__)
+            except RayError as error:  # the batch raised inside the actor: its state is suspect
+                out[sid] = ShardDown(sid, f"{type(error).__name__}: {str(error).splitlines()[0]}")
+        return out
+
+    def replace(self, shard_id: int) -> None:
         import ray
 
-        refs = [getattr(self.handles[sid], method).remote(*args) for sid, method, args in calls]
-        return list(ray.get(refs))
+        old = self.handles.get(shard_id)
+        if old is not None:
+            ray.kill(old, no_restart=True)  # a shard that failed a batch may still be alive
+        self.handles[shard_id] = self._new(shard_id)
 
-    def add_shard(self, shard_id: int) -> None:
-        self.handles[shard_id] = self._actor.remote(shard_id, self._policy, self._ttl)
+    def add(self, shard_id: int) -> None:
+        self.handles[shard_id] = self._new(shard_id)
 
-    def remove_shard(self, shard_id: int) -> None:
+    def remove(self, shard_id: int) -> None:
         import ray
 
         ray.kill(self.handles.pop(shard_id))
@@ -74,7 +96,7 @@ class _CoordinatorHost:
     def __init__(self, config: SchedulerConfig, shards: int) -> None:
         strategy = config.placementStrategy
         policy = PlacementPolicy(strategy.gpu, strategy.cpu, strategy.gpu_device)
-        self.coordinator = Coordinator(config, ShardSet(RayShards(shards, policy)))
+        self.coordinator = Coordinator(config, ShardSet(RayTransport(shards, policy)))
 
     def apply(self, deltas: ClusterDeltas) -> None:
         self.coordinator.apply(deltas)
@@ -93,6 +115,9 @@ class _CoordinatorHost:
 
     def shard_calls(self) -> int:
         return self.coordinator.shards.calls
+
+    def shard_info(self) -> list[ShardInfo]:
+        return self.coordinator.shard_info()
 
 
 class RemoteCoordinator:
@@ -132,6 +157,10 @@ class RemoteCoordinator:
     def shard_calls(self) -> int:
         calls: int = self._get(self._handle.shard_calls.remote())
         return calls
+
+    def shard_info(self) -> list[ShardInfo]:
+        info: list[ShardInfo] = self._get(self._handle.shard_info.remote())
+        return info
 
     def close(self) -> None:
         import ray

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from coordinator.coordinator import Coordinator
-from coordinator.shard_set import InProcessShards, ShardSet
+from coordinator.shard_client import InProcessTransport
+from coordinator.shard_set import ShardSet
 from kai_ray.config import SchedulerConfig
 from shards.placement import PlacementPolicy
 from shards.shard import Shard
@@ -25,8 +26,8 @@ def shard_count(config: SchedulerConfig, nodes: int, override: int | None = None
 
 def in_process_coordinator(config: SchedulerConfig, shards: int = 1) -> Coordinator:
     policy = placement_policy(config)
-    backend = InProcessShards([Shard(i, policy) for i in range(shards)])
-    return Coordinator(config, ShardSet(backend))
+    transport = InProcessTransport([Shard(i, policy) for i in range(shards)])
+    return Coordinator(config, ShardSet(transport))
 
 
 def make_coordinator(config: SchedulerConfig, nodes: int, shards: int | None = None) -> Coordinator:

@@ -9,7 +9,7 @@ Measured, in the same run, on the same workload:
   filter, score and sort every node of the cluster for every pod (the ratio column is
   against this row);
 - kai-ray in process, 1 shard;
-- kai-ray with the Coordinator in this process and its shards as 4 Ray actors (``RayShards``),
+- kai-ray with the Coordinator in this process and its shards as 4 Ray actors (``RayTransport``),
   so every propose / prepare / commit is a real actor round trip.
 Every system must bind the same pods to the same nodes as the baseline, or the run fails.
 
@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from coordinator.coordinator import Coordinator, CycleResult
-from coordinator.shard_set import InProcessShards, ShardBackend, ShardSet
+from coordinator.shard_client import Answers, InProcessTransport, ShardTransport
+from coordinator.shard_set import ShardSet
 from kai_ray.config import SchedulerConfig
 from kai_ray.runtime import placement_policy
 from loadtests.baseline import FullScanCoordinator
@@ -50,13 +51,16 @@ MAX_EXTRA_CYCLES = 5  # after the last wave, for gangs whose commit was refused
 class TimedShardSet(ShardSet):
     """Remembers when the last commit returned: the moment a cycle's gangs are bound."""
 
-    def __init__(self, backend: ShardBackend) -> None:
+    def __init__(self, backend: ShardTransport) -> None:
         super().__init__(backend)
         self.commit_returned = 0.0
 
-    def commit(self, rids: list[str], placed: dict[str, str]) -> None:
-        super().commit(rids, placed)
+    def settle(
+        self, commit: Mapping[int, Sequence[str]], abort: Mapping[int, Sequence[str]], now: float
+    ) -> Answers[dict[str, bool]]:
+        answers = super().settle(commit, abort, now)
         self.commit_returned = time.perf_counter()
+        return answers
 
 
 @dataclass
@@ -152,15 +156,15 @@ def in_process(
     shards: int,
     kind: type[Coordinator] = Coordinator,
 ) -> tuple[Coordinator, TimedShardSet]:
-    shard_set = TimedShardSet(InProcessShards([Shard(i, placement_policy(config)) for i in range(shards)]))
+    shard_set = TimedShardSet(InProcessTransport([Shard(i, placement_policy(config)) for i in range(shards)]))
     return kind(config, shard_set), shard_set
 
 
 def on_ray_actors(config: SchedulerConfig, shards: int) -> tuple[Coordinator, TimedShardSet]:
-    from kai_ray.actors import RayShards, ensure_ray
+    from kai_ray.actors import RayTransport, ensure_ray
 
     ensure_ray(num_cpus=2)
-    backend = RayShards(shards, placement_policy(config))
+    backend = RayTransport(shards, placement_policy(config))
     backend.wait_ready()  # actors up before the clock
     shard_set = TimedShardSet(backend)
     return Coordinator(config, shard_set), shard_set

@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from coordinator.coordinator import Coordinator
-from coordinator.shard_set import InProcessShards, ShardSet
+from coordinator.shard_client import InProcessTransport
+from coordinator.shard_set import ShardSet
 from kai_ray.config import SchedulerConfig
 from kai_ray.runtime import placement_policy
 from loadtests.baseline import FullScanCoordinator
@@ -58,18 +59,18 @@ QUICK = Sizes(
 
 
 def baseline() -> Coordinator:
-    return FullScanCoordinator(CONFIG, ShardSet(InProcessShards([Shard(0, placement_policy(CONFIG))])))
+    return FullScanCoordinator(CONFIG, ShardSet(InProcessTransport([Shard(0, placement_policy(CONFIG))])))
 
 
 def in_process() -> Coordinator:
-    return Coordinator(CONFIG, ShardSet(InProcessShards([Shard(0, placement_policy(CONFIG))])))
+    return Coordinator(CONFIG, ShardSet(InProcessTransport([Shard(0, placement_policy(CONFIG))])))
 
 
 def on_ray(shards: int) -> Coordinator:
-    from kai_ray.actors import RayShards, ensure_ray
+    from kai_ray.actors import RayTransport, ensure_ray
 
     ensure_ray()
-    backend = RayShards(shards, placement_policy(CONFIG))
+    backend = RayTransport(shards, placement_policy(CONFIG))
     backend.wait_ready()  # actors up before the clock
     return Coordinator(CONFIG, ShardSet(backend))
 

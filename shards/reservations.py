@@ -30,6 +30,7 @@ class Reservation:
     deadline: float
     holdings: list[Holding] = field(default_factory=list)
     state: ReservationState = ReservationState.PREPARED
+    epoch: int = 0  # of the coordinator that prepared it
 
 
 class ReservationBook:

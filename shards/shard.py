@@ -1,23 +1,40 @@
 """One shard: a partition of the cluster's nodes, what runs on them, and reservations.
 
-A plain class: tests drive it in-process; ``shards.actor`` turns it into a Ray actor.
-Every public method is one batched call (one round trip per shard per phase).
+A plain class: tests drive it in-process; ``kai_ray.actors`` turns it into a Ray actor.
+The coordinator reaches it through ``handle`` only (``shards.protocol``): one batch of typed
+requests per round trip. The methods behind it are plain and tests call them directly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
-from kai_ray.model import Pod, ResourceVector
+from kai_ray.model import Node, Pod, ResourceVector
 from shards.handover import ShardHandover, give_nodes, take_nodes
 from shards.messages import Placement, PrepareItem, PrepareReply, ProposeReply, ProposeRequest, ShardDeltas
 from shards.node_table import Holding, Kind, NodeTable
 from shards.placement import PlacementPolicy, Placer
 from shards.pod_holds import pod_hold
+from shards.protocol import (
+    Abort,
+    ApplyDeltas,
+    Batch,
+    BatchReply,
+    Commit,
+    Describe,
+    Expire,
+    HandOver,
+    Load,
+    Prepare,
+    Propose,
+    Rows,
+    ShardInfo,
+    ShardRequest,
+    TakeOver,
+)
 from shards.reservations import Reservation, ReservationBook, ReservationState
 from shards.rows import NodeRows, export_rows
 from shards.shapes import CPU, GPU, MEMORY, PODS, ResourceSchema
@@ -34,15 +51,86 @@ class Shard:
         schema: ResourceSchema | None = None,
     ) -> None:
         self.shard_id = shard_id
-        self.table = NodeTable(schema or ResourceSchema())
-        self.placer = Placer(self.table, policy or PlacementPolicy())
+        self.policy = policy or PlacementPolicy()
         self.ttl = reservation_ttl
+        self.epoch = 0  # the newest coordinator epoch seen; reservations of older ones are void
+        self.applied_seq = 0  # cluster changes numbered up to this one are applied
+        self._reset(schema or ResourceSchema())
+
+    def _reset(self, schema: ResourceSchema) -> None:
+        self.table = NodeTable(schema)
+        self.placer = Placer(self.table, self.policy)
         self.pods: dict[str, Holding] = {}  # what each placed pod holds here
         self.book = ReservationBook()
 
-    def run_batch(self, calls: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
-        """Several requests in one round trip, in order (queued deltas, then a phase's call)."""
-        return [getattr(self, method)(*args) for method, args in calls]
+    # ------------------------------------------------------------------ the protocol
+    def handle(self, batch: Batch) -> BatchReply:
+        """One round trip: every request of the batch, in order."""
+        if batch.epoch < self.epoch:
+            return BatchReply(self.applied_seq, stale=True, epoch=self.epoch)
+        if batch.epoch > self.epoch:
+            self._new_epoch(batch.epoch)
+        replies = tuple(self._serve(request) for request in batch.requests)
+        return BatchReply(self.applied_seq, replies, epoch=self.epoch)
+
+    def _serve(self, request: ShardRequest) -> object:
+        match request:
+            case ApplyDeltas(seq=seq, deltas=deltas):
+                if seq <= self.applied_seq:
+                    return None  # delivered before; only the acknowledgement was lost
+                if seq != self.applied_seq + 1:
+                    raise ValueError(f"shard {self.shard_id}: changes {self.applied_seq + 1}..{seq - 1} never arrived")
+                self.apply(deltas)
+                self.applied_seq = seq
+                return None
+            case Load(seq=seq, nodes=nodes, pods=pods):
+                self.load(nodes, pods)
+                self.applied_seq = seq
+                return None
+            case Propose(request=propose):
+                return self.propose(propose)
+            case Rows(names=names):
+                return self.rows(None if names is None else list(names))
+            case Prepare(items=items, now=now):
+                return self.prepare(list(items), now)
+            case Commit(rids=rids, now=now):
+                return self.commit(list(rids), now)
+            case Abort(rids=rids):
+                return self.abort(list(rids))
+            case Expire(now=now):
+                return self.expire(now)
+            case HandOver(names=names):
+                return self.hand_over(list(names))
+            case TakeOver(handover=handover):
+                self.take_over(handover)
+                return None
+            case Describe():
+                return self.describe()
+        raise TypeError(f"shard {self.shard_id}: unknown request {type(request).__name__}")
+
+    def _new_epoch(self, epoch: int) -> None:
+        """A new coordinator took over: what older ones prepared will never be committed."""
+        for reservation in list(self.book.prepared()):
+            if reservation.epoch < epoch:
+                self._release(reservation)
+                self.book.resolve(reservation, ReservationState.ABORTED)
+        self.epoch = epoch
+
+    def load(self, nodes: tuple[Node, ...], pods: tuple[Pod, ...]) -> None:
+        """Start over with these nodes and placed pods (reservations are gone with the old state)."""
+        self._reset(ResourceSchema())
+        self.apply(ShardDeltas(nodes_upserted=nodes, pods_upserted=pods))
+
+    def describe(self) -> ShardInfo:
+        return ShardInfo(
+            self.shard_id,
+            os.getpid(),
+            int(self.table.present.sum()),
+            len(self.pods),
+            len(self.book.prepared()),
+            self.epoch,
+            self.applied_seq,
+        )
 
     # ------------------------------------------------------------------ deltas
     def apply(self, deltas: ShardDeltas) -> None:
@@ -171,7 +259,7 @@ class Shard:
                     self.table.release(holding)
                 refused[item.rid] = problem
                 continue
-            self.book.add(Reservation(item.rid, now + self.ttl, holdings))
+            self.book.add(Reservation(item.rid, now + self.ttl, holdings, epoch=self.epoch))
             held.append(item.rid)
         return PrepareReply(tuple(held), refused)
 
@@ -211,14 +299,19 @@ class Shard:
             return "no free pod slot"
         return ""
 
-    def commit(self, rids: list[str]) -> dict[str, bool]:
-        """Prepared reservations become assumed pods; True also for ones already committed."""
+    def commit(self, rids: list[str], now: float) -> dict[str, bool]:
+        """Prepared reservations become assumed pods; True also for ones already committed.
+        A reservation whose deadline passed is expired instead (its capacity was promised only
+        until then) and answers False: its pods must not be bound."""
         out: dict[str, bool] = {}
         for rid in rids:
             reservation = self.book.get(rid)
             if reservation is None:
                 out[rid] = False
                 continue
+            if reservation.state is ReservationState.PREPARED and reservation.deadline < now:
+                self._release(reservation)
+                self.book.resolve(reservation, ReservationState.EXPIRED)
             if reservation.state is ReservationState.PREPARED:
                 for holding in reservation.holdings:
                     previous = self.pods.pop(holding.pod, None)

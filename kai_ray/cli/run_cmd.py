@@ -80,10 +80,11 @@ async def _main(args: argparse.Namespace, config: object) -> int:
         period=args.period,
         eviction_mode=args.eviction_mode,
     )
+    alive = stalled_after(max(60.0, 30 * args.period), lambda: loop.state.last_iteration)
     server = await serve(
         registry,
         args.metrics_port,
-        stalled_after(max(60.0, 30 * args.period), lambda: loop.state.last_iteration),
+        lambda: alive() and loop.state.cycle_ok,  # failing cycles (a shard down) fail the check until one succeeds
         lambda: loop.state.synced,
     )
     stop = asyncio.get_running_loop()

@@ -10,7 +10,7 @@ the smallest cases these properties found.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -21,13 +21,15 @@ from coordinator.decisions import Decisions
 from coordinator.jobs import Status
 from coordinator.scheduler import run_session
 from coordinator.session import open_session
-from coordinator.shard_set import Call, InProcessShards, ShardSet
+from coordinator.shard_client import InProcessTransport
+from coordinator.shard_set import ShardSet
 from coordinator.statement import Statement
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import ClusterSnapshot, Pod, PodState, ResourceVector
 from kai_ray.runtime import in_process_coordinator, placement_policy
 from shards.messages import ShardDeltas
 from shards.placement import Diagnosis
+from shards.protocol import Batch, BatchReply, Prepare, ShardDown
 from shards.rows import merge_rows, table_from_rows
 from shards.shapes import CPU, PODS, TaskShape
 from shards.shard import Shard
@@ -88,7 +90,7 @@ def test_decisions_do_not_depend_on_the_number_of_shards(snapshot: ClusterSnapsh
 
 
 # ------------------------------------------------------------------ invariant 3
-class _LateArrival(InProcessShards):
+class _LateArrival(InProcessTransport):
     """In-process shards where, just before the first prepare reaches them, a pod of another
     scheduler takes all the CPU left on the node of the first placement: a cluster change that
     slips in after the session decided, which the shard's re-check must catch."""
@@ -99,16 +101,16 @@ class _LateArrival(InProcessShards):
         self.armed = True
         self.blocked: str | None = None  # the node that filled up
 
-    def call_many(self, calls: Sequence[Call]) -> list[Any]:
-        if self.armed and any(method == "prepare" for _, method, _ in calls):
+    def exchange(self, batches: Mapping[int, Batch]) -> dict[int, BatchReply | ShardDown]:
+        prepares = [(sid, r) for sid, b in sorted(batches.items()) for r in b.requests if isinstance(r, Prepare)]
+        if self.armed and prepares:
             self.armed = False
-            self._fill_first_node(calls)
-        return super().call_many(calls)
+            self._fill_first_node(*prepares[0])
+        return super().exchange(batches)
 
-    def _fill_first_node(self, calls: Sequence[Call]) -> None:
+    def _fill_first_node(self, shard_id: int, prepare: Prepare) -> None:
         assert self.coordinator is not None
-        shard_id, _, (items, _) = next(c for c in calls if c[1] == "prepare")
-        target = items[0].placements[0].node
+        target = prepare.items[0].placements[0].node
         table = self.shards[shard_id].table
         free_cpu = float(table.idle[table.index[target], CPU])
         blocker = Pod(

@@ -319,12 +319,15 @@ class ShardMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def commit(self, data: st.DataObject) -> None:
         rids = self._rids(data)
-        answers = self.shard.commit(rids)
+        answers = self.shard.commit(rids, self.now)
         for rid in rids:
             expected = self.reservations.get(rid)
             if expected is None:
                 assert answers[rid] is False
                 continue
+            if expected.state == PREPARED and expected.deadline < self.now:
+                expected.state = EXPIRED  # a commit after the deadline finds the capacity given back
+                event("commit after the deadline")
             if expected.state == PREPARED:
                 expected.state = COMMITTED
                 for held in expected.holds:
