@@ -15,9 +15,12 @@ class ClusterModel:
         self.pods: dict[str, Pod] = {}
         self.pod_groups: dict[str, PodGroup] = {}
         self.queues: dict[str, Queue] = {}
+        self.version = 0  # counts every change: the same version is the same cluster
 
     def apply(self, deltas: ClusterDeltas) -> ClusterDeltas:
         """Take in changes; returns them as the shards must see them (assumed binds kept)."""
+        if deltas:
+            self.version += 1
         pods = tuple(self._keep_assumption(pod) for pod in deltas.pods_upserted)
         for node in deltas.nodes_upserted:
             self.nodes[node.name] = node
@@ -66,6 +69,7 @@ class ClusterModel:
             return None
         assumed = replace(pod, state=PodState.BINDING, node=node, gpu_groups=gpu_groups)
         self.pods[key] = self.assumed[key] = assumed
+        self.version += 1
         return assumed
 
     def forget_bind(self, key: str) -> Pod | None:
@@ -76,14 +80,17 @@ class ClusterModel:
             return None
         pending = replace(pod, state=PodState.PENDING, node=None, gpu_groups=())
         self.pods[key] = pending
+        self.version += 1
         return pending
 
     def set_last_start(self, key: str, when: float) -> None:
         group = self.pod_groups.get(key)
-        if group is not None:
+        if group is not None and group.last_start != when:
             self.pod_groups[key] = replace(group, last_start=when)
+            self.version += 1
 
     def set_stale_since(self, key: str, when: float | None) -> None:
         group = self.pod_groups.get(key)
         if group is not None and group.stale_since != when:
             self.pod_groups[key] = replace(group, stale_since=when)
+            self.version += 1

@@ -25,13 +25,14 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from coordinator.actions.registry import build_actions
 from coordinator.cluster_model import ClusterModel
 from coordinator.decisions import Decisions, PodDecision, collect
 from coordinator.jobs import Status, Task
+from coordinator.node_mirror import NodeMirror
 from coordinator.search_backoff import SearchBackoff
 from coordinator.session import SessionState, open_session, rebase_session
 from coordinator.shard_client import Answers
@@ -78,6 +79,7 @@ class CycleStats:
     prepared_jobs: int = 0
     aborted_jobs: int = 0
     shard_calls: int = 0
+    reused: bool = False  # nothing had changed: the last cycle's decisions, no session run
 
 
 @dataclass(slots=True)
@@ -109,6 +111,8 @@ class Coordinator:
         self.search_backoff = SearchBackoff(config.victimSearchBackoff)
         self._next_sweep = -float("inf")
         self.recovered: list[tuple[int, int]] = []  # (cycle, shard) for every shard rebuilt
+        self._memo: _Memo | None = None
+        self.mirror = NodeMirror()
 
     @property
     def epoch(self) -> int:
@@ -141,8 +145,9 @@ class Coordinator:
         calls_before = self.shards.calls
         self.cycles += 1
         self._recover()
+        names = tuple(self.config.effective_actions if actions is None else actions)
         try:
-            result = self._run_cycle(now, actions, started)
+            result = self._unchanged(now, names) or self._run_cycle(now, names, started)
         except _ShardLost as lost:
             self._recover()
             raise ShardsFailed(
@@ -160,11 +165,30 @@ class Coordinator:
             for sid in self.shards.recover(self.model):
                 self.recovered.append((self.cycles, sid))
 
-    def _run_cycle(self, now: float, actions: Sequence[str] | None, started: float) -> CycleResult:
+    def _unchanged(self, now: float, names: tuple[str, ...]) -> CycleResult | None:
+        """The last result again when nothing it depends on has changed: the same cluster (model
+        version), the same actions, the same paused victim searches, and no time-driven rule due
+        yet (a pause ending, a stale gang's grace running out, a victim's minimum runtime). A
+        session would decide exactly the same, so it is not run; the shards still hear from us."""
+        memo = self._memo
+        if memo is None or memo.key != (self.model.version, names, self.search_backoff.paused(now)):
+            return None
+        if now >= memo.until:
+            return None
+        self._sweep(now)
+        _check(self.shards.heartbeat(), "heartbeat")
+        decisions = memo.result.decisions
+        return CycleResult(decisions, [], list(memo.result.evictions), CycleStats(reused=True), memo.result.pod_queues)
+
+    def _sweep(self, now: float) -> None:
         if now >= self._next_sweep:
             _check(self.shards.expire(now), "expiry sweep")
             self._next_sweep = now + EXPIRY_SWEEP_SECONDS
-        names = tuple(self.config.effective_actions if actions is None else actions)
+
+    def _run_cycle(self, now: float, names: tuple[str, ...], started: float) -> CycleResult:
+        self._memo = None
+        version, paused = self.model.version, self.search_backoff.paused(now)
+        self._sweep(now)
         snapshot = self.model.snapshot()
         stats = CycleStats()
         table, diagnoses = self._candidate_table(stats)
@@ -190,6 +214,8 @@ class Coordinator:
         result.evictions = [EvictIntent(pod, action, by) for pod, action, by in decisions.evictions]
         self._remember_job_clock(state)
         self.search_backoff.record(now, state.search_failed, {k for k, j in state.jobs.items() if j.has_pending()})
+        if self.model.version == version and not (result.binds or result.evictions or stats.prepared_jobs):
+            self._memo = _Memo((version, names, paused), _next_event(state, self.search_backoff, now), result)
         return result
 
     def _candidate_table(self, stats: CycleStats) -> tuple[NodeTable, dict[TaskShape, Diagnosis]]:
@@ -213,8 +239,8 @@ class Coordinator:
         return table_from_rows(rows), diagnoses
 
     def _full_table(self) -> NodeTable:
-        parts = list(_check(self.shards.rows(), "rows").values())
-        return table_from_rows(merge_rows(parts, _union_schema(parts)))
+        _check(self.mirror.sync(self.shards), "rows")
+        return self.mirror.session_table()
 
     # ------------------------------------------------------------------ commit
     def _commit_binds(self, state: SessionState, now: float, result: CycleResult) -> None:
@@ -300,11 +326,32 @@ class Coordinator:
 
     def _remember_job_clock(self, state: SessionState) -> None:
         for key, when in state.last_start.items():
-            group = self.model.pod_groups.get(key)
-            if group is not None and group.last_start != when:
-                self.model.pod_groups[key] = replace(group, last_start=when)
+            self.model.set_last_start(key, when)
         for key, job in state.jobs.items():
             self.model.set_stale_since(key, job.stale_since)
+
+
+@dataclass(frozen=True, slots=True)
+class _Memo:
+    key: tuple[object, ...]  # model version, actions, paused victim searches
+    until: float  # the first moment a time-driven rule may decide otherwise
+    result: CycleResult
+
+
+def _next_event(state: SessionState, backoff: SearchBackoff, now: float) -> float:
+    """When the next time-driven rule could change a session's decisions on this same cluster."""
+    events = [until for until in backoff.pauses() if until > now]
+    config = state.config
+    for job in state.jobs.values():
+        if job.stale_since is not None:
+            own = job.group.staleness_grace_seconds
+            grace = config.defaultStalenessGracePeriod if own is None else own
+            if grace >= 0:
+                events.append(job.stale_since + grace)
+    runtimes = [m for m in (config.defaultPreemptMinRuntime, config.defaultReclaimMinRuntime) if m > 0]
+    for started in state.last_start.values():
+        events.extend(started + m for m in runtimes)
+    return min((e for e in events if e > now), default=float("inf"))
 
 
 class _ShardLost(Exception):

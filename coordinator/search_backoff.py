@@ -17,6 +17,10 @@ class SearchBackoff:
         self.longest_pause = longest_pause
         self._failures: dict[str, tuple[int, float]] = {}  # job -> (failures in a row, not before)
 
+    def pauses(self) -> list[float]:
+        """When each pause ends."""
+        return [until for _, until in self._failures.values()]
+
     def paused(self, now: float) -> frozenset[str]:
         return frozenset(job for job, (_, until) in self._failures.items() if until > now)
 

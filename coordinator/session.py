@@ -201,12 +201,12 @@ def _build_jobs(state: SessionState, groups: Iterable[PodGroup], ours: list[Pod]
         known.add(group.key)
         tasks = members.get(group.key, [])
         if group.sub_groups:
-            pod_sets = {s.name: PodSet(s.name, s.min_member) for s in group.sub_groups}
+            pod_sets = {s.name: PodSet(s.name, s.min_member, tracked=True) for s in group.sub_groups}
         else:
-            pod_sets = {DEFAULT_SUBGROUP: PodSet(DEFAULT_SUBGROUP, max(group.min_member, 1))}
+            pod_sets = {DEFAULT_SUBGROUP: PodSet(DEFAULT_SUBGROUP, max(group.min_member, 1), tracked=True)}
         for task in tasks:
             name = task.subgroup if task.subgroup in pod_sets else DEFAULT_SUBGROUP
-            pod_sets.setdefault(name, PodSet(name, 0)).tasks.append(task)
+            pod_sets.setdefault(name, PodSet(name, 0, tracked=True)).add(task)
         job = Job(group, group.queue, pod_sets, group.preemptible, group.priority, stale_since=group.stale_since)
         state.jobs[group.key] = job
         for task in tasks:

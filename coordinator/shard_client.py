@@ -23,12 +23,13 @@ from typing import Generic, Protocol, TypeVar, cast
 
 from kai_ray.model import Node, Pod
 from shards.handover import ShardHandover
-from shards.messages import PrepareItem, PrepareReply, ProposeReply, ProposeRequest, ShardDeltas
+from shards.messages import PrepareItem, PrepareReply, ProposeReply, ProposeRequest, RowChanges, ShardDeltas
 from shards.protocol import (
     Abort,
     ApplyDeltas,
     Batch,
     BatchReply,
+    Changes,
     Commit,
     Describe,
     Expire,
@@ -174,6 +175,10 @@ class ShardClient:
 
     def rows(self, shards: Sequence[int], names: tuple[str, ...] | None = None) -> Answers[NodeRows]:
         return cast(Answers[NodeRows], self._each({sid: Rows(names) for sid in shards}))
+
+    def changes(self, since: Mapping[int, tuple[int, int]]) -> Answers[RowChanges]:
+        """Rows changed per shard since (incarnation, stamp)."""
+        return cast(Answers[RowChanges], self._each({sid: Changes(s, i) for sid, (i, s) in since.items()}))
 
     def prepare(self, items: Mapping[int, Sequence[PrepareItem]], now: float) -> Answers[PrepareReply]:
         return cast(Answers[PrepareReply], self._each({sid: Prepare(tuple(b), now) for sid, b in items.items()}))

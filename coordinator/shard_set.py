@@ -18,7 +18,7 @@ from coordinator.shard_client import Answers, ShardClient, ShardTransport
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import Pod
 from shards import partitioner
-from shards.messages import PrepareItem, PrepareReply, ProposeReply, ProposeRequest, ShardDeltas
+from shards.messages import PrepareItem, PrepareReply, ProposeReply, ProposeRequest, RowChanges, ShardDeltas
 from shards.protocol import ShardInfo
 from shards.rows import NodeRows
 
@@ -118,6 +118,9 @@ class ShardSet:
 
     def rows(self) -> Answers[NodeRows]:
         return self.client.rows(self.ids)
+
+    def changes(self, since: Mapping[int, tuple[int, int]]) -> Answers[RowChanges]:
+        return self.client.changes(since)
 
     def prepare(self, items: Mapping[int, Sequence[PrepareItem]], now: float) -> Answers[PrepareReply]:
         return self.client.prepare(items, now)

@@ -47,6 +47,7 @@ class LoopState:
     last_iteration: float = field(default_factory=time.monotonic)
     synced: bool = False
     cycle_ok: bool = True  # the last scheduling cycle finished (False while cycles fail: /healthz)
+    cycle_failed_at: float = -float("inf")  # monotonic time of the last failed cycle
     binds: int = 0
     evictions: int = 0
 
@@ -146,6 +147,8 @@ class SchedulerLoop:
 
         await self._step("cycle", cycle)
         self.state.cycle_ok = bool(result)
+        if not result:
+            self.state.cycle_failed_at = time.monotonic()
         if not result:
             return
         outcome = result[0]

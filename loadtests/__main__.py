@@ -55,6 +55,15 @@ def targets(rows: Sequence[BenchRow], quick: bool) -> list[tuple[str, str, bool]
     fill = best("KAI fill")
     if fill is not None:
         out.append(("KAI's fill test < 2 s", f"{fill.seconds:.2f} s ({fill.system})", fill.seconds < 2))
+    book = best("prepare + commit of 100 jobs")
+    if book is not None:
+        out.append((f"{book.workload} <= 5 ms", f"{book.seconds * 1000:.2f} ms", book.seconds <= 0.005))
+    elastic = best("one elastic job")
+    if elastic is not None:
+        out.append((f"{elastic.workload} <= 1 s", f"{elastic.seconds:.2f} s", elastic.seconds <= 1.0))
+    idle = best("idle cycle")
+    if idle is not None and idle.workload.endswith("nothing new"):
+        out.append(("a cycle with nothing new <= 20 ms", f"{idle.seconds * 1000:.1f} ms", idle.seconds <= 0.02))
     return out
 
 

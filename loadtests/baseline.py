@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from coordinator.coordinator import Coordinator, CycleStats
+from coordinator.coordinator import Coordinator, CycleResult, CycleStats
 from coordinator.shard_set import ShardSet
 from kai_ray.config import SchedulerConfig
 from shards.node_table import NodeTable
 from shards.placement import Choice, Diagnosis, Mask, Placer
-from shards.shapes import TaskShape
+from shards.rows import merge_rows, table_from_rows
+from shards.shapes import ResourceSchema, TaskShape
 
 
 class FullScanPlacer(Placer):
@@ -45,3 +46,15 @@ class FullScanCoordinator(Coordinator):
         table = self._full_table()
         stats.candidate_nodes, stats.full_table = len(table), True
         return table, {}
+
+    def _unchanged(self, now: float, names: tuple[str, ...]) -> CycleResult | None:
+        """No shortcut for cycles with nothing new: every cycle is a whole session."""
+        return None
+
+    def _full_table(self) -> NodeTable:
+        """Every node's row from the shards, every time (no mirror kept across cycles)."""
+        answers = self.shards.rows()
+        if answers.down:
+            raise RuntimeError(f"shards {sorted(answers.down)} did not answer")
+        parts = [answers.replies[sid] for sid in sorted(answers.replies)]
+        return table_from_rows(merge_rows(parts, ResourceSchema.covering([p.schema.scalars_vector() for p in parts])))

@@ -20,16 +20,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from coordinator.coordinator import Coordinator
-from coordinator.shard_client import InProcessTransport
-from coordinator.shard_set import ShardSet
-from kai_ray.config import SchedulerConfig
-from kai_ray.runtime import placement_policy
-from loadtests.baseline import FullScanCoordinator
 from loadtests.pod_workloads import PodWorkload, kai_fill, scheduler_perf
 from loadtests.results import BenchRow, compare, rss_bytes
-from shards.shard import Shard
+from loadtests.systems import baseline, in_process, on_ray
 
-CONFIG = SchedulerConfig()
 ACTIONS = ("allocate",)  # every pod fits: eviction actions would find nothing to do
 MAX_IDLE_CYCLES = 3
 System = tuple[str, Callable[[], Coordinator]]
@@ -56,23 +50,6 @@ FULL = Sizes(
 QUICK = Sizes(
     basic=(1_000, 2_000), large=(5_000, 2_000), fill=(100, 800), scaling=(1, 2), ray_shards_basic=2, ray_shards_large=2
 )
-
-
-def baseline() -> Coordinator:
-    return FullScanCoordinator(CONFIG, ShardSet(InProcessTransport([Shard(0, placement_policy(CONFIG))])))
-
-
-def in_process() -> Coordinator:
-    return Coordinator(CONFIG, ShardSet(InProcessTransport([Shard(0, placement_policy(CONFIG))])))
-
-
-def on_ray(shards: int) -> Coordinator:
-    from kai_ray.actors import RayTransport, ensure_ray
-
-    ensure_ray()
-    backend = RayTransport(shards, placement_policy(CONFIG))
-    backend.wait_ready()  # actors up before the clock
-    return Coordinator(CONFIG, ShardSet(backend))
 
 
 def drive(system: str, coordinator: Coordinator, workload: PodWorkload) -> tuple[BenchRow, dict[str, str]]:
@@ -157,6 +134,7 @@ def run(quick: bool) -> Iterator[list[BenchRow]]:
     for row in rows:
         row.workload = "shard scaling: " + row.workload
     yield rows
-    from loadtests import bench_gangs
+    from loadtests import bench_core, bench_gangs
 
     yield bench_gangs.run(quick)
+    yield bench_core.run(quick)

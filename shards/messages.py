@@ -41,6 +41,17 @@ class ProposeReply:
 
 
 @dataclass(frozen=True, slots=True)
+class RowChanges:
+    """The rows of a shard that changed since a mirror last looked, and the nodes it lost."""
+
+    rows: NodeRows
+    removed: tuple[str, ...]
+    stamp: int  # ask with this next time
+    incarnation: int  # which shard object answered (a replaced shard starts its clock over)
+    full: bool  # every node of the shard is in ``rows``: the mirror drops the others it has of it
+
+
+@dataclass(frozen=True, slots=True)
 class Placement:
     """One pod of a gang on one node, as the coordinator decided it."""
 

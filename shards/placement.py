@@ -176,6 +176,14 @@ class Placer:
             return band, (free / total if total > 0 else 0.0)
         return band, -free
 
+    def policy_of(self, shape: TaskShape) -> str:
+        """binpack or spread, for this shape's kind of pod."""
+        return self.policy.cpu if shape.is_cpu_only else self.policy.gpu
+
+    def request_list(self, shape: TaskShape) -> list[float]:
+        """What a pod of ``shape`` asks of a node, as plain floats in column order (pods 0)."""
+        return self._request_list(shape)
+
     def _request_list(self, shape: TaskShape) -> list[float]:
         if self._requests_schema is not self.table.schema:  # the table gained columns: re-lay every request
             self._requests.clear()
@@ -233,6 +241,10 @@ class Placer:
         if row is None:
             return None
         return self.choose_on(row, shape, pipeline_only)
+
+    def index(self, shape: TaskShape) -> ShapeIndex:
+        """The shape's best-first index over this table (built on first use, kept current)."""
+        return self._index(shape)
 
     def _index(self, shape: TaskShape) -> ShapeIndex:
         index = self._indexes.get(shape)

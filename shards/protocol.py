@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from kai_ray.model import Node, Pod
 from shards.handover import ShardHandover
 from shards.messages import PrepareItem, ProposeRequest, ShardDeltas
+from shards.stream_messages import RoundRequest, SettleRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,14 @@ class Rows:
     """The current rows of these nodes (None: every node); reply: ``NodeRows``."""
 
     names: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """The rows changed since ``stamp`` of shard incarnation ``incarnation``; reply: ``RowChanges``."""
+
+    stamp: int = 0
+    incarnation: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,11 +108,40 @@ class TakeOver:
 
 
 @dataclass(frozen=True, slots=True)
+class Round:
+    """Place and hold pods of some shapes (``shards.stream_messages``); reply: ``RoundReply``."""
+
+    request: RoundRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """Commit a proposal's binds and release the rest; reply: ``SettleReply``."""
+
+    request: SettleRequest
+
+
+@dataclass(frozen=True, slots=True)
 class Describe:
     """Reply: ``ShardInfo``."""
 
 
-ShardRequest = ApplyDeltas | Load | Propose | Rows | Prepare | Commit | Abort | Expire | HandOver | TakeOver | Describe
+ShardRequest = (
+    ApplyDeltas
+    | Load
+    | Propose
+    | Rows
+    | Changes
+    | Round
+    | Settle
+    | Prepare
+    | Commit
+    | Abort
+    | Expire
+    | HandOver
+    | TakeOver
+    | Describe
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,22 +7,31 @@ requests per round trip. The methods behind it are plain and tests call them dir
 
 from __future__ import annotations
 
+import itertools
 import os
+import time
 from dataclasses import replace
 
 import numpy as np
 
 from kai_ray.model import Node, Pod, ResourceVector
 from shards.handover import ShardHandover, give_nodes, take_nodes
-from shards.messages import Placement, PrepareItem, PrepareReply, ProposeReply, ProposeRequest, ShardDeltas
+from shards.messages import (
+    ProposeReply,
+    ProposeRequest,
+    RowChanges,
+    ShardDeltas,
+)
 from shards.node_table import Holding, Kind, NodeTable
 from shards.placement import PlacementPolicy, Placer
 from shards.pod_holds import pod_hold
+from shards.proposal import Proposal, ProposalKeeper
 from shards.protocol import (
     Abort,
     ApplyDeltas,
     Batch,
     BatchReply,
+    Changes,
     Commit,
     Describe,
     Expire,
@@ -30,19 +39,23 @@ from shards.protocol import (
     Load,
     Prepare,
     Propose,
+    Round,
     Rows,
+    Settle,
     ShardInfo,
     ShardRequest,
     TakeOver,
 )
-from shards.reservations import Reservation, ReservationBook, ReservationState
+from shards.reservations import ReservationBook, ReservationState
 from shards.rows import NodeRows, export_rows
-from shards.shapes import CPU, GPU, MEMORY, PODS, ResourceSchema
+from shards.shapes import CPU, GPU, MEMORY, ResourceSchema
+from shards.stream_messages import RoundReply, RoundRequest, SettleReply, SettleRequest
+from shards.two_phase import TwoPhase
 
-TOLERANCE = 1e-6
+_INCARNATIONS = itertools.count(time.time_ns())  # unique per shard object, across replacements
 
 
-class Shard:
+class Shard(TwoPhase):
     def __init__(
         self,
         shard_id: int,
@@ -55,13 +68,18 @@ class Shard:
         self.ttl = reservation_ttl
         self.epoch = 0  # the newest coordinator epoch seen; reservations of older ones are void
         self.applied_seq = 0  # cluster changes numbered up to this one are applied
+        self.incarnation = next(_INCARNATIONS)
         self._reset(schema or ResourceSchema())
 
     def _reset(self, schema: ResourceSchema) -> None:
+        self.incarnation = next(_INCARNATIONS)  # a mirror of the old table must start over
         self.table = NodeTable(schema)
         self.placer = Placer(self.table, self.policy)
         self.pods: dict[str, Holding] = {}  # what each placed pod holds here
         self.book = ReservationBook()
+        self.keeper = ProposalKeeper(self.table, self.placer)
+        self.proposal: Proposal | None = None  # what this cycle placed and holds
+        self.broken: set[str] = set()  # proposals whose holds a cluster change took away
 
     # ------------------------------------------------------------------ the protocol
     def handle(self, batch: Batch) -> BatchReply:
@@ -91,6 +109,8 @@ class Shard:
                 return self.propose(propose)
             case Rows(names=names):
                 return self.rows(None if names is None else list(names))
+            case Changes(stamp=stamp, incarnation=incarnation):
+                return self.changes(stamp, incarnation)
             case Prepare(items=items, now=now):
                 return self.prepare(list(items), now)
             case Commit(rids=rids, now=now):
@@ -104,6 +124,10 @@ class Shard:
             case TakeOver(handover=handover):
                 self.take_over(handover)
                 return None
+            case Round(request=round_request):
+                return self.place_round(round_request)
+            case Settle(request=settle_request):
+                return self.settle(settle_request)
             case Describe():
                 return self.describe()
         raise TypeError(f"shard {self.shard_id}: unknown request {type(request).__name__}")
@@ -127,7 +151,7 @@ class Shard:
             os.getpid(),
             int(self.table.present.sum()),
             len(self.pods),
-            len(self.book.prepared()),
+            self.book.open_count(),
             self.epoch,
             self.applied_seq,
         )
@@ -140,13 +164,28 @@ class Shard:
         for node in deltas.nodes_upserted:
             if node.name in known:
                 self.table.update_node(node)
-        for name in deltas.nodes_removed:
-            if name in self.table.index:
-                self.table.remove_node(name)
+        self._remove_nodes([name for name in deltas.nodes_removed if name in self.table.index])
         for pod in deltas.pods_upserted:
             self._place_pod(pod)
         for key in deltas.pods_removed:
             self._drop_pod(key)
+
+    def _remove_nodes(self, names: list[str]) -> None:
+        """Kubernetes deletes a deleted node's pods (their own deletions may come later) and a
+        reservation holding capacity there can no longer be committed: both go with the node."""
+        if not names:
+            return
+        rows = {self.table.index[name] for name in names}
+        if self.proposal is not None and any(e.row in rows for e in self.proposal.holdings_entries()):
+            self._drop_proposal()
+        for key in [k for k, holding in self.pods.items() if holding.node in rows]:
+            self._drop_pod(key)
+        for reservation in self.book.prepared():
+            if any(holding.node in rows for holding in reservation.holdings):
+                self._release(reservation)
+                self.book.resolve(reservation, ReservationState.ABORTED)
+        for name in names:
+            self.table.remove_node(name)
 
     def _ensure_schema(self, vectors: list[ResourceVector]) -> None:
         names = {n for v in vectors for n in v.scalars} - set(self.table.schema.scalars)
@@ -164,6 +203,10 @@ class Shard:
             return replace(holding, vector=schema.vector_from(holding.vector, old))
 
         self.pods = {key: relaid(holding) for key, holding in self.pods.items()}
+        if self.proposal is not None:
+            for entry in self.proposal.holdings_entries():
+                entry.holding = relaid(entry.holding)
+                entry.vector = schema.vector_from(entry.vector, old)
         for reservation in self.book.prepared():
             reservation.holdings = [relaid(holding) for holding in reservation.holdings]
 
@@ -232,131 +275,77 @@ class Shard:
             wanted = np.array([table.index[n] for n in names if n in table.index], dtype=np.int64)
         return export_rows(table, wanted)
 
-    # ------------------------------------------------------------------ two-phase commit
-    def prepare(self, items: list[PrepareItem], now: float) -> PrepareReply:
-        """Hold capacity for each reservation, all its placements or none of them."""
-        self.expire(now)
-        # Widen before anything is held: holdings made earlier in this call would keep the old layout.
-        self._ensure_schema([p.requests for item in items for p in item.placements])
-        held: list[str] = []
-        refused: dict[str, str] = {}
-        for item in items:
-            existing = self.book.get(item.rid)
-            if existing is not None:
-                if existing.state is ReservationState.PREPARED:
-                    held.append(item.rid)  # a retried prepare
-                else:
-                    refused[item.rid] = f"reservation already {existing.state.value}"
-                continue
-            holdings: list[Holding] = []
-            problem = ""
-            for placement in item.placements:
-                problem = self._check_and_hold(placement, holdings)
-                if problem:
-                    break
-            if problem:
-                for holding in reversed(holdings):
-                    self.table.release(holding)
-                refused[item.rid] = problem
-                continue
-            self.book.add(Reservation(item.rid, now + self.ttl, holdings, epoch=self.epoch))
-            held.append(item.rid)
-        return PrepareReply(tuple(held), refused)
-
-    def _check_and_hold(self, placement: Placement, holdings: list[Holding]) -> str:
+    def changes(self, stamp: int, incarnation: int) -> RowChanges:
+        """What changed since a mirror of this shard last looked (everything, for a new mirror or
+        one of another incarnation of this shard)."""
         table = self.table
-        row = table.index.get(placement.node)
-        if row is None or not table.present[row]:
-            return f"node {placement.node} is not in shard {self.shard_id}"
-        vector = table.schema.vector(placement.requests)
-        if placement.share is not None:
-            vector[GPU] = 0.0
-        before_idle, before_future = table.idle[row].copy(), table.future[row].copy()
-        kind = Kind.PIPELINED if placement.pipelined else Kind.ACTIVE
-        holding = table.hold(placement.pod, row, kind, vector, placement.shares, placement.create)
-        holdings.append(holding)
-        problem = self._overcommit(row, before_idle, before_future, not placement.pipelined)
-        if problem:
-            return f"node {placement.node}: {problem} for pod {placement.pod}"
-        return ""
+        full = incarnation != self.incarnation or stamp > table.clock
+        rows, removed = table.changed_since(-1 if full else stamp)
+        table.forget_removed(stamp if not full else table.clock)
+        return RowChanges(export_rows(table, rows), () if full else tuple(removed), table.clock, self.incarnation, full)
 
-    def _overcommit(self, row: int, before_idle: np.ndarray, before_future: np.ndarray, now: bool) -> str:
-        """A column pushed below zero by this hold (pre-existing deficits are not blamed on it)."""
-        table = self.table
-        views = [("free", table.idle[row], before_idle)] if now else []
-        views.append(("free once releasing pods finish", table.future[row], before_future))
-        names = ["cpu", "memory", "gpu", "pods", *table.schema.scalars]
-        for label, after, before in views:
-            worse = (after < -TOLERANCE) & (after < before - TOLERANCE)
-            if worse.any():
-                column = int(np.flatnonzero(worse)[0])
-                return f"not enough {names[column]} {label}"
-        device = int(table.gpu_mem[row])
-        for gid, usage in table.groups[row].items():
-            if usage.active + usage.pipelined > device or usage.active + usage.releasing > device:
-                return f"shared GPU {gid} is full"
-        if table.future[row, PODS] < -TOLERANCE:
-            return "no free pod slot"
-        return ""
+    # ------------------------------------------------------------------ proposals
+    def _proposal(self, pid: str, now: float) -> Proposal:
+        """This cycle's proposal; one of an earlier cycle is released first (that cycle is over)."""
+        if pid in self.broken:
+            raise RuntimeError(f"shard {self.shard_id}: proposal {pid} lost holds to a cluster change")
+        current = self.proposal
+        if current is not None and current.pid != pid:
+            self.keeper.release_all(current)
+            current = None
+        if current is None:
+            current = self.proposal = Proposal(pid, now + self.ttl)
+        return current
 
-    def commit(self, rids: list[str], now: float) -> dict[str, bool]:
-        """Prepared reservations become assumed pods; True also for ones already committed.
-        A reservation whose deadline passed is expired instead (its capacity was promised only
-        until then) and answers False: its pods must not be bound."""
-        out: dict[str, bool] = {}
-        for rid in rids:
-            reservation = self.book.get(rid)
-            if reservation is None:
-                out[rid] = False
-                continue
-            if reservation.state is ReservationState.PREPARED and reservation.deadline < now:
-                self._release(reservation)
-                self.book.resolve(reservation, ReservationState.EXPIRED)
-            if reservation.state is ReservationState.PREPARED:
-                for holding in reservation.holdings:
-                    previous = self.pods.pop(holding.pod, None)
-                    if previous is not None:
-                        self.table.release(previous)
-                    self.pods[holding.pod] = holding
-                self.book.resolve(reservation, ReservationState.COMMITTED)
-            out[rid] = reservation.state is ReservationState.COMMITTED
-        return out
+    def place_round(self, request: RoundRequest) -> RoundReply:
+        self._ensure_schema([shape.request for shape in request.shapes])
+        proposal = self._proposal(request.proposal, request.now)
+        keeper = self.keeper
+        keeper.keep(proposal, request.keep)
+        keeper.pipeline(proposal, request.pipelined)
+        diagnoses = {shape: self.placer.diagnose(shape) for shape in request.diagnose}
+        streams, conflicts = keeper.place(proposal, request.shapes, request.wanted)
+        return RoundReply(tuple(streams), tuple(conflicts), diagnoses)
 
-    def abort(self, rids: list[str]) -> dict[str, bool]:
-        """Release prepared reservations; True also for ones already aborted, expired or unknown."""
-        out: dict[str, bool] = {}
-        for rid in rids:
-            reservation = self.book.get(rid)
-            if reservation is None:
-                out[rid] = True
-                continue
-            if reservation.state is ReservationState.PREPARED:
-                self._release(reservation)
-                self.book.resolve(reservation, ReservationState.ABORTED)
-            out[rid] = reservation.state is not ReservationState.COMMITTED
-        return out
+    def settle(self, request: SettleRequest) -> SettleReply:
+        """Commit the binds (all of them, or none once the proposal's deadline has passed)."""
+        proposal = self._proposal(request.proposal, request.now)
+        keeper = self.keeper
+        keeper.keep(proposal, request.keep)
+        keeper.pipeline(proposal, request.pipelined)
+        diagnoses = {shape: self.placer.diagnose(shape) for shape in request.diagnose}
+        rids = {bind.rid for bind in request.binds}
+        in_time = proposal.deadline >= request.now
+        if in_time:
+            for bind in request.binds:
+                previous = self.pods.pop(bind.pod, None)
+                if previous is not None:
+                    self.table.release(previous)
+            keeper.commit(proposal, request.binds, self.pods)
+        else:
+            keeper.release_all(proposal)
+        self.proposal = None
+        return SettleReply(dict.fromkeys(rids, in_time), diagnoses)
+
+    def _drop_proposal(self) -> None:
+        if self.proposal is not None:
+            self.keeper.release_all(self.proposal)
+            self.broken.add(self.proposal.pid)
+            self.proposal = None
 
     def expire(self, now: float) -> list[str]:
-        """Release prepared reservations nobody resolved in time; their ids."""
-        gone = []
-        for reservation in self.book.prepared():
-            if reservation.deadline < now:
-                self._release(reservation)
-                self.book.resolve(reservation, ReservationState.EXPIRED)
-                gone.append(reservation.rid)
-        return gone
-
-    def _release(self, reservation: Reservation) -> None:
-        for holding in reversed(reservation.holdings):
-            self.table.release(holding)
-
-    def reservation_state(self, rid: str) -> str | None:
-        reservation = self.book.get(rid)
-        return None if reservation is None else reservation.state.value
+        if self.proposal is not None and self.proposal.deadline < now:
+            self.keeper.release_all(self.proposal)
+            self.proposal = None
+        return super().expire(now)
 
     # ------------------------------------------------------------------ rebalancing
     def hand_over(self, names: list[str]) -> ShardHandover:
-        """Give nodes away with everything on them: pods' holds and reservations."""
+        """Give nodes away with everything on them: pods' holds and reservations. Shards are
+        resized between cycles: a proposal still open belongs to a cycle that failed."""
+        if self.proposal is not None:
+            self.keeper.release_all(self.proposal)
+            self.proposal = None
         return take_nodes(self.table, self.pods, self.book, names)
 
     def take_over(self, handover: ShardHandover) -> None:

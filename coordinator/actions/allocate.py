@@ -82,12 +82,12 @@ class AllocateAction:
 
     @staticmethod
     def _attempt(state: SessionState, stmt: Statement, job: Job) -> tuple[bool, bool]:
-        before = set(id(t) for t in job.tasks if t.status in (Status.ALLOCATED, Status.PIPELINED))
+        placing = job.tasks_to_allocate(real=True)  # the pods this attempt places, if it succeeds
         if not allocate_job(state, stmt, job, pipeline_only=False, real=True):
             return False, False
         if job.should_pipeline():
-            for task in job.tasks:
-                if task.status is Status.ALLOCATED and id(task) not in before:
+            for task in placing:
+                if task.status is Status.ALLOCATED:
                     stmt.to_pipelined(task)
             return True, True
         return True, False

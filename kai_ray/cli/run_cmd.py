@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import signal
+import time
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -81,10 +82,13 @@ async def _main(args: argparse.Namespace, config: object) -> int:
         eviction_mode=args.eviction_mode,
     )
     alive = stalled_after(max(60.0, 30 * args.period), lambda: loop.state.last_iteration)
+    # A failed cycle (a shard actor died, say) fails the check until cycles succeed again and for a
+    # few seconds more, so that a probe or an operator polling now and then still sees it.
+    recently = max(5.0, 5 * args.period)
     server = await serve(
         registry,
         args.metrics_port,
-        lambda: alive() and loop.state.cycle_ok,  # failing cycles (a shard down) fail the check until one succeeds
+        lambda: alive() and loop.state.cycle_ok and time.monotonic() - loop.state.cycle_failed_at > recently,
         lambda: loop.state.synced,
     )
     stop = asyncio.get_running_loop()
