@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TypeVar
 
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import ClusterSnapshot, Node, Pod, PodGroup, PodState, Queue
+
+T = TypeVar("T")
+
+
+def _with(record: T, **changes: object) -> T:
+    """``dataclasses.replace`` for a frozen record, without re-running its initializer: a bound
+    pod (and its pod group's start time) is copied once per bind, thousands of times a cycle."""
+    kind = type(record)
+    copy = object.__new__(kind)
+    for name in kind.__dataclass_fields__:  # type: ignore[attr-defined]
+        object.__setattr__(copy, name, changes[name] if name in changes else getattr(record, name))
+    return copy
 
 
 class ClusterModel:
@@ -16,6 +29,7 @@ class ClusterModel:
         self.pod_groups: dict[str, PodGroup] = {}
         self.queues: dict[str, Queue] = {}
         self.version = 0  # counts every change: the same version is the same cluster
+        self.started: dict[str, float] = {}  # pod group -> last start seen by the coordinator
 
     def apply(self, deltas: ClusterDeltas) -> ClusterDeltas:
         """Take in changes; returns them as the shards must see them (assumed binds kept)."""
@@ -37,8 +51,11 @@ class ClusterModel:
             self.queues.pop(name, None)
         for group in deltas.pod_groups_upserted:
             self.pod_groups[group.key] = group
+            if group.last_start is not None:  # the cluster's record of it wins over ours
+                self.started.pop(group.key, None)
         for key in deltas.pod_groups_removed:
             self.pod_groups.pop(key, None)
+            self.started.pop(key, None)
         return replace(deltas, pods_upserted=pods)
 
     def _keep_assumption(self, pod: Pod) -> Pod:
@@ -67,7 +84,7 @@ class ClusterModel:
         pod = self.pods.get(key)
         if pod is None:
             return None
-        assumed = replace(pod, state=PodState.BINDING, node=node, gpu_groups=gpu_groups)
+        assumed = _with(pod, state=PodState.BINDING, node=node, gpu_groups=gpu_groups)
         self.pods[key] = self.assumed[key] = assumed
         self.version += 1
         return assumed
@@ -84,9 +101,11 @@ class ClusterModel:
         return pending
 
     def set_last_start(self, key: str, when: float) -> None:
+        """When a job last started, as the coordinator saw it (kept beside the pod group: a cycle
+        starts thousands of jobs, and the group record itself need not change for it)."""
         group = self.pod_groups.get(key)
-        if group is not None and group.last_start != when:
-            self.pod_groups[key] = replace(group, last_start=when)
+        if group is not None and self.started.get(key, group.last_start) != when:
+            self.started[key] = when
             self.version += 1
 
     def set_stale_since(self, key: str, when: float | None) -> None:

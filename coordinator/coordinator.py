@@ -1,94 +1,63 @@
 """The coordinator: cluster model in, one scheduling cycle out, gangs committed across shards.
 
-A cycle is one KAI session:
+A cycle is one KAI session (DESIGN §3, "shards place, the coordinator arbitrates"):
 
-1. *Propose.* Every shard gets the cycle's distinct pending pod shapes in one call and
-   answers with its best nodes for each, in the exact ranking a session uses, together
-   with those nodes' current usage. The union is exact: a node outside every shard's top
-   ``k`` can never be chosen while fewer than ``k`` pods are placed (see DESIGN.md §3).
-2. *Session.* Allocate runs on those candidate nodes; if eviction actions are configured
-   and jobs are still pending, the session moves onto every node's rows and runs them.
-3. *Prepare, then commit and abort.* The pods each job binds now are reserved on every
-   shard involved, all jobs in one call per shard; then, in one more round, the jobs held
-   everywhere are committed and the others aborted. A job is bound only when every shard
-   it touches committed it (a commit past the reservation's deadline is refused); a job
-   refused anywhere is left pending for the next cycle. Committed pods are assumed bound
-   until the watch confirms them.
+1. *Arbitrate.* The session walks queues and jobs in KAI's order (fair share, limits, DRF)
+   exactly as ever; what it does not do is look for nodes.
+2. *Place and hold.* Where allocate needs a node for a pod, it takes the next placement of the
+   pod's shape from ``coordinator.rounds``: in one round each shard places every pod of every
+   pending shape it could be asked for, holds them, and answers with (node, count, score)
+   streams, which merge into exactly the order a session scanning every node would use.
+   Usually one round serves the whole allocate action.
+3. *Whole-cluster actions.* Victim searches and stale-gang eviction need every node: the
+   shards release what allocate did not take, and the coordinator's mirror of every row takes
+   in only the rows that changed since it last looked; those actions run on a copy of it.
+4. *Commit and release.* One more round commits the binds and releases the rest. A job is
+   bound only when every shard it touches commits it (a hold past its deadline is refused);
+   a refused job is pending again next cycle. Committed pods are assumed bound until the watch
+   confirms them.
 
-A shard that does not answer fails the cycle (``ShardsFailed``): nothing of it is bound, the
-live shards drop what the cycle reserved, and the dead shard is replaced by a fresh one
-loaded from the coordinator's model before the error is raised, so the next cycle schedules.
+A shard that does not answer fails the cycle (``ShardsFailed``): nothing of it is bound, what
+live shards hold for it is released, and the dead shard is replaced by a fresh one loaded
+from the coordinator's model before the error is raised, so the next cycle schedules again.
+A cycle with nothing new returns the last decisions without a session.
 """
 
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TypeVar
+from dataclasses import dataclass
 
+from coordinator.actions.allocate import explain_unplaced
 from coordinator.actions.registry import build_actions
+from coordinator.binding import BindCommit, ShardLost, check, retry_next_cycle
 from coordinator.cluster_model import ClusterModel
-from coordinator.decisions import Decisions, PodDecision, collect
-from coordinator.jobs import Status, Task
+from coordinator.decisions import Decisions, collect
+from coordinator.jobs import Status
 from coordinator.node_mirror import NodeMirror
+from coordinator.results import BindIntent, CycleResult, CycleStats, EvictIntent
+from coordinator.rounds import RoundPlacer, merged_diagnoses
 from coordinator.search_backoff import SearchBackoff
 from coordinator.session import SessionState, open_session, rebase_session
-from coordinator.shard_client import Answers
 from coordinator.shard_set import ShardSet
 from coordinator.statement import Statement
 from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
-from shards.messages import Placement, PrepareItem, ProposeRequest
 from shards.node_table import NodeTable
-from shards.placement import Diagnosis, Placer
-from shards.protocol import ShardInfo
-from shards.rows import NodeRows, merge_rows, table_from_rows
+from shards.placement import Placer
+from shards.protocol import Round, ShardInfo
 from shards.shapes import ResourceSchema, TaskShape
+from shards.stream_messages import RoundReply
+
+__all__ = ["BindIntent", "Coordinator", "CycleResult", "CycleStats", "EvictIntent", "ShardsFailed"]
 
 EVICTION_ACTIONS = ("consolidation", "reclaim", "preempt")
-# Every reservation a cycle prepares is committed or aborted in the same cycle, and shards also
-# expire old ones whenever they prepare; the explicit sweep is a safety net for reservations left
-# by a crashed coordinator, so once in a while is enough (it costs a round trip to every shard).
+# Every hold a cycle makes is committed or released in the same cycle, and shards also expire
+# old ones whenever they prepare; the explicit sweep is a safety net for holds left by a crashed
+# coordinator, so once in a while is enough (it costs a round trip to every shard).
 EXPIRY_SWEEP_SECONDS = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class BindIntent:
-    pod: str
-    node: str
-    gpu_groups: tuple[str, ...]
-    reservation: str
-
-
-@dataclass(frozen=True, slots=True)
-class EvictIntent:
-    pod: str
-    action: str
-    preemptor: str | None
-
-
-@dataclass(slots=True)
-class CycleStats:
-    seconds: float = 0.0
-    session_seconds: float = 0.0
-    candidate_nodes: int = 0
-    full_table: bool = False
-    commit_seconds: float = 0.0  # prepare + commit/abort across shards
-    prepared_jobs: int = 0
-    aborted_jobs: int = 0
-    shard_calls: int = 0
-    reused: bool = False  # nothing had changed: the last cycle's decisions, no session run
-
-
-@dataclass(slots=True)
-class CycleResult:
-    decisions: Decisions
-    binds: list[BindIntent] = field(default_factory=list)
-    evictions: list[EvictIntent] = field(default_factory=list)
-    stats: CycleStats = field(default_factory=CycleStats)
-    pod_queues: dict[str, str] = field(default_factory=dict)  # pod -> leaf queue, for pods of pod groups
 
 
 class ShardsFailed(RuntimeError):
@@ -148,7 +117,7 @@ class Coordinator:
         names = tuple(self.config.effective_actions if actions is None else actions)
         try:
             result = self._unchanged(now, names) or self._run_cycle(now, names, started)
-        except _ShardLost as lost:
+        except ShardLost as lost:
             self._recover()
             raise ShardsFailed(
                 f"shard {', '.join(map(str, sorted(lost.shards)))} went down during cycle {self.cycles} "
@@ -176,159 +145,122 @@ class Coordinator:
         if now >= memo.until:
             return None
         self._sweep(now)
-        _check(self.shards.heartbeat(), "heartbeat")
-        decisions = memo.result.decisions
-        return CycleResult(decisions, [], list(memo.result.evictions), CycleStats(reused=True), memo.result.pod_queues)
+        check(self.shards.heartbeat(), "heartbeat")
+        last = memo.result
+        return CycleResult(last.decisions, [], list(last.evictions), CycleStats(reused=True), last.pod_queues)
 
     def _sweep(self, now: float) -> None:
         if now >= self._next_sweep:
-            _check(self.shards.expire(now), "expiry sweep")
+            check(self.shards.expire(now), "expiry sweep")
             self._next_sweep = now + EXPIRY_SWEEP_SECONDS
 
     def _run_cycle(self, now: float, names: tuple[str, ...], started: float) -> CycleResult:
         self._memo = None
         version, paused = self.model.version, self.search_backoff.paused(now)
         self._sweep(now)
-        snapshot = self.model.snapshot()
         stats = CycleStats()
-        table, diagnoses = self._candidate_table(stats)
-        state = open_session(snapshot, self.config, now, table, self.placer_type)
-        state.remote_diagnoses = diagnoses
-        state.search_paused = self.search_backoff.paused(now)
-        stmt = Statement(state.table, state.queues, state.jobs_by_task)
+        state = open_session(self.model.snapshot(), self.config, now, self._session_table(), self.placer_type)
+        state.last_start.update(self.model.started)
+        state.search_paused = paused
+        stmt = self._statement(state, now)
+        placer = state.source
         session_started = time.perf_counter()
         for action in build_actions(names):
-            if not stats.full_table and _needs_every_node(action.name, state):
-                rebase_session(state, self._full_table())
-                stmt = Statement(state.table, state.queues, state.jobs_by_task)
+            if not stats.full_table and self._needs_every_node(action.name, state):
+                self._whole_cluster(state, stmt)
+                stmt = Statement(state.table, state.queues, state.jobs_by_task, picks=stmt.picks)
                 stats.full_table = True
             action.execute(state, stmt)
             stmt.commit()
         stats.session_seconds = time.perf_counter() - session_started
-        decisions = collect(state, stmt.evictions)
-        result = CycleResult(decisions, stats=stats)
-        result.pod_queues = {key: job.queue for key, job in state.jobs_by_task.items()}
+        stats.candidate_nodes = len(state.table)
+        result = CycleResult(Decisions(), stats=stats)
         commit_started = time.perf_counter()
-        self._commit_binds(state, now + (commit_started - started), result)
+        self._commit(state, stmt, placer, now + (commit_started - started), result)
         stats.commit_seconds = time.perf_counter() - commit_started
-        result.evictions = [EvictIntent(pod, action, by) for pod, action, by in decisions.evictions]
+        result.decisions = collect(state, stmt.evictions)
+        for job_key, why in result.refused.items():
+            retry_next_cycle(state, job_key, why, result)
+        result.pod_queues = {key: job.queue for key, job in state.jobs_by_task.items()}
+        result.evictions = [EvictIntent(pod, action, by) for pod, action, by in result.decisions.evictions]
         self._remember_job_clock(state)
         self.search_backoff.record(now, state.search_failed, {k for k, j in state.jobs.items() if j.has_pending()})
         if self.model.version == version and not (result.binds or result.evictions or stats.prepared_jobs):
             self._memo = _Memo((version, names, paused), _next_event(state, self.search_backoff, now), result)
         return result
 
-    def _candidate_table(self, stats: CycleStats) -> tuple[NodeTable, dict[TaskShape, Diagnosis]]:
-        pending = [
-            p
-            for p in self.model.pods.values()
-            if p.scheduler_name == self.config.schedulerName and p.state.value == "Pending"
-        ]
-        shapes = tuple(dict.fromkeys(TaskShape.of_pod(p) for p in pending))
-        if not shapes:  # no round this cycle otherwise: a shard that died must still be noticed now
-            _check(self.shards.heartbeat(), "heartbeat")
-            return NodeTable(ResourceSchema()), {}
-        replies = list(_check(self.shards.propose(ProposeRequest(shapes, max(len(pending), 1))), "propose").values())
-        rows = merge_rows([r.rows for r in replies], _union_schema([r.rows for r in replies]))
-        stats.candidate_nodes = len(rows)
-        diagnoses: dict[TaskShape, Diagnosis] = {}
-        for reply in replies:
-            for shape, diagnosis in zip(shapes, reply.diagnoses, strict=True):
-                known = diagnoses.get(shape)
-                diagnoses[shape] = diagnosis if known is None else known.merged(diagnosis)
-        return table_from_rows(rows), diagnoses
+    # ------------------------------------------------------------------ the session's nodes
+    def _session_table(self) -> NodeTable:
+        """The table a session starts on: none, since the shards place (see ``_whole_cluster``)."""
+        return NodeTable(ResourceSchema())
 
-    def _full_table(self) -> NodeTable:
-        _check(self.mirror.sync(self.shards), "rows")
-        return self.mirror.session_table()
+    def _statement(self, state: SessionState, now: float) -> Statement:
+        """A statement whose allocate takes placements from the shards' streams."""
+        ours = self.config.schedulerName
+        pending = [p for p in self.model.pods.values() if p.scheduler_name == ours and p.state.value == "Pending"]
+        if not pending:  # no round this cycle otherwise: a shard that died must still be noticed now
+            check(self.shards.heartbeat(), "heartbeat")
+            return Statement(state.table, state.queues, state.jobs_by_task)
+        demand: Counter[TaskShape] = Counter()  # an upper bound: the pending pods of every job
+        for task in state.tasks.values():
+            if task.status is Status.PENDING:
+                demand[task.shape] += 1
+        state.source = RoundPlacer(self.shards, f"e{self.epoch}c{self.cycles}", now, demand, check)
+        return Statement(state.table, state.queues, state.jobs_by_task, source=state.source)
+
+    def _needs_every_node(self, action: str, state: SessionState) -> bool:
+        """Evicting actions look beyond what allocate placed, but only when they have something to do."""
+        if action in EVICTION_ACTIONS:
+            return any(t.status is Status.PENDING for t in state.tasks.values())
+        if action == "stalegangeviction":
+            return any(job.is_stale() for job in state.jobs.values())
+        return False
+
+    def _whole_cluster(self, state: SessionState, stmt: Statement) -> None:
+        """Move the session onto a copy of every node's row. In the same round the shards drop
+        what allocate did not take (and say why the shapes it found no room for do not fit), so
+        the rows already carry every placement the session made."""
+        source = state.source
+        before = None
+        if source is not None and source.rounds:
+            shapes = _unplaced_shapes(state)
+            before = {sid: Round(source.sync_request(sid, shapes)) for sid in self.shards.ids}
+        firsts = check(self.mirror.sync(self.shards, before), "rows")
+        if before:
+            diagnoses = {sid: reply.diagnoses for sid, reply in firsts.items() if isinstance(reply, RoundReply)}
+            state.shard_diagnoses.update(merged_diagnoses(diagnoses))
+            _explain_unplaced(state)
+        rebase_session(state, self.mirror.session_table(), stmt.picks)
+        state.source = None  # allocate after this point places on the table (an unusual action order)
 
     # ------------------------------------------------------------------ commit
-    def _commit_binds(self, state: SessionState, now: float, result: CycleResult) -> None:
-        """Reserve each job's new binds on the shards involved; commit the jobs held everywhere.
-
-        Two rounds: prepare, then commit and abort together. A job is bound only when every
-        shard it touches said yes to both; a part committed on one shard of a job refused on
-        another is released again. If a shard goes down in either round, nothing of the cycle
-        is bound: what the live shards prepared is aborted, what they committed released."""
-        by_job: dict[str, list[Task]] = defaultdict(list)
-        for task in state.tasks.values():
-            if task.status is Status.ALLOCATED and task.original_status is not Status.ALLOCATED:
-                by_job[state.jobs_by_task[task.key].key].append(task)
-        if not by_job:
-            return
-        items: dict[int, list[PrepareItem]] = defaultdict(list)
-        rids: dict[str, str] = {}
-        involved: dict[str, dict[int, list[Task]]] = {}
-        for job_key, tasks in by_job.items():
-            rid = f"e{self.epoch}c{self.cycles}/{job_key}"
-            rids[job_key] = rid
-            per_shard: dict[int, list[Task]] = defaultdict(list)
-            for task in tasks:
-                assert task.node is not None
-                per_shard[self.shards.owner[task.node]].append(task)
-            involved[rid] = per_shard
-            for shard, shard_tasks in per_shard.items():
-                items[shard].append(PrepareItem(rid, tuple(_placement(t) for t in shard_tasks)))
-        prepared = self.shards.prepare(items, now)
-        if prepared.down:
-            held = {sid: list(reply.held) for sid, reply in prepared.replies.items()}
-            _check(self.shards.settle({}, held, now), "abort after a failed prepare")
-            raise _ShardLost(prepared.down, "prepare")
-        refused: dict[str, str] = {}
-        for reply in prepared.replies.values():
-            refused.update(reply.refused)
-        commit: dict[int, list[str]] = defaultdict(list)
-        abort: dict[int, list[str]] = defaultdict(list)
-        for rid, per_shard in involved.items():
-            for sid in per_shard:
-                (abort if rid in refused else commit)[sid].append(rid)
-        settled = self.shards.settle(commit, abort, now)
-        bound: set[str] = set()
-        for rid, per_shard in involved.items():
-            if rid in refused:
-                continue
-            verdicts = [settled.replies.get(sid, {}).get(rid, False) for sid in per_shard]
-            if all(verdicts) and not settled.down & set(per_shard):
-                bound.add(rid)
-            else:
-                refused[rid] = "the reservation expired before the bind was committed"
-        if settled.down:
-            bound.clear()  # the cycle fails as a whole: binds of the live shards are released too
-        for rid, per_shard in involved.items():  # parts committed where the job as a whole is not bound
-            if rid not in bound:
-                for sid, tasks in per_shard.items():
-                    if settled.replies.get(sid, {}).get(rid):
-                        self.shards.release(sid, (self.model.pods[t.key] for t in tasks))
-        if settled.down:
-            raise _ShardLost(settled.down, "commit")
-        result.stats.prepared_jobs, result.stats.aborted_jobs = len(rids), len(rids) - len(bound)
-        placed: dict[str, str] = {}
-        for job_key, rid in rids.items():
-            if rid not in bound:
-                self._retry_next_cycle(state, job_key, refused[rid], result)
-                continue
-            for task in by_job[job_key]:
-                assert task.node is not None
-                self.model.assume_bound(task.key, task.node, task.gpu_groups)
-                result.binds.append(BindIntent(task.key, task.node, task.gpu_groups, rid))
-                placed[task.key] = task.node
-        self.shards.record_placed(placed)
-
-    @staticmethod
-    def _retry_next_cycle(state: SessionState, job_key: str, why: str, result: CycleResult) -> None:
-        """A refused job is retried as a whole: the pods it was given in this session, pipelined
-        ones included, are pending again (pipelined leftovers alone could be fewer than its gang)."""
-        reason = f"capacity changed before the bind was committed ({why}); retried next cycle"
-        for task in state.jobs[job_key].tasks:
-            if task.status in (Status.ALLOCATED, Status.PIPELINED) and task.original_status is Status.PENDING:
-                result.decisions.pods[task.key] = PodDecision("Pending", None, (), reason)
-        result.decisions.pod_groups[job_key] = PodDecision("Pending", None, (), reason)
+    def _commit(
+        self, state: SessionState, stmt: Statement, placer: RoundPlacer | None, now: float, result: CycleResult
+    ) -> None:
+        """Settle what the shards placed, then prepare and commit what the session placed itself."""
+        commit = BindCommit(self.shards, self.model, f"e{self.epoch}c{self.cycles}")
+        if placer is not None and placer.rounds:
+            result.stats.place_rounds = placer.rounds
+            state.shard_diagnoses.update(commit.settle(state, placer, stmt.picks, now, result))
+        commit.prepare_and_commit(state, stmt.picks, now, result)
+        _explain_unplaced(state)
 
     def _remember_job_clock(self, state: SessionState) -> None:
         for key, when in state.last_start.items():
             self.model.set_last_start(key, when)
         for key, job in state.jobs.items():
             self.model.set_stale_since(key, job.stale_since)
+
+
+def _unplaced_shapes(state: SessionState) -> tuple[TaskShape, ...]:
+    return tuple(dict.fromkeys(task.shape for task, _ in state.unplaced.values()))
+
+
+def _explain_unplaced(state: SessionState) -> None:
+    for job_key, (task, placed) in state.unplaced.items():
+        diagnosis = state.shard_diagnoses.get(task.shape)
+        if diagnosis is not None and not state.jobs[job_key].fit_errors.get("allocate"):
+            explain_unplaced(state, state.jobs[job_key], task, placed, diagnosis.describe(task.shape))
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,44 +284,3 @@ def _next_event(state: SessionState, backoff: SearchBackoff, now: float) -> floa
     for started in state.last_start.values():
         events.extend(started + m for m in runtimes)
     return min((e for e in events if e > now), default=float("inf"))
-
-
-class _ShardLost(Exception):
-    def __init__(self, shards: frozenset[int], phase: str) -> None:
-        super().__init__(phase)
-        self.shards = shards
-        self.phase = phase
-
-
-R = TypeVar("R")
-
-
-def _check(answers: Answers[R], phase: str) -> dict[int, R]:
-    """The replies of a round in which every shard answered; otherwise the cycle is lost."""
-    if answers.down:
-        raise _ShardLost(answers.down, phase)
-    return answers.replies
-
-
-def _placement(task: Task) -> Placement:
-    assert task.node is not None
-    holding = task.holdings[-1]
-    return Placement(
-        task.key, task.node, task.pod.requests, False, task.pod.gpu_share, holding.shares, holding.created_groups
-    )
-
-
-def _needs_every_node(action: str, state: SessionState) -> bool:
-    """Evicting actions look beyond the candidates, but only when they have something to do."""
-    if action in EVICTION_ACTIONS:
-        return any(t.status is Status.PENDING for t in state.tasks.values())
-    if action == "stalegangeviction":
-        return any(job.is_stale() for job in state.jobs.values())
-    return False
-
-
-def _union_schema(parts: Sequence[NodeRows]) -> ResourceSchema:
-    names: set[str] = set()
-    for part in parts:
-        names.update(part.schema.scalars)
-    return ResourceSchema(tuple(sorted(names)))

@@ -90,6 +90,7 @@ class Task:
         "accepted",
         "pod_set",
         "rank",
+        "key",
     )
 
     def __init__(
@@ -117,6 +118,7 @@ class Task:
         self.accepted = accepted  # queue quota it holds: gpu, cpu, memory
         self.pod_set: PodSet | None = None  # the job's own pod set, which counts this task
         self.rank = 0  # its place in that pod set's task order
+        self.key = pod.key  # "namespace/name", worked out once
 
     def __repr__(self) -> str:
         return f"Task({self.key}, {self._status.value}, {self.node})"
@@ -140,10 +142,6 @@ class Task:
         self._evicted = evicted
         if evicted and self.pod_set is not None:
             self.pod_set.may_allocate(self)
-
-    @property
-    def key(self) -> str:
-        return self.pod.key
 
     @property
     def subgroup(self) -> str:
@@ -203,6 +201,20 @@ class PodSet:
         """``task`` may be a candidate again: the cursor must not be past it."""
         if self._order is not None and task.rank < self._cursor:
             self._cursor = task.rank
+
+    def counts(self) -> tuple[int, int, int, int, int, int]:
+        """Active allocated, active used, alive, pending, pipelined, succeeded: in one go."""
+        if self.tracked:
+            c = self._counts
+            return c[0], c[1], c[2], c[3], c[4], c[5]
+        return (
+            self._tally(0),
+            self._tally(1),
+            self._tally(2),
+            self._tally(3),
+            self._tally(4),
+            self._tally(5),
+        )
 
     def _tally(self, index: int) -> int:
         if self.tracked:

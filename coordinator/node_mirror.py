@@ -8,10 +8,13 @@ shard lost); a cycle with nothing new costs one small round and a copy of the ar
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from coordinator.shard_client import Answers
 from coordinator.shard_set import ShardSet
 from shards.messages import RowChanges
 from shards.node_table import NodeTable
+from shards.protocol import ShardRequest
 from shards.rows import load_rows
 from shards.shapes import ResourceSchema
 
@@ -23,16 +26,17 @@ class NodeMirror:
         self.since: dict[int, tuple[int, int]] = {}  # shard -> (incarnation, stamp) seen
         self.rows_received = 0  # for tests and benchmarks: rows that crossed over
 
-    def sync(self, shards: ShardSet) -> Answers[RowChanges]:
-        """Bring the mirror up to date; the round's answers (a shard that did not answer keeps
-        its old rows here, and the caller decides what a missing shard means)."""
+    def sync(self, shards: ShardSet, before: Mapping[int, ShardRequest] | None = None) -> Answers[object]:
+        """Bring the mirror up to date, in one round in which each shard first serves
+        ``before[sid]`` (if given); the answers to those. A shard that did not answer keeps its
+        old rows here, and the caller decides what a missing shard means."""
         ids = shards.ids
         for gone in set(self.since) - set(ids):
             del self.since[gone]
-        answers = shards.changes({sid: self.since.get(sid, (0, 0)) for sid in ids})
+        answers = shards.changes_after(before or {}, {sid: self.since.get(sid, (0, 0)) for sid in ids})
         for sid in sorted(answers.replies):
-            self._apply(sid, answers.replies[sid])
-        return answers
+            self._apply(sid, answers.replies[sid][1])
+        return Answers({sid: first for sid, (first, _) in answers.replies.items()}, answers.down)
 
     def _apply(self, sid: int, change: RowChanges) -> None:
         table = self.table

@@ -9,8 +9,9 @@ schedulers' pods.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,10 +20,13 @@ from coordinator.jobs import DEFAULT_SUBGROUP, Job, PodSet, Status, Task, task_s
 from coordinator.queue_state import QueueState
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import ClusterSnapshot, Pod, PodGroup, ResourceVector
-from shards.node_table import Holding, NodeTable
+from shards.node_table import Holding, Kind, NodeTable
 from shards.placement import Diagnosis, PlacementPolicy, Placer
 from shards.pod_holds import pod_hold
-from shards.shapes import ResourceSchema, TaskShape
+from shards.shapes import GPU, ResourceSchema, TaskShape
+
+if TYPE_CHECKING:
+    from coordinator.rounds import Pick, RoundPlacer
 
 Quota = tuple[float, float, float]
 
@@ -45,6 +49,9 @@ class SessionState:
     placer_type: type[Placer] = Placer  # how pods find nodes (benchmarks swap in a full scan)
     search_paused: frozenset[str] = frozenset()  # jobs whose victim search is backed off this session
     search_failed: set[str] = field(default_factory=set)  # jobs whose victim search failed this session
+    source: RoundPlacer | None = None  # allocate's placements, from the shards' streams
+    unplaced: dict[str, tuple[Task, int]] = field(default_factory=dict)  # job -> failing task, pods placed
+    shard_diagnoses: dict[TaskShape, Diagnosis] = field(default_factory=dict)  # every node, from the shards
 
     def explain(self, shape: TaskShape) -> str:
         """Why no node takes ``shape``: this table's nodes now, plus what the shards said of the rest."""
@@ -106,11 +113,12 @@ def open_session(
     min_gpu_memory = min(gpu_mems) if gpu_mems else 100.0
     device_mib = {n.name: n.gpu_memory_mib for n in snapshot.nodes}
     tasks: dict[str, Task] = {}
+    shapes: dict[TaskShape, TaskShape] = {}  # one object per distinct shape: lookups by shape stay cheap
     for pod in ours:
         status = task_status(pod)
-        task = Task(
-            pod, TaskShape.of_pod(pod), status, pod.node, pod.gpu_groups, original_status=status, original_node=pod.node
-        )
+        shape = TaskShape.of_pod(pod)
+        shape = shapes.setdefault(shape, shape)
+        task = Task(pod, shape, status, pod.node, pod.gpu_groups, original_status=status, original_node=pod.node)
         if pod.node is not None and status.active_used:
             task.accepted = accepted_on(task, device_mib.get(pod.node, 100.0))
         tasks[pod.key] = task
@@ -133,9 +141,10 @@ def open_session(
     return state
 
 
-def rebase_session(state: SessionState, table: NodeTable) -> None:
-    """Move a session onto another table (e.g. from candidate nodes to all nodes). The new
-    table carries the cluster's usage; what this session placed so far is held again on it."""
+def rebase_session(state: SessionState, table: NodeTable, picks: Mapping[str, Pick] | None = None) -> None:
+    """Move a session onto another table (e.g. onto all nodes). The new table carries the
+    cluster's usage and, for pods placed from the shards' streams (``picks``), what the shards
+    hold for them; what this session placed on its own table so far is held again on it."""
     old = state.table
     table.widen(_grown(table.schema, [old.schema.scalars_vector()]))
     for task in state.tasks.values():
@@ -144,6 +153,14 @@ def rebase_session(state: SessionState, table: NodeTable) -> None:
             hold = pod_hold(table, task.pod)
             if hold is not None:
                 task.holdings.append(Holding(task.key, hold.row, hold.kind, hold.vector, hold.shares))
+            continue
+        pick = picks.get(task.key) if picks else None
+        if pick is not None and task.node is not None:  # the shard's hold is in the rows already
+            vector = table.schema.vector(task.pod.requests)
+            if task.pod.gpu_share is not None:
+                vector[GPU] = 0.0
+            kind = Kind.PIPELINED if task.status is Status.PIPELINED else Kind.ACTIVE
+            task.holdings.append(Holding(task.key, table.index[task.node], kind, vector, pick.shares, pick.create))
             continue
         for holding in previous:  # placed by this session: hold it again on the new table
             row = table.index[old.names[holding.node]]
@@ -234,20 +251,34 @@ def _queue_state(state: SessionState, snapshot: ClusterSnapshot) -> QueueState:
     ]
     tree = QueueTree.build(specs)
     n = len(tree)
-    request, allocated, allocated_np = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3))
+    # Summed in plain floats per leaf (numpy's per-call cost would dominate), then rolled up.
+    sums = [[0.0] * 9 for _ in range(n)]  # request, allocated, non-preemptible allocated
     for job in state.jobs.values():
         leaf = tree.index.get(job.queue)
         if leaf is None:
             continue
+        row = sums[leaf]
         for task in job.tasks:
-            if task.status.counts_as_queue_allocation:
-                request[leaf] += task.accepted
-                allocated[leaf] += task.accepted
+            status = task.status
+            if status.counts_as_queue_allocation:
+                g, c, m = task.accepted
+                row[0] += g
+                row[1] += c
+                row[2] += m
+                row[3] += g
+                row[4] += c
+                row[5] += m
                 if not job.preemptible:
-                    allocated_np[leaf] += task.accepted
-            elif task.status is Status.PENDING:
-                request[leaf] += state.requested_quota(task)
-    request, allocated, allocated_np = tree.roll_up(request), tree.roll_up(allocated), tree.roll_up(allocated_np)
+                    row[6] += g
+                    row[7] += c
+                    row[8] += m
+            elif status is Status.PENDING:
+                g, c, m = state.requested_quota(task)
+                row[0] += g
+                row[1] += c
+                row[2] += m
+    table_of = np.array(sums, dtype=np.float64).reshape(n, 9)
+    request, allocated, allocated_np = (tree.roll_up(table_of[:, k : k + 3].copy()) for k in (0, 3, 6))
     total = _divisible_total(state, snapshot)
     division = divide(tree, total, request, None, state.config.kValue)
     return QueueState(tree, division.fair_share, request, allocated, allocated_np, total)

@@ -37,7 +37,9 @@ from shards.protocol import (
     Load,
     Prepare,
     Propose,
+    Round,
     Rows,
+    Settle,
     ShardDown,
     ShardInfo,
     ShardRequest,
@@ -46,6 +48,7 @@ from shards.protocol import (
 )
 from shards.rows import NodeRows
 from shards.shard import Shard
+from shards.stream_messages import RoundReply, RoundRequest, SettleReply, SettleRequest
 
 R = TypeVar("R")
 
@@ -179,6 +182,27 @@ class ShardClient:
     def changes(self, since: Mapping[int, tuple[int, int]]) -> Answers[RowChanges]:
         """Rows changed per shard since (incarnation, stamp)."""
         return cast(Answers[RowChanges], self._each({sid: Changes(s, i) for sid, (i, s) in since.items()}))
+
+    def changes_after(
+        self, before: Mapping[int, ShardRequest], since: Mapping[int, tuple[int, int]]
+    ) -> Answers[tuple[object, RowChanges]]:
+        """Per shard, ``before[sid]`` and then the rows changed since (incarnation, stamp), in one round."""
+        requests: dict[int, list[ShardRequest]] = {}
+        for sid, (incarnation, stamp) in since.items():
+            first = before.get(sid)
+            requests[sid] = ([first] if first is not None else []) + [Changes(stamp, incarnation)]
+        answers = self._round(requests)
+        out = {
+            sid: (replies[0] if len(replies) == 2 else None, cast(RowChanges, replies[-1]))
+            for sid, replies in answers.replies.items()
+        }
+        return Answers(out, answers.down)
+
+    def rounds(self, requests: Mapping[int, RoundRequest]) -> Answers[RoundReply]:
+        return cast(Answers[RoundReply], self._each({sid: Round(r) for sid, r in requests.items()}))
+
+    def settle_all(self, requests: Mapping[int, SettleRequest]) -> Answers[SettleReply]:
+        return cast(Answers[SettleReply], self._each({sid: Settle(r) for sid, r in requests.items()}))
 
     def prepare(self, items: Mapping[int, Sequence[PrepareItem]], now: float) -> Answers[PrepareReply]:
         return cast(Answers[PrepareReply], self._each({sid: Prepare(tuple(b), now) for sid, b in items.items()}))

@@ -19,8 +19,9 @@ from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import Pod
 from shards import partitioner
 from shards.messages import PrepareItem, PrepareReply, ProposeReply, ProposeRequest, RowChanges, ShardDeltas
-from shards.protocol import ShardInfo
+from shards.protocol import ShardInfo, ShardRequest
 from shards.rows import NodeRows
+from shards.stream_messages import RoundReply, RoundRequest, SettleReply, SettleRequest
 
 Verdicts = dict[str, bool]
 
@@ -121,6 +122,17 @@ class ShardSet:
 
     def changes(self, since: Mapping[int, tuple[int, int]]) -> Answers[RowChanges]:
         return self.client.changes(since)
+
+    def changes_after(
+        self, before: Mapping[int, ShardRequest], since: Mapping[int, tuple[int, int]]
+    ) -> Answers[tuple[object, RowChanges]]:
+        return self.client.changes_after(before, since)
+
+    def rounds(self, requests: Mapping[int, RoundRequest]) -> Answers[RoundReply]:
+        return self.client.rounds(requests)
+
+    def settle_all(self, requests: Mapping[int, SettleRequest]) -> Answers[SettleReply]:
+        return self.client.settle_all(requests)
 
     def prepare(self, items: Mapping[int, Sequence[PrepareItem]], now: float) -> Answers[PrepareReply]:
         return self.client.prepare(items, now)

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from coordinator.coordinator import Coordinator, CycleResult, CycleStats
+from coordinator.coordinator import Coordinator, CycleResult
+from coordinator.session import SessionState
 from coordinator.shard_set import ShardSet
+from coordinator.statement import Statement
 from kai_ray.config import SchedulerConfig
 from shards.node_table import NodeTable
-from shards.placement import Choice, Diagnosis, Mask, Placer
+from shards.placement import Choice, Mask, Placer
 from shards.rows import merge_rows, table_from_rows
 from shards.shapes import ResourceSchema, TaskShape
 
@@ -42,19 +44,21 @@ class FullScanCoordinator(Coordinator):
     def __init__(self, config: SchedulerConfig, shards: ShardSet) -> None:
         super().__init__(config, shards, placer_type=FullScanPlacer)
 
-    def _candidate_table(self, stats: CycleStats) -> tuple[NodeTable, dict[TaskShape, Diagnosis]]:
-        table = self._full_table()
-        stats.candidate_nodes, stats.full_table = len(table), True
-        return table, {}
-
-    def _unchanged(self, now: float, names: tuple[str, ...]) -> CycleResult | None:
-        """No shortcut for cycles with nothing new: every cycle is a whole session."""
-        return None
-
-    def _full_table(self) -> NodeTable:
-        """Every node's row from the shards, every time (no mirror kept across cycles)."""
+    def _session_table(self) -> NodeTable:
+        """Every node's row from the shards, every cycle (no mirror kept across cycles)."""
         answers = self.shards.rows()
         if answers.down:
             raise RuntimeError(f"shards {sorted(answers.down)} did not answer")
         parts = [answers.replies[sid] for sid in sorted(answers.replies)]
         return table_from_rows(merge_rows(parts, ResourceSchema.covering([p.schema.scalars_vector() for p in parts])))
+
+    def _statement(self, state: SessionState, now: float) -> Statement:
+        """Allocate places on the session's table, pod by pod (then prepare and commit)."""
+        return Statement(state.table, state.queues, state.jobs_by_task)
+
+    def _needs_every_node(self, action: str, state: SessionState) -> bool:
+        return False  # the session has every node from the start
+
+    def _unchanged(self, now: float, names: tuple[str, ...]) -> CycleResult | None:
+        """No shortcut for cycles with nothing new: every cycle is a whole session."""
+        return None

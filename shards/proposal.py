@@ -209,6 +209,43 @@ class ProposalKeeper:
         return max(count, 1)
 
     # ------------------------------------------------------------------ committing
+    def overrun(self, proposal: Proposal, binds: tuple[Bind, ...]) -> set[str]:
+        """The reservations (rids) of binds onto a node that went over its capacity since the
+        pods were held (a pod of another scheduler landed there): binding them would over-commit
+        it. Deficits the held pods do not add to are not theirs."""
+        starts = {shape: np.cumsum([0] + [e.count for e in entries]) for shape, entries in proposal.streams.items()}
+        ours: dict[int, tuple[Vector, set[str]]] = {}
+        for entry in proposal.holdings_entries():
+            if entry.kind is Kind.ACTIVE:
+                amount, groups = ours.setdefault(entry.row, (np.zeros(self.table.schema.width), set()))
+                amount += entry.vector * entry.count
+                groups.update(g for g, _ in entry.shares)
+        verdicts: dict[int, bool] = {}
+        refused = set()
+        for bind in binds:
+            bounds = starts.get(bind.shape)
+            if bounds is None or not 0 <= bind.position < bounds[-1]:
+                refused.add(bind.rid)
+                continue
+            row = proposal.streams[bind.shape][int(np.searchsorted(bounds, bind.position, side="right")) - 1].row
+            if row not in verdicts:
+                verdicts[row] = row in ours and self._overrun(row, *ours[row])
+            if verdicts[row]:
+                refused.add(bind.rid)
+        return refused
+
+    def _overrun(self, row: int, ours: Vector, groups: set[str]) -> bool:
+        table = self.table
+        short = (table.idle[row] < -TOLERANCE) | (table.future[row] < -TOLERANCE)
+        if bool(np.any(short & (ours > TOLERANCE))):
+            return True
+        device = int(table.gpu_mem[row])
+        for gid in groups:
+            usage = table.groups[row].get(gid)
+            if usage is not None and max(usage.active + usage.pipelined, usage.active + usage.releasing) > device:
+                return True
+        return False
+
     def commit(self, proposal: Proposal, binds: tuple[Bind, ...], pods: dict[str, Holding]) -> None:
         """The bound pods become the shard's pods (their capacity stays held, now in their own
         names); every other pod of the proposal is released."""

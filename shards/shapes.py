@@ -85,7 +85,8 @@ class Constraints:
 
     @staticmethod
     def of_pod(pod: Pod) -> Constraints:
-        return Constraints(tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations)
+        selector = tuple(sorted(pod.node_selector.items())) if pod.node_selector else ()
+        return Constraints(selector, pod.affinity, pod.tolerations)
 
     def matches_labels(self, labels: Mapping[str, str], node_name: str) -> bool:
         if any(labels.get(k) != v for k, v in self.node_selector):

@@ -315,17 +315,19 @@ class Shard(TwoPhase):
         keeper.pipeline(proposal, request.pipelined)
         diagnoses = {shape: self.placer.diagnose(shape) for shape in request.diagnose}
         rids = {bind.rid for bind in request.binds}
-        in_time = proposal.deadline >= request.now
-        if in_time:
-            for bind in request.binds:
-                previous = self.pods.pop(bind.pod, None)
-                if previous is not None:
-                    self.table.release(previous)
-            keeper.commit(proposal, request.binds, self.pods)
-        else:
+        if proposal.deadline < request.now:  # too late: the capacity was promised only until then
             keeper.release_all(proposal)
+            self.proposal = None
+            return SettleReply(dict.fromkeys(rids, False), diagnoses)
+        refused = keeper.overrun(proposal, request.binds)
+        binds = tuple(bind for bind in request.binds if bind.rid not in refused)
+        for bind in binds:
+            previous = self.pods.pop(bind.pod, None)
+            if previous is not None:
+                self.table.release(previous)
+        keeper.commit(proposal, binds, self.pods)
         self.proposal = None
-        return SettleReply(dict.fromkeys(rids, in_time), diagnoses)
+        return SettleReply({rid: rid not in refused for rid in rids}, diagnoses)
 
     def _drop_proposal(self) -> None:
         if self.proposal is not None:

@@ -28,11 +28,13 @@ from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import ClusterSnapshot, Pod, PodState, ResourceVector
 from kai_ray.runtime import in_process_coordinator, placement_policy
 from shards.messages import ShardDeltas
+from shards.node_table import Kind
 from shards.placement import Diagnosis
-from shards.protocol import Batch, BatchReply, Prepare, ShardDown
+from shards.protocol import Batch, BatchReply, Settle, ShardDown
 from shards.rows import merge_rows, table_from_rows
 from shards.shapes import CPU, PODS, TaskShape
 from shards.shard import Shard
+from shards.stream_messages import SettleRequest
 from tests.builders import JobSpec, build, config, node, queue
 from tests.coordinator.decision_checks import check_decisions
 from tests.coordinator.random_clusters import NOW, clusters, shuffled
@@ -91,9 +93,10 @@ def test_decisions_do_not_depend_on_the_number_of_shards(snapshot: ClusterSnapsh
 
 # ------------------------------------------------------------------ invariant 3
 class _LateArrival(InProcessTransport):
-    """In-process shards where, just before the first prepare reaches them, a pod of another
-    scheduler takes all the CPU left on the node of the first placement: a cluster change that
-    slips in after the session decided, which the shard's re-check must catch."""
+    """In-process shards where, just before the first binds are committed, a pod of another
+    scheduler takes all the CPU the kubelet sees free on the node of the first bind (the
+    shard's holds are invisible to it): a cluster change that slips in after the shard placed
+    and held the pods, which the shard's re-check at commit must catch."""
 
     def __init__(self, shards: Sequence[Shard]) -> None:
         super().__init__(shards)
@@ -102,17 +105,31 @@ class _LateArrival(InProcessTransport):
         self.blocked: str | None = None  # the node that filled up
 
     def exchange(self, batches: Mapping[int, Batch]) -> dict[int, BatchReply | ShardDown]:
-        prepares = [(sid, r) for sid, b in sorted(batches.items()) for r in b.requests if isinstance(r, Prepare)]
-        if self.armed and prepares:
+        settles = [
+            (sid, r.request)
+            for sid, b in sorted(batches.items())
+            for r in b.requests
+            if isinstance(r, Settle) and r.request.binds
+        ]
+        if self.armed and settles:
             self.armed = False
-            self._fill_first_node(*prepares[0])
+            self._fill_first_node(*settles[0])
         return super().exchange(batches)
 
-    def _fill_first_node(self, shard_id: int, prepare: Prepare) -> None:
+    def _fill_first_node(self, shard_id: int, settle: SettleRequest) -> None:
         assert self.coordinator is not None
-        target = prepare.items[0].placements[0].node
-        table = self.shards[shard_id].table
-        free_cpu = float(table.idle[table.index[target], CPU])
+        shard = self.shards[shard_id]
+        assert shard.proposal is not None
+        bind = settle.binds[0]
+        position, row = 0, -1
+        for entry in shard.proposal.streams[bind.shape]:
+            if position <= bind.position < position + entry.count:
+                row = entry.row
+            position += entry.count
+        table = shard.table
+        target = table.names[row]
+        held = [e for e in shard.proposal.holdings_entries() if e.row == row and e.kind is Kind.ACTIVE]
+        free_cpu = float(table.idle[row, CPU]) + sum(float(e.vector[CPU]) * e.count for e in held)
         blocker = Pod(
             "kube-system",
             "late-arrival",
@@ -123,7 +140,7 @@ class _LateArrival(InProcessTransport):
             requests=ResourceVector.of(cpu=free_cpu, pods=1),
         )
         self.coordinator.apply(ClusterDeltas(pods_upserted=(blocker,)))
-        self.coordinator.shards.flush()  # the change reaches the shard before the prepare does
+        self.coordinator.shards.flush()  # the change reaches the shard before the commit does
         self.blocked = target
 
 
@@ -155,6 +172,7 @@ def test_a_reservation_refused_after_a_late_change_binds_nothing_and_leaves_no_t
     check_decisions(snapshot, first.decisions, retried)
     for shard in backend.shards.values():
         assert shard.book.prepared() == [], "every reservation is committed or aborted within the cycle"
+        assert shard.proposal is None, "every hold is committed or released within the cycle"
     # Next cycle the refused pods are ordinary pending pods again, and the shards hold exactly what
     # the coordinator's model says: a fresh coordinator given that model decides the same.
     fresh = in_process_coordinator(config(), shards)

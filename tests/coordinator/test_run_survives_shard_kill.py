@@ -96,7 +96,7 @@ def test_pods_keep_binding_after_a_shard_actor_process_is_killed(tmp_path: Path)
             _wait(lambda: _health(port) == 503, timeout=30, every=0.02)
             for i in range(4):
                 dev.call(dev.cluster.create, "", "v1", "pods", pod(f"after-{i}", queue_name="team"), "default")
-            _wait(lambda: all(bound(f"after-{i}") for i in range(4)), timeout=60)
+            _wait(lambda: all(bound(f"after-{i}") for i in range(4)), timeout=120)
             _wait(lambda: _health(port) == 200, timeout=30)
             assert len(_shard_processes(scheduler.pid)) == 2  # the dead one was replaced
         finally:

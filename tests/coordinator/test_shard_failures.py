@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -11,7 +12,7 @@ from coordinator.shard_client import InProcessTransport
 from coordinator.shard_set import ShardSet
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.runtime import placement_policy
-from shards.protocol import Batch, Commit, StaleEpoch
+from shards.protocol import Batch, Commit, Settle, StaleEpoch
 from shards.shard import Shard
 from tests.builders import JobSpec, build, config, node, queue
 from tests.coordinator import fault_trials
@@ -32,41 +33,51 @@ def test_a_shard_killed_at_a_random_point_of_a_cycle_loses_nothing_and_binds_not
     assert max(resumed) <= 2
     # The kills fell in every phase of a cycle, before and after a shard handled its batch.
     phases = Counter(p for r in reports for p in r.phases)
-    assert {"propose", "prepare", "commit"} <= set(phases), phases
+    assert {"place", "commit"} <= set(phases), phases
     assert sum(r.binds for r in reports) > 0
 
 
 class _LateCommit(InProcessTransport):
-    """Delivers the first commit after the reservation's deadline, as a slow round would."""
+    """Delivers the first commit to shard ``late`` after the hold's deadline, as a slow round would;
+    the other shard commits in time."""
 
-    def __init__(self, shards: list[Shard], delay: float) -> None:
+    def __init__(self, shards: list[Shard], delay: float, late: int) -> None:
         super().__init__(shards)
         self.delay = delay
+        self.late = late
         self.delayed = 0
 
     def exchange(self, batches):  # type: ignore[no-untyped-def]
-        if self.delayed == 0 and any(isinstance(r, Commit) for b in batches.values() for r in b.requests):
+        committing = any(isinstance(r, Commit | Settle) for b in batches.values() for r in b.requests)
+        if self.delayed == 0 and committing and self.late in batches:
             self.delayed += 1
-            batches = {sid: Batch(b.epoch, tuple(self._late(r) for r in b.requests)) for sid, b in batches.items()}
+            b = batches[self.late]
+            batches = {**batches, self.late: Batch(b.epoch, tuple(self._later(r) for r in b.requests))}
         return super().exchange(batches)
 
-    def _late(self, request):  # type: ignore[no-untyped-def]
-        return Commit(request.rids, request.now + self.delay) if isinstance(request, Commit) else request
+    def _later(self, request):  # type: ignore[no-untyped-def]
+        if isinstance(request, Commit):
+            return Commit(request.rids, request.now + self.delay)
+        if isinstance(request, Settle):
+            return Settle(replace(request.request, now=request.request.now + self.delay))
+        return request
 
 
 def test_a_reservation_that_expires_before_its_commit_binds_nothing_and_is_placed_next_cycle() -> None:
     snapshot = build(
-        [node("a", gpu=4), node("b", gpu=4)],
+        [node("a", gpu=4), node("e", gpu=4)],  # a on shard 1, e on shard 0
         [queue("q", gpu_quota=8)],
         [JobSpec("gang", "q", pods=6, gpu=1)],  # spans both nodes, so both halves must commit
     )
     cfg = config()
     shards = [Shard(i, placement_policy(cfg), reservation_ttl=5.0) for i in range(2)]
-    coordinator = Coordinator(cfg, ShardSet(_LateCommit(shards, delay=60.0)))
+    coordinator = Coordinator(cfg, ShardSet(_LateCommit(shards, delay=60.0, late=0)))
     coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
     first = coordinator.cycle(1_000.0, ("allocate",))
     assert first.binds == []
     assert "expired before the bind was committed" in first.decisions.pod_groups["default/gang"].reason
+    assert first.stats.aborted_jobs == 1
+    coordinator.shards.flush()  # the shard that committed in time hears of the release with its next round
     for shard in shards:  # the capacity went back everywhere, on the shard that committed in time too
         assert not shard.pods and not shard.book.prepared() and not shard.table.held.any()
     second = coordinator.cycle(1_001.0, ("allocate",))
