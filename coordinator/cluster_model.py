@@ -29,6 +29,8 @@ class ClusterModel:
         self.pod_groups: dict[str, PodGroup] = {}
         self.queues: dict[str, Queue] = {}
         self.version = 0  # counts every change: the same version is the same cluster
+        self.nodes_version = 0  # ... every change to the nodes
+        self.queues_version = 0  # ... every change to the queues
         self.started: dict[str, float] = {}  # pod group -> last start seen by the coordinator
 
     def apply(self, deltas: ClusterDeltas) -> ClusterDeltas:
@@ -36,6 +38,10 @@ class ClusterModel:
         if deltas:
             self.version += 1
         pods = tuple(self._keep_assumption(pod) for pod in deltas.pods_upserted)
+        if deltas.nodes_upserted or deltas.nodes_removed:
+            self.nodes_version += 1
+        if deltas.queues_upserted or deltas.queues_removed:
+            self.queues_version += 1
         for node in deltas.nodes_upserted:
             self.nodes[node.name] = node
         for name in deltas.nodes_removed:

@@ -40,7 +40,8 @@ from coordinator.node_mirror import NodeMirror
 from coordinator.results import BindIntent, CycleResult, CycleStats, EvictIntent
 from coordinator.rounds import RoundPlacer, merged_diagnoses
 from coordinator.search_backoff import SearchBackoff
-from coordinator.session import SessionState, open_session, rebase_session
+from coordinator.session import SessionState, rebase_session
+from coordinator.session_cache import SessionCache
 from coordinator.shard_set import ShardSet
 from coordinator.statement import Statement
 from kai_ray.config import SchedulerConfig
@@ -82,6 +83,7 @@ class Coordinator:
         self.recovered: list[tuple[int, int]] = []  # (cycle, shard) for every shard rebuilt
         self._memo: _Memo | None = None
         self.mirror = NodeMirror()
+        self.sessions = SessionCache(config)
 
     @property
     def epoch(self) -> int:
@@ -159,7 +161,7 @@ class Coordinator:
         version, paused = self.model.version, self.search_backoff.paused(now)
         self._sweep(now)
         stats = CycleStats()
-        state = open_session(self.model.snapshot(), self.config, now, self._session_table(), self.placer_type)
+        state = self.sessions.open(self.model, now, self._session_table(), self.placer_type)
         state.last_start.update(self.model.started)
         state.search_paused = paused
         stmt = self._statement(state, now)

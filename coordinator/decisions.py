@@ -45,9 +45,10 @@ def _pod_json(decision: PodDecision) -> dict[str, Any]:
 def collect(state: SessionState, evictions: list[Eviction]) -> Decisions:
     decisions = Decisions()
     reasons: dict[str, str] = {}  # per job: every pending pod of a gang waits for the same reason
-    for pod in state.all_pods:
-        task = state.tasks.get(pod.key)
-        decisions.pods[pod.key] = _decide_task(state, task, reasons) if task else _other_pod(state, pod)
+    tasks, pods = state.tasks, decisions.pods
+    for key, pod in state.all_pods.items():
+        task = tasks.get(key)
+        pods[key] = _decide_task(state, task, reasons) if task else _other_pod(state, pod)
     for job in state.jobs.values():
         decisions.pod_groups[job.key] = _decide_job(state, job)
     queues = state.queues

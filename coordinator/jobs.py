@@ -292,6 +292,10 @@ class Job:
     version: int = 0  # bumped whenever one of its tasks changes status (caches below key on it)
     cacheable: bool = True  # stand-ins for part of a job are not versioned: they never cache
     _cache: dict[object, tuple[int, object]] = field(default_factory=dict)
+    key: str = field(init=False)  # "namespace/name" of its pod group, worked out once
+
+    def __post_init__(self) -> None:
+        self.key = self.group.key
 
     def cached(self, key: object, compute: Callable[[], T]) -> T:
         if not self.cacheable:
@@ -302,10 +306,6 @@ class Job:
         value = compute()
         self._cache[key] = (self.version, value)
         return value
-
-    @property
-    def key(self) -> str:
-        return self.group.key
 
     @property
     def tasks(self) -> list[Task]:

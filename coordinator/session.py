@@ -41,7 +41,7 @@ class SessionState:
     jobs: dict[str, Job]
     tasks: dict[str, Task]
     jobs_by_task: dict[str, Job]
-    all_pods: list[Pod]
+    all_pods: Mapping[str, Pod]  # every pod of the cluster, by key
     pod_notes: dict[str, str] = field(default_factory=dict)  # why a pod is not schedulable at all
     min_gpu_memory: float = 100.0
     last_start: dict[str, float] = field(default_factory=dict)
@@ -126,16 +126,16 @@ def open_session(
         config=config,
         now=now,
         table=table,
-        placer=_placer(placer_type, table, config),
+        placer=make_placer(placer_type, table, config),
         queues=_empty_queues(),
         jobs={},
         tasks=tasks,
         jobs_by_task={},
-        all_pods=list(snapshot.pods),
+        all_pods={p.key: p for p in snapshot.pods},
         min_gpu_memory=min_gpu_memory,
         placer_type=placer_type,
     )
-    _attach_placed_pods(state, snapshot.pods, apply=built_here)
+    attach_placed_pods(state, snapshot.pods, apply=built_here)
     _build_jobs(state, snapshot.pod_groups, ours)
     state.queues = _queue_state(state, snapshot)
     return state
@@ -169,10 +169,10 @@ def rebase_session(state: SessionState, table: NodeTable, picks: Mapping[str, Pi
                 table.hold(holding.pod, row, holding.kind, vector, holding.shares, holding.created_groups)
             )
     state.table = table
-    state.placer = _placer(state.placer_type, table, state.config)
+    state.placer = make_placer(state.placer_type, table, state.config)
 
 
-def _placer(placer_type: type[Placer], table: NodeTable, config: SchedulerConfig) -> Placer:
+def make_placer(placer_type: type[Placer], table: NodeTable, config: SchedulerConfig) -> Placer:
     placement = config.placementStrategy
     return placer_type(table, PlacementPolicy(placement.gpu, placement.cpu, placement.gpu_device))
 
@@ -188,7 +188,7 @@ def _empty_queues() -> QueueState:
     return QueueState(tree, empty, empty, empty.copy(), empty.copy(), np.zeros(3))
 
 
-def _attach_placed_pods(state: SessionState, pods: Iterable[Pod], apply: bool) -> None:
+def attach_placed_pods(state: SessionState, pods: Iterable[Pod], apply: bool) -> None:
     """Record what placed pods hold; ``apply`` also adds it to the table (when the table was
     built from the snapshot rather than handed over with usage already in it)."""
     table = state.table

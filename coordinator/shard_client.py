@@ -56,6 +56,8 @@ R = TypeVar("R")
 class ShardTransport(Protocol):
     """Delivers batches to shards; the only thing that knows where shards live."""
 
+    remote: bool  # shards in other processes (their CPU time is not this process's)
+
     def shard_ids(self) -> list[int]: ...
 
     def exchange(self, batches: Mapping[int, Batch]) -> dict[int, BatchReply | ShardDown]:
@@ -75,6 +77,8 @@ class ShardTransport(Protocol):
 class InProcessTransport:
     """Plain ``Shard`` objects in this process. A shard whose batch raises is reported down
     (its state may be half-changed), exactly as a failed actor would be."""
+
+    remote = False
 
     def __init__(self, shards: Sequence[Shard]) -> None:
         self.shards = {s.shard_id: s for s in shards}
@@ -117,6 +121,7 @@ class ShardClient:
         # Reservation ids and batches carry the epoch; a restarted coordinator gets a newer one.
         self.epoch = time.time_ns() if epoch is None else epoch
         self.calls = 0  # batches sent, for metrics and tests of batching
+        self.shard_cpu = 0.0  # CPU seconds the shards report for our batches
         self.down: set[int] = set()  # shards that failed and are not reloaded yet
         self._outbox: dict[int, list[tuple[int, ShardDeltas]]] = {}
         self._seq: dict[int, int] = {}
@@ -160,6 +165,7 @@ class ShardClient:
                 self.down.add(sid)
                 down.add(sid)
                 continue
+            self.shard_cpu += result.cpu
             if result.stale:
                 raise StaleEpoch(f"shard {sid} serves a newer coordinator (epoch {result.epoch} > {self.epoch})")
             outbox = self._outbox.get(sid)

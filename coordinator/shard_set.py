@@ -45,6 +45,10 @@ class ShardSet:
         return self.client.calls
 
     @property
+    def shard_cpu(self) -> float:
+        return self.client.shard_cpu
+
+    @property
     def epoch(self) -> int:
         return self.client.epoch
 

@@ -9,8 +9,9 @@ coordinator actor.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from coordinator.coordinator import Coordinator, CycleResult
@@ -39,6 +40,8 @@ def ensure_ray(num_cpus: int | None = None, address: str | None = None) -> None:
 
 class RayTransport:
     """Shard actors; ``exchange`` submits every batch before waiting for any answer."""
+
+    remote = True
 
     def __init__(self, count: int, policy: PlacementPolicy, ttl: float = 30.0) -> None:
         import ray
@@ -88,6 +91,26 @@ class RayTransport:
         import ray
 
         ray.kill(self.handles.pop(shard_id))
+
+
+@contextlib.contextmanager
+def on_ray_actors(config: SchedulerConfig, shards: int) -> Iterator[Coordinator]:
+    """A coordinator in this process whose shards are ``shards`` Ray actors, for as long as the
+    block runs (Ray is started for it, and stopped after, unless it was running already)."""
+    import ray
+
+    started = not ray.is_initialized()
+    ensure_ray()
+    strategy = config.placementStrategy
+    transport = RayTransport(shards, PlacementPolicy(strategy.gpu, strategy.cpu, strategy.gpu_device))
+    try:
+        transport.wait_ready()
+        yield Coordinator(config, ShardSet(transport))
+    finally:
+        for sid in transport.shard_ids():
+            transport.remove(sid)
+        if started:
+            ray.shutdown()
 
 
 class _CoordinatorHost:

@@ -82,6 +82,8 @@ class GangRun:
     prepared: int = 0
     aborted: int = 0
     apply_seconds: float = 0.0
+    cpu: float = 0.0  # this process's CPU seconds in the cycles
+    shard_cpu: float = 0.0  # what the shards report for them
 
 
 def drive(coordinator: Coordinator, shards: TimedShardSet, workload: GangWorkload) -> GangRun:
@@ -105,8 +107,11 @@ def drive(coordinator: Coordinator, shards: TimedShardSet, workload: GangWorkloa
         if wave is not None:
             for group in wave.pod_groups_upserted:
                 first_seen[group.key] = cycle_started
+        cpu_started, shard_cpu_started = time.process_time(), shards.shard_cpu
         result = coordinator.cycle(now, ACTIONS)
         run.cycle_seconds.append(time.perf_counter() - cycle_started)
+        run.cpu += time.process_time() - cpu_started
+        run.shard_cpu += shards.shard_cpu - shard_cpu_started
         _record(run, result, shards.commit_returned, first_seen)
     return run
 
@@ -126,6 +131,7 @@ def _record(run: GangRun, result: CycleResult, committed_at: float, first_seen: 
 
 def measure(system: str, coordinator: Coordinator, shards: TimedShardSet, workload: GangWorkload) -> GangRow:
     run = drive(coordinator, shards, workload)
+    cpu, shard_cpu = run.cpu, run.shard_cpu
     partial = sum(1 for n in run.binds_per_gang.values() if n != workload.pods_per_gang)
     unplaced = workload.gangs - len(run.gang_latency)
     commit_ms = np.percentile(run.commit_seconds, [50, 99]) * 1000
@@ -147,6 +153,8 @@ def measure(system: str, coordinator: Coordinator, shards: TimedShardSet, worklo
         latencies=list(run.gang_latency.values()),
         rss_bytes=rss_bytes(),
         notes=notes,
+        coordinator_cpu=cpu if shards.transport.remote else cpu - shard_cpu,
+        shard_cpu=shard_cpu,
     )
     return GangRow(row, run)
 

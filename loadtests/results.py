@@ -33,6 +33,16 @@ class BenchRow:
     rss_bytes: int = 0
     ratio: float | None = None  # pods/s over the baseline's pods/s in the same run
     notes: str = ""
+    coordinator_cpu: float = 0.0  # CPU seconds of the coordinator in the measured part (0: not measured)
+    shard_cpu: float = 0.0  # CPU seconds the shards reported for it
+
+    def predicted(self, cores: int) -> float | None:
+        """Pods/s these CPU figures allow on ``cores`` cores: the coordinator on one, the shards
+        spread over the rest (a lower bound on the time: round trips and queueing not counted)."""
+        if not self.coordinator_cpu or not self.pods:
+            return None
+        per_pod = max(self.coordinator_cpu, self.shard_cpu / max(cores - 1, 1)) / self.pods
+        return 1.0 / per_pod if per_pod > 0 else None
 
     @property
     def pods_per_second(self) -> float:

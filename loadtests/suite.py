@@ -36,7 +36,6 @@ class Sizes:
     fill: tuple[int, int]
     scaling: tuple[int, ...]  # shard actor counts
     ray_shards_basic: int
-    ray_shards_large: int
 
 
 FULL = Sizes(
@@ -45,11 +44,8 @@ FULL = Sizes(
     fill=(500, 4_000),
     scaling=(1, 2, 4, 8),
     ray_shards_basic=2,
-    ray_shards_large=4,
 )
-QUICK = Sizes(
-    basic=(1_000, 2_000), large=(5_000, 2_000), fill=(100, 800), scaling=(1, 2), ray_shards_basic=2, ray_shards_large=2
-)
+QUICK = Sizes(basic=(1_000, 2_000), large=(5_000, 2_000), fill=(100, 800), scaling=(1, 2), ray_shards_basic=2)
 
 
 def drive(system: str, coordinator: Coordinator, workload: PodWorkload) -> tuple[BenchRow, dict[str, str]]:
@@ -59,6 +55,7 @@ def drive(system: str, coordinator: Coordinator, workload: PodWorkload) -> tuple
     coordinator.shards.flush()
     loaded = time.perf_counter() - loading
     started = time.perf_counter()
+    cpu_started, shard_cpu_started = time.process_time(), coordinator.shards.shard_cpu
     coordinator.apply(workload.pending)
     placed: dict[str, str] = {}
     latencies: list[float] = []
@@ -73,10 +70,24 @@ def drive(system: str, coordinator: Coordinator, workload: PodWorkload) -> tuple
         latencies.extend([done] * len(result.binds))
         idle = 0 if result.binds else idle + 1
     elapsed = time.perf_counter() - started
-    notes = f"{cycles} cycles; cluster loaded in {loaded:.1f} s (not timed)"
+    row = BenchRow(workload.label, system, len(placed), elapsed, latencies, rss_bytes())
+    cpu_split(row, coordinator, cpu_started, shard_cpu_started)
+    row.notes = f"{cycles} cycles; {row.notes}; cluster loaded in {loaded:.1f} s (not timed)"
     if len(placed) < workload.pods:
-        notes += f"; {workload.pods - len(placed)} PODS NOT PLACED"
-    return BenchRow(workload.label, system, len(placed), elapsed, latencies, rss_bytes(), notes=notes), placed
+        row.notes += f"; {workload.pods - len(placed)} PODS NOT PLACED"
+    return row, placed
+
+
+def cpu_split(row: BenchRow, coordinator: Coordinator, cpu_started: float, shard_cpu_started: float) -> None:
+    """The CPU time of the measured part, split: what the shards report spending on their batches,
+    and the coordinator's (this process's, less what in-process shards spent in it)."""
+    shards = coordinator.shards.shard_cpu - shard_cpu_started
+    process = time.process_time() - cpu_started
+    row.shard_cpu = shards
+    row.coordinator_cpu = process if coordinator.shards.transport.remote else process - shards
+    pods = max(row.pods, 1)
+    coordinator_us, shards_us = row.coordinator_cpu / pods * 1e6, row.shard_cpu / pods * 1e6
+    row.notes = f"CPU per pod: coordinator {coordinator_us:.0f} µs, shards {shards_us:.0f} µs"
 
 
 def compare_systems(workload: PodWorkload, systems: list[System]) -> list[BenchRow]:
@@ -103,6 +114,7 @@ def run(quick: bool) -> Iterator[list[BenchRow]]:
         [
             ("baseline: per-pod full scan", baseline),
             ("kai-ray: in-process, 1 shard", in_process),
+            ("kai-ray: in-process, 8 shards", lambda: in_process(shards=8)),
             (f"kai-ray: {sizes.ray_shards_basic} Ray shard actors", lambda: on_ray(sizes.ray_shards_basic)),
         ],
     )
@@ -112,7 +124,8 @@ def run(quick: bool) -> Iterator[list[BenchRow]]:
         [
             ("baseline: per-pod full scan", baseline),
             ("kai-ray: in-process, 1 shard", in_process),
-            (f"kai-ray: {sizes.ray_shards_large} Ray shard actors", lambda: on_ray(sizes.ray_shards_large)),
+            ("kai-ray: 1 Ray shard actor", lambda: on_ray(1)),
+            ("kai-ray: 2 Ray shard actors", lambda: on_ray(2)),
         ],
     )
     del large

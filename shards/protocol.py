@@ -167,6 +167,7 @@ class BatchReply:
     replies: tuple[object, ...] = ()
     stale: bool = False  # the batch came from an older coordinator and was refused
     epoch: int = 0  # the shard's epoch (the newest it has seen)
+    cpu: float = 0.0  # CPU seconds the shard spent on the batch (its own thread: placing, holding...)
 
 
 class ShardDown(Exception):

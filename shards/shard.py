@@ -84,12 +84,13 @@ class Shard(TwoPhase):
     # ------------------------------------------------------------------ the protocol
     def handle(self, batch: Batch) -> BatchReply:
         """One round trip: every request of the batch, in order."""
+        started = time.thread_time()
         if batch.epoch < self.epoch:
             return BatchReply(self.applied_seq, stale=True, epoch=self.epoch)
         if batch.epoch > self.epoch:
             self._new_epoch(batch.epoch)
         replies = tuple(self._serve(request) for request in batch.requests)
-        return BatchReply(self.applied_seq, replies, epoch=self.epoch)
+        return BatchReply(self.applied_seq, replies, epoch=self.epoch, cpu=time.thread_time() - started)
 
     def _serve(self, request: ShardRequest) -> object:
         match request:

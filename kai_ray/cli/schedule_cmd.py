@@ -22,6 +22,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--actions", help="comma-separated actions to run instead of the config's, or 'none'")
     parser.add_argument("--now", help="the session's clock, RFC 3339 (default: the current time)")
     parser.add_argument("--shards", type=int, help="node shards to split the cluster into (default: config)")
+    parser.add_argument(
+        "--ray-shards", type=int, metavar="N", help="run the session on N shard actors on Ray instead (same decisions)"
+    )
     parser.add_argument("-o", "--output", choices=("json", "text"), default="json")
     parser.set_defaults(handler=run)
 
@@ -54,9 +57,18 @@ def run(args: argparse.Namespace) -> int:
     snapshot = load_snapshot(args.snapshot, config.schedulerName)
     for warning in snapshot.report.warnings:
         print(f"kai-ray: warning: {warning}", file=sys.stderr)
-    coordinator = in_process_coordinator(config, shard_count(config, len(snapshot.nodes), args.shards))
-    coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
-    decisions = coordinator.cycle(now, actions).decisions
+    if args.ray_shards is not None and args.ray_shards < 1:
+        raise InputError(f"--ray-shards: needs at least one shard actor, got {args.ray_shards}")
+    if args.ray_shards:
+        from kai_ray.actors import on_ray_actors
+
+        with on_ray_actors(config, args.ray_shards) as coordinator:
+            coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+            decisions = coordinator.cycle(now, actions).decisions
+    else:
+        coordinator = in_process_coordinator(config, shard_count(config, len(snapshot.nodes), args.shards))
+        coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+        decisions = coordinator.cycle(now, actions).decisions
     if args.output == "json":
         print_json(decisions.to_json())
         return 0
