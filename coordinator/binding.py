@@ -26,7 +26,6 @@ from coordinator.shard_set import ShardSet
 from shards.messages import Placement, PrepareItem
 from shards.placement import Diagnosis
 from shards.shapes import TaskShape
-from shards.stream_messages import Bind
 
 R = TypeVar("R")
 RETRY = "capacity changed before the bind was committed ({why}); retried next cycle"
@@ -72,7 +71,7 @@ class BindCommit:
         """One round: commit what allocate took from the streams, release the rest, and ask why
         the shapes allocate found no room for do not fit (their diagnoses come back)."""
         by_job = self._new_binds(state, True, picks)
-        binds: dict[int, list[Bind]] = defaultdict(list)
+        binds: dict[int, list[tuple[str, str, TaskShape, int]]] = defaultdict(list)
         involved: dict[str, dict[int, list[Task]]] = {}
         for job_key, tasks in by_job.items():
             rid = f"{self.rid_prefix}/{job_key}"
@@ -80,13 +79,13 @@ class BindCommit:
             for task in tasks:
                 pick = picks[task.key]
                 per_shard[pick.shard].append(task)
-                binds[pick.shard].append(Bind(task.key, rid, pick.shape, pick.position))
+                binds[pick.shard].append((task.key, rid, pick.shape, pick.position))
             involved[rid] = per_shard
         diagnose = tuple(dict.fromkeys(task.shape for task, _ in state.unplaced.values()))
         settled = source.settle(binds, diagnose, now)
         replies = {sid: reply.committed for sid, reply in settled.replies.items()}
         self._conclude(by_job, involved, {}, replies, settled.down, result)
-        return merged_diagnoses({sid: reply.diagnoses for sid, reply in settled.replies.items()})
+        return merged_diagnoses({sid: reply.diagnosed(source.table) for sid, reply in settled.replies.items()})
 
     # ------------------------------------------------------------------ the session's placements
     def prepare_and_commit(

@@ -228,8 +228,10 @@ class Coordinator:
             shapes = _unplaced_shapes(state)
             before = {sid: Round(source.sync_request(sid, shapes)) for sid in self.shards.ids}
         firsts = check(self.mirror.sync(self.shards, before), "rows")
-        if before:
-            diagnoses = {sid: reply.diagnoses for sid, reply in firsts.items() if isinstance(reply, RoundReply)}
+        if source is not None and before:
+            diagnoses = {
+                sid: reply.diagnosed(source.table) for sid, reply in firsts.items() if isinstance(reply, RoundReply)
+            }
             state.shard_diagnoses.update(merged_diagnoses(diagnoses))
             _explain_unplaced(state)
         rebase_session(state, self.mirror.session_table(), stmt.picks)

@@ -26,7 +26,17 @@ from coordinator.shard_client import Answers
 from coordinator.shard_set import ShardSet
 from shards.placement import Diagnosis
 from shards.shapes import TaskShape
-from shards.stream_messages import Bind, RoundReply, RoundRequest, SettleReply, SettleRequest, ShapeStream, Shares
+from shards.stream_messages import (
+    Binds,
+    RoundReply,
+    RoundRequest,
+    SettleReply,
+    SettleRequest,
+    ShapeStream,
+    Shares,
+    Taken,
+)
+from shards.wire import pack_positions, pack_shapes
 
 Check = Callable[[Answers[RoundReply], str], dict[int, RoundReply]]
 
@@ -78,6 +88,14 @@ class RoundPlacer:
     pipelined: dict[tuple[int, TaskShape], set[int]] = field(default_factory=dict)  # positions turned pipelined
     rounds: int = 0
     generation: int = 0
+    table: tuple[TaskShape, ...] = ()  # the cycle's shapes; messages name a shape by its place here
+    packed: bytes = b""
+    where: dict[TaskShape, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.table = tuple(self.demand)
+        self.packed = pack_shapes(self.table)
+        self.where = {shape: i for i, shape in enumerate(self.table)}
 
     # ------------------------------------------------------------------ taking
     def take(self, shape: TaskShape) -> Pick | None:
@@ -143,49 +161,63 @@ class RoundPlacer:
         first (its stream is then exact whatever the others do)."""
         self.rounds += 1
         self.generation += 1
-        shapes = [first] + [s for s in self.demand if s != first and self._left(s) > 0]
-        wanted = tuple(max(self._left(s), 0) for s in shapes)
+        shapes = [first] + [s for s in self.table if s != first and self._left(s) > 0]
+        place = np.array([self.where[s] for s in shapes], dtype=np.int64)
+        wanted = np.array([max(self._left(s), 0) for s in shapes], dtype=np.int64)
         requests = {
-            sid: RoundRequest(
-                self.proposal,
-                self.now,
-                tuple(shapes),
-                wanted,
-                self._keep(sid),
-                self._pipelined(sid),
-            )
-            for sid in self.shards.ids
+            sid: RoundRequest(self.proposal, self.now, self._taken(sid), place, wanted) for sid in self.shards.ids
         }
         replies = self.check(self.shards.rounds(requests), "place")
         invalid: set[int] = set()
         for reply in replies.values():
-            invalid.update(later for _, later in reply.conflicts)
+            invalid.update(reply.conflicts[:, 1].tolist())
         for i, shape in enumerate(shapes):
             parts = [(sid, replies[sid].streams[i]) for sid in sorted(replies)]
             self.buffers[shape] = _merge(parts, self.generation, valid=i not in invalid)
 
-    def _keep(self, sid: int) -> dict[TaskShape, int]:
-        return {shape: n for (s, shape), n in self.taken.items() if s == sid and n > 0}
-
-    def _pipelined(self, sid: int) -> dict[TaskShape, tuple[int, ...]]:
-        return {shape: tuple(sorted(p)) for (s, shape), p in self.pipelined.items() if s == sid and p}
+    def _taken(self, sid: int, diagnose: tuple[TaskShape, ...] = ()) -> Taken:
+        keep = np.zeros(len(self.table), dtype=np.int64)
+        for (s, shape), n in self.taken.items():
+            if s == sid:
+                keep[self.where[shape]] = n
+        marks = {self.where[shape]: sorted(p) for (s, shape), p in self.pipelined.items() if s == sid and p}
+        wanted = np.array([self.where[s] for s in diagnose], dtype=np.int64)
+        return Taken(self.packed, keep, pack_positions(marks) if marks else b"", wanted)
 
     # ------------------------------------------------------------------ settling
-    def settle(self, binds: dict[int, list[Bind]], diagnose: tuple[TaskShape, ...], now: float) -> Answers[SettleReply]:
-        """One round: every shard keeps what was taken, diagnoses, commits its binds (if ``now``
-        is still within the holds' deadline), and releases the rest."""
+    def settle(
+        self, binds: dict[int, list[tuple[str, str, TaskShape, int]]], diagnose: tuple[TaskShape, ...], now: float
+    ) -> Answers[SettleReply]:
+        """One round: every shard keeps what was taken, diagnoses, commits its binds (pod, rid,
+        shape, position; if ``now`` is still within the holds' deadline), and releases the rest."""
         requests = {
-            sid: SettleRequest(
-                self.proposal, now, self._keep(sid), self._pipelined(sid), diagnose, tuple(binds.get(sid, ()))
-            )
+            sid: SettleRequest(self.proposal, now, self._taken(sid, diagnose), self._binds(binds.get(sid, [])))
             for sid in self.shards.ids
         }
         return self.shards.settle_all(requests)
 
+    def _binds(self, binds: list[tuple[str, str, TaskShape, int]]) -> Binds:
+        if not binds:
+            return Binds.empty()
+        rids: dict[str, int] = {}
+        pods, rid, shape, position = [], [], [], []
+        for pod, reservation, pod_shape, pod_position in binds:
+            pods.append(pod)
+            rid.append(rids.setdefault(reservation, len(rids)))
+            shape.append(self.where[pod_shape])
+            position.append(pod_position)
+        return Binds(
+            np.array(pods, dtype=np.str_),
+            tuple(rids),
+            np.array(rid, dtype=np.int64),
+            np.array(shape, dtype=np.int64),
+            np.array(position, dtype=np.int64),
+        )
+
     def sync_request(self, sid: int, diagnose: tuple[TaskShape, ...]) -> RoundRequest:
         """Keep what was taken and release the rest, placing nothing (before the shards' rows are
         mirrored for the actions that look at every node)."""
-        return RoundRequest(self.proposal, self.now, (), (), self._keep(sid), self._pipelined(sid), diagnose)
+        return RoundRequest(self.proposal, self.now, self._taken(sid, diagnose))
 
 
 def _merge(parts: list[tuple[int, ShapeStream]], generation: int, valid: bool) -> _Buffer:
@@ -208,7 +240,7 @@ def _merge(parts: list[tuple[int, ShapeStream]], generation: int, valid: bool) -
     counts = np.concatenate([p.counts for _, p in parts]) if parts else np.zeros(0, np.int64)
     pipelined = np.concatenate([p.pipelined for _, p in parts]) if parts else np.zeros(0, bool)
     gpu_mem = np.concatenate([p.gpu_mem for _, p in parts]) if parts else np.zeros(0, np.int64)
-    shares = [s for _, p in parts for s in p.shares]
+    shares = [s for _, p in parts for s in p.share_list()]
     return _Buffer(
         generation,
         names[order].tolist(),

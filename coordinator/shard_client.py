@@ -23,7 +23,7 @@ from typing import Generic, Protocol, TypeVar, cast
 
 from kai_ray.model import Node, Pod
 from shards.handover import ShardHandover
-from shards.messages import PrepareItem, PrepareReply, ProposeReply, ProposeRequest, RowChanges, ShardDeltas
+from shards.messages import PrepareItem, PrepareReply, RowChanges, ShardDeltas
 from shards.protocol import (
     Abort,
     ApplyDeltas,
@@ -36,7 +36,6 @@ from shards.protocol import (
     HandOver,
     Load,
     Prepare,
-    Propose,
     Round,
     Rows,
     Settle,
@@ -178,9 +177,6 @@ class ShardClient:
         """One request per shard; each shard's reply to it (the reply types are the protocol's)."""
         answers = self._round({sid: [request] for sid, request in requests.items()})
         return Answers({sid: reply[0] for sid, reply in answers.replies.items()}, answers.down)
-
-    def propose(self, shards: Sequence[int], request: ProposeRequest) -> Answers[ProposeReply]:
-        return cast(Answers[ProposeReply], self._each({sid: Propose(request) for sid in shards}))
 
     def rows(self, shards: Sequence[int], names: tuple[str, ...] | None = None) -> Answers[NodeRows]:
         return cast(Answers[NodeRows], self._each({sid: Rows(names) for sid in shards}))

@@ -18,7 +18,7 @@ from coordinator.shard_client import Answers, ShardClient, ShardTransport
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import Pod
 from shards import partitioner
-from shards.messages import PrepareItem, PrepareReply, ProposeReply, ProposeRequest, RowChanges, ShardDeltas
+from shards.messages import PrepareItem, PrepareReply, RowChanges, ShardDeltas
 from shards.protocol import ShardInfo, ShardRequest
 from shards.rows import NodeRows
 from shards.stream_messages import RoundReply, RoundRequest, SettleReply, SettleRequest
@@ -118,9 +118,6 @@ class ShardSet:
             self.client.queue(shard_id, ShardDeltas(pods_upserted=pending))
 
     # ------------------------------------------------------------------ phases
-    def propose(self, request: ProposeRequest) -> Answers[ProposeReply]:
-        return self.client.propose(self.ids, request)
-
     def rows(self) -> Answers[NodeRows]:
         return self.client.rows(self.ids)
 

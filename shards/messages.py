@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kai_ray.model import GpuShare, Node, Pod, ResourceVector
-from shards.placement import Diagnosis
 from shards.rows import NodeRows
-from shards.shapes import TaskShape
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,23 +19,6 @@ class ShardDeltas:
 
     def __bool__(self) -> bool:
         return bool(self.nodes_upserted or self.nodes_removed or self.pods_upserted or self.pods_removed)
-
-
-@dataclass(frozen=True, slots=True)
-class ProposeRequest:
-    """Distinct pod shapes of a cycle and how many candidate nodes each needs."""
-
-    shapes: tuple[TaskShape, ...]
-    candidates_per_shape: int
-
-
-@dataclass(frozen=True, slots=True)
-class ProposeReply:
-    rows: NodeRows  # every node named below, with its current usage
-    ranked: tuple[tuple[str, ...], ...]  # per shape: best candidates first
-    totals: tuple[float, float, float]  # ready nodes' allocatable gpu, cpu, memory
-    scanned: int  # nodes the shard looked at
-    diagnoses: tuple[Diagnosis, ...] = ()  # per shape: why the nodes NOT sent cannot take it
 
 
 @dataclass(frozen=True, slots=True)

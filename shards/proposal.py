@@ -23,7 +23,8 @@ import numpy as np
 from shards.node_table import Holding, Kind, NodeTable, Vector
 from shards.placement import Placer
 from shards.shapes import GPU, PODS, TaskShape
-from shards.stream_messages import Bind, ShapeStream, Shares
+from shards.stream_messages import Binds, Ints, ShapeStream, Shares
+from shards.wire import pack_shares
 
 TOLERANCE = 1e-6
 Score = tuple[float, float]
@@ -185,7 +186,7 @@ class ProposalKeeper:
             np.array(placements, dtype=np.float64),
             np.array(pipelined, dtype=bool),
             table.gpu_mem[rows].astype(np.int64) if rows else np.zeros(0, dtype=np.int64),
-            tuple(shares),
+            pack_shares(shares) if shares else b"",
             complete,
         )
 
@@ -209,30 +210,35 @@ class ProposalKeeper:
         return max(count, 1)
 
     # ------------------------------------------------------------------ committing
-    def overrun(self, proposal: Proposal, binds: tuple[Bind, ...]) -> set[str]:
+    def _rows_of(self, proposal: Proposal, table: tuple[TaskShape, ...], binds: Binds) -> Ints:
+        """The row each bind's pod is held on (-1: no such pod in the stream)."""
+        rows = np.full(len(binds), -1, dtype=np.int64)
+        for index in np.unique(binds.shape).tolist():
+            entries = proposal.streams.get(table[index])
+            if not entries:
+                continue
+            mine = np.flatnonzero(binds.shape == index)
+            positions = binds.position[mine]
+            bounds = np.cumsum([e.count for e in entries])
+            entry = np.searchsorted(bounds, positions, side="right")
+            valid = (positions >= 0) & (entry < len(entries))
+            entry_rows = np.array([e.row for e in entries], dtype=np.int64)
+            rows[mine[valid]] = entry_rows[entry[valid]]
+        return rows
+
+    def overrun(self, proposal: Proposal, table: tuple[TaskShape, ...], binds: Binds) -> set[str]:
         """The reservations (rids) of binds onto a node that went over its capacity since the
-        pods were held (a pod of another scheduler landed there): binding them would over-commit
-        it. Deficits the held pods do not add to are not theirs."""
-        starts = {shape: np.cumsum([0] + [e.count for e in entries]) for shape, entries in proposal.streams.items()}
+        pods were held (a pod of another scheduler landed there), or of pods the proposal does
+        not hold: binding them would over-commit. Deficits the held pods do not add to are not theirs."""
+        rows = self._rows_of(proposal, table, binds)
         ours: dict[int, tuple[Vector, set[str]]] = {}
         for entry in proposal.holdings_entries():
             if entry.kind is Kind.ACTIVE:
                 amount, groups = ours.setdefault(entry.row, (np.zeros(self.table.schema.width), set()))
                 amount += entry.vector * entry.count
                 groups.update(g for g, _ in entry.shares)
-        verdicts: dict[int, bool] = {}
-        refused = set()
-        for bind in binds:
-            bounds = starts.get(bind.shape)
-            if bounds is None or not 0 <= bind.position < bounds[-1]:
-                refused.add(bind.rid)
-                continue
-            row = proposal.streams[bind.shape][int(np.searchsorted(bounds, bind.position, side="right")) - 1].row
-            if row not in verdicts:
-                verdicts[row] = row in ours and self._overrun(row, *ours[row])
-            if verdicts[row]:
-                refused.add(bind.rid)
-        return refused
+        bad = {row for row in np.unique(rows).tolist() if row < 0 or (row in ours and self._overrun(row, *ours[row]))}
+        return {binds.rids[r] for r, row in zip(binds.rid.tolist(), rows.tolist(), strict=True) if row in bad}
 
     def _overrun(self, row: int, ours: Vector, groups: set[str]) -> bool:
         table = self.table
@@ -246,25 +252,37 @@ class ProposalKeeper:
                 return True
         return False
 
-    def commit(self, proposal: Proposal, binds: tuple[Bind, ...], pods: dict[str, Holding]) -> None:
+    def commit(
+        self,
+        proposal: Proposal,
+        table: tuple[TaskShape, ...],
+        binds: Binds,
+        refused: set[str],
+        pods: dict[str, Holding],
+    ) -> None:
         """The bound pods become the shard's pods (their capacity stays held, now in their own
         names); every other pod of the proposal is released."""
         wanted: dict[TaskShape, dict[int, str]] = {}
-        for bind in binds:
-            wanted.setdefault(bind.shape, {})[bind.position] = bind.pod
+        rids = binds.rids
+        for pod, rid, shape, position in zip(
+            binds.pods.tolist(), binds.rid.tolist(), binds.shape.tolist(), binds.position.tolist(), strict=True
+        ):
+            if rids[rid] not in refused:
+                wanted.setdefault(table[shape], {})[position] = pod
         for shape, entries in proposal.streams.items():
             keys = wanted.get(shape, {})
             start = 0
             for entry in entries:
-                mine = [(i, keys[start + i]) for i in range(entry.count) if start + i in keys]
+                mine = [keys[p] for p in range(start, start + entry.count) if p in keys] if keys else []
                 start += entry.count
                 if not mine or entry.kind is not Kind.ACTIVE:
                     self.table.release(entry.holding)
                     continue
                 if len(mine) < entry.count:
                     entry = self._shrink(entry, len(mine))  # only so many of its pods stay
-                for _, pod in mine:
-                    pods[pod] = Holding(pod, entry.row, Kind.ACTIVE, entry.vector, entry.shares, entry.create)
+                row, vector, shares, create = entry.row, entry.vector, entry.shares, entry.create
+                for pod in mine:
+                    pods[pod] = Holding(pod, row, Kind.ACTIVE, vector, shares, create)
         proposal.streams.clear()
 
 
@@ -279,10 +297,15 @@ class _Watch:
         self.worst: dict[int, Score] = {}  # shape -> the lowest score among its entries
 
     def touch(self, row: int, shape: int) -> None:
-        if row not in self.start:
+        if row not in self.start and len(self.shapes) > 1:
             placer = self.placer
-            before = []
+            gpus = placer.table.gpu_count[row] > 0
+            before: list[tuple[bool, Score]] = []
             for other in self.shapes:
+                # Cheap verdicts first: a node the shape may not use, or a GPU shape on a CPU node.
+                if (other.wants_gpu and not gpus) or not placer.masks.admitted(other.constraints)[row]:
+                    before.append((False, (0.0, 0.0)))
+                    continue
                 now, future, mib = placer.fit_row(other, row)
                 before.append((future, placer.rank_row(other, row, now, mib) if future else (0.0, 0.0)))
             self.start[row] = before
@@ -295,6 +318,8 @@ class _Watch:
 
     def conflicts(self, streams: list[ShapeStream]) -> list[tuple[int, int]]:
         pairs: set[tuple[int, int]] = set()
+        if len(self.shapes) < 2:
+            return []
         placer = self.placer
         for row, users in self.touched.items():
             ordered = sorted(users)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from kai_ray.model import Node, Pod
 from shards.handover import ShardHandover
-from shards.messages import PrepareItem, ProposeRequest, ShardDeltas
+from shards.messages import PrepareItem, ShardDeltas
 from shards.stream_messages import RoundRequest, SettleRequest
 
 
@@ -39,13 +39,6 @@ class Load:
     seq: int
     nodes: tuple[Node, ...]
     pods: tuple[Pod, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Propose:
-    """Reply: ``ProposeReply``."""
-
-    request: ProposeRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +122,6 @@ class Describe:
 ShardRequest = (
     ApplyDeltas
     | Load
-    | Propose
     | Rows
     | Changes
     | Round

@@ -17,8 +17,6 @@ import numpy as np
 from kai_ray.model import Node, Pod, ResourceVector
 from shards.handover import ShardHandover, give_nodes, take_nodes
 from shards.messages import (
-    ProposeReply,
-    ProposeRequest,
     RowChanges,
     ShardDeltas,
 )
@@ -38,7 +36,6 @@ from shards.protocol import (
     HandOver,
     Load,
     Prepare,
-    Propose,
     Round,
     Rows,
     Settle,
@@ -48,9 +45,10 @@ from shards.protocol import (
 )
 from shards.reservations import ReservationBook, ReservationState
 from shards.rows import NodeRows, export_rows
-from shards.shapes import CPU, GPU, MEMORY, ResourceSchema
-from shards.stream_messages import RoundReply, RoundRequest, SettleReply, SettleRequest
+from shards.shapes import ResourceSchema
+from shards.stream_messages import RoundReply, RoundRequest, SettleReply, SettleRequest, Taken
 from shards.two_phase import TwoPhase
+from shards.wire import pack_diagnoses
 
 _INCARNATIONS = itertools.count(time.time_ns())  # unique per shard object, across replacements
 
@@ -106,8 +104,6 @@ class Shard(TwoPhase):
                 self.load(nodes, pods)
                 self.applied_seq = seq
                 return None
-            case Propose(request=propose):
-                return self.propose(propose)
             case Rows(names=names):
                 return self.rows(None if names is None else list(names))
             case Changes(stamp=stamp, incarnation=incarnation):
@@ -242,31 +238,6 @@ class Shard(TwoPhase):
         if holding is not None:
             self.table.release(holding)
 
-    # ------------------------------------------------------------------ propose
-    def propose(self, request: ProposeRequest) -> ProposeReply:
-        """For each shape, this shard's best nodes in the exact order a session would use."""
-        table = self.table
-        picked: set[int] = set()
-        ranked: list[tuple[str, ...]] = []
-        for shape in request.shapes:
-            fit = self.placer.fit(shape)
-            rows = np.flatnonzero(fit.future)
-            if len(rows):
-                band, placement = self.placer.rank_keys(shape, fit, rows)
-                order = np.lexsort((table.name_rank[rows], -placement, -band))[: request.candidates_per_shape]
-                rows = rows[order]
-            picked.update(int(r) for r in rows)
-            ranked.append(tuple(table.names[r] for r in rows))
-        sent = np.zeros(len(table), dtype=bool)
-        sent[list(picked)] = True
-        diagnoses = tuple(self.placer.diagnose(shape, exclude=sent) for shape in request.shapes)
-        return ProposeReply(export_rows(table, sorted(picked)), tuple(ranked), self.totals(), len(table), diagnoses)
-
-    def totals(self) -> tuple[float, float, float]:
-        usable = self.table.present & self.table.ready
-        alloc = self.table.alloc[usable]
-        return float(alloc[:, GPU].sum()), float(alloc[:, CPU].sum()), float(alloc[:, MEMORY].sum())
-
     def rows(self, names: list[str] | None = None) -> NodeRows:
         """Current state of some (default: all present) nodes."""
         table = self.table
@@ -299,36 +270,40 @@ class Shard(TwoPhase):
         return current
 
     def place_round(self, request: RoundRequest) -> RoundReply:
-        self._ensure_schema([shape.request for shape in request.shapes])
+        table = request.taken.table()
+        self._ensure_schema([shape.request for shape in table])
         proposal = self._proposal(request.proposal, request.now)
-        keeper = self.keeper
-        keeper.keep(proposal, request.keep)
-        keeper.pipeline(proposal, request.pipelined)
-        diagnoses = {shape: self.placer.diagnose(shape) for shape in request.diagnose}
-        streams, conflicts = keeper.place(proposal, request.shapes, request.wanted)
-        return RoundReply(tuple(streams), tuple(conflicts), diagnoses)
+        diagnoses = self._take(proposal, request.taken)
+        shapes = tuple(table[i] for i in request.place.tolist())
+        streams, conflicts = self.keeper.place(proposal, shapes, tuple(request.wanted.tolist()))
+        return RoundReply(tuple(streams), np.array(conflicts, dtype=np.int64).reshape(-1, 2), diagnoses)
+
+    def _take(self, proposal: Proposal, taken: Taken) -> bytes:
+        """Release what the session did not take, pipeline what it pipelined, then diagnose."""
+        self.keeper.keep(proposal, taken.keep_by_shape())
+        self.keeper.pipeline(proposal, taken.pipelined_by_shape())
+        table = taken.table()
+        wanted = taken.diagnose.tolist()
+        return pack_diagnoses({i: self.placer.diagnose(table[i]) for i in wanted}) if wanted else b""
 
     def settle(self, request: SettleRequest) -> SettleReply:
         """Commit the binds (all of them, or none once the proposal's deadline has passed)."""
         proposal = self._proposal(request.proposal, request.now)
-        keeper = self.keeper
-        keeper.keep(proposal, request.keep)
-        keeper.pipeline(proposal, request.pipelined)
-        diagnoses = {shape: self.placer.diagnose(shape) for shape in request.diagnose}
-        rids = {bind.rid for bind in request.binds}
+        diagnoses = self._take(proposal, request.taken)
+        binds = request.binds
         if proposal.deadline < request.now:  # too late: the capacity was promised only until then
-            keeper.release_all(proposal)
+            self.keeper.release_all(proposal)
             self.proposal = None
-            return SettleReply(dict.fromkeys(rids, False), diagnoses)
-        refused = keeper.overrun(proposal, request.binds)
-        binds = tuple(bind for bind in request.binds if bind.rid not in refused)
-        for bind in binds:
-            previous = self.pods.pop(bind.pod, None)
-            if previous is not None:
-                self.table.release(previous)
-        keeper.commit(proposal, binds, self.pods)
+            return SettleReply(dict.fromkeys(binds.rids, False), diagnoses)
+        refused = self.keeper.overrun(proposal, request.taken.table(), binds)
+        for pod, rid in zip(binds.pods.tolist(), binds.rid.tolist(), strict=True):
+            if binds.rids[rid] not in refused:
+                previous = self.pods.pop(pod, None)
+                if previous is not None:
+                    self.table.release(previous)
+        self.keeper.commit(proposal, request.taken.table(), binds, refused, self.pods)
         self.proposal = None
-        return SettleReply({rid: rid not in refused for rid in rids}, diagnoses)
+        return SettleReply({rid: rid not in refused for rid in binds.rids}, diagnoses)
 
     def _drop_proposal(self) -> None:
         if self.proposal is not None:

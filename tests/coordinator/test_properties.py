@@ -109,7 +109,7 @@ class _LateArrival(InProcessTransport):
             (sid, r.request)
             for sid, b in sorted(batches.items())
             for r in b.requests
-            if isinstance(r, Settle) and r.request.binds
+            if isinstance(r, Settle) and len(r.request.binds)
         ]
         if self.armed and settles:
             self.armed = False
@@ -120,10 +120,11 @@ class _LateArrival(InProcessTransport):
         assert self.coordinator is not None
         shard = self.shards[shard_id]
         assert shard.proposal is not None
-        bind = settle.binds[0]
+        binds = settle.binds
+        shape, wanted = settle.taken.table()[int(binds.shape[0])], int(binds.position[0])
         position, row = 0, -1
-        for entry in shard.proposal.streams[bind.shape]:
-            if position <= bind.position < position + entry.count:
+        for entry in shard.proposal.streams[shape]:
+            if position <= wanted < position + entry.count:
                 row = entry.row
             position += entry.count
         table = shard.table
