@@ -16,6 +16,12 @@ from shards.shapes import Constraints
 
 Mask = npt.NDArray[np.bool_]
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+# Why a node is turned away, each naming the filter that did it (as kube-scheduler's plugins do):
+# "why pending" and the unschedulable counts read these.
+NOT_READY = "not ready (NodeReady)"
+UNSCHEDULABLE = "unschedulable (NodeUnschedulable)"
+TAINTED = "untolerated taint (TaintToleration)"
+MISMATCH = "selector or affinity mismatch (NodeAffinity)"
 NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
 
 
@@ -66,15 +72,15 @@ class ConstraintMasks:
     def reasons(self, constraints: Constraints, rows: Mask | None = None) -> dict[str, int]:
         """How many of ``rows`` (default: present nodes) each static filter turns away."""
         table = self.table
-        counts = {"not ready": 0, "unschedulable": 0, "untolerated taint": 0, "selector or affinity mismatch": 0}
+        counts = dict.fromkeys((NOT_READY, UNSCHEDULABLE, TAINTED, MISMATCH), 0)
         considered = table.present if rows is None else rows
         for row in np.flatnonzero(considered & ~self.admitted(constraints)):
             if not table.ready[row] and not tolerates_all((NOT_READY_TAINT,), constraints.tolerations):
-                counts["not ready"] += 1
+                counts[NOT_READY] += 1
             elif table.unschedulable[row] and not tolerates_all((UNSCHEDULABLE_TAINT,), constraints.tolerations):
-                counts["unschedulable"] += 1
+                counts[UNSCHEDULABLE] += 1
             elif not tolerates_all(table.taints[row], constraints.tolerations):
-                counts["untolerated taint"] += 1
+                counts[TAINTED] += 1
             elif not constraints.matches_labels(table.labels[row], table.names[row]):
-                counts["selector or affinity mismatch"] += 1
+                counts[MISMATCH] += 1
         return {k: v for k, v in counts.items() if v}

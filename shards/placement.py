@@ -26,6 +26,7 @@ import numpy.typing as npt
 from kai_ray.model import GpuShare
 from shards.constraints import ConstraintMasks
 from shards.node_table import NodeTable
+from shards.scorers import PLACEMENT, Scoring, band_row, band_rows
 from shards.shapes import CPU, GPU, MEMORY, PODS, TaskShape
 
 if TYPE_CHECKING:
@@ -42,11 +43,6 @@ class PlacementPolicy:
     gpu: str = "binpack"  # binpack | spread, for pods that want GPUs
     cpu: str = "binpack"  # binpack | spread, for CPU-only pods
     gpu_device: str = "pack"  # pack | spread: which shared GPU a fraction joins
-
-    @property
-    def gpu_sharing_order(self) -> bool:
-        """KAI registers gpusharingorder only with GPU binpack."""
-        return self.gpu == "binpack"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +81,7 @@ class Placer:
         self._indexes: dict[TaskShape, ShapeIndex] = {}
         self._requests: dict[TaskShape, list[float]] = {}
         self._requests_schema = table.schema  # the layout those cached requests follow
+        self._scoring: dict[TaskShape, Scoring] = {}
 
     # ------------------------------------------------------------------ fit
     def fit(self, shape: TaskShape, allowed: Mask | None = None, rows: Ints | None = None) -> Fit:
@@ -162,19 +159,15 @@ class Placer:
         return now, future, mib
 
     def rank_row(self, shape: TaskShape, row: int, now: bool, mib: int | None) -> tuple[float, float]:
-        """``rank_keys`` for one row in plain Python."""
-        table = self.table
-        band = 100.0 if now else 0.0
-        if shape.is_cpu_only:
-            band += 10.0 if table.gpu_count[row] <= 0 else 0.0
-        elif shape.share is not None and self.policy.gpu_sharing_order and mib is not None:
-            band += 1000.0 if table.room_future[row] >= mib else 0.0
-        column, strategy = (CPU, self.policy.cpu) if shape.is_cpu_only else (GPU, self.policy.gpu)
-        free = float(table.future[row, column])
-        if strategy == "spread":
-            total = float(table.alloc[row, column] if column != GPU else table.gpu_count[row])
-            return band, (free / total if total > 0 else 0.0)
-        return band, -free
+        """``rank_keys`` for one row in plain Python (``shards.scorers``, the per-row forms)."""
+        scoring = self.scoring(shape)
+        return band_row(scoring, row, now, mib), PLACEMENT.row(scoring, row)
+
+    def scoring(self, shape: TaskShape) -> Scoring:
+        found = self._scoring.get(shape)
+        if found is None:
+            found = self._scoring[shape] = Scoring(self.table, shape, self.policy.gpu, self.policy.cpu)
+        return found
 
     def policy_of(self, shape: TaskShape) -> str:
         """binpack or spread, for this shape's kind of pod."""
@@ -217,22 +210,10 @@ class Placer:
     def rank_keys(self, shape: TaskShape, fit: Fit, rows: Ints, aligned: bool = False) -> tuple[Floats, Floats]:
         """(band, placement) for candidate ``rows``; higher is better in both. ``aligned``: the
         fit's arrays already cover exactly ``rows``."""
-        table = self.table
         now = fit.now if aligned else fit.now[rows]
         mib = None if fit.share_mib is None else (fit.share_mib if aligned else fit.share_mib[rows])
-        band = np.where(now, 100.0, 0.0)
-        if shape.is_cpu_only:
-            band += np.where(table.gpu_count[rows] <= 0, 10.0, 0.0)
-        elif shape.share is not None and self.policy.gpu_sharing_order and mib is not None:
-            band += np.where(table.room_future[rows] >= mib, 1000.0, 0.0)
-        column, strategy = (CPU, self.policy.cpu) if shape.is_cpu_only else (GPU, self.policy.gpu)
-        free = table.future[rows, column]
-        if strategy == "spread":
-            total = table.alloc[rows, column] if column != GPU else table.gpu_count[rows]
-            placement = np.divide(free, total, out=np.zeros_like(free), where=total > 0)
-        else:
-            placement = -free
-        return band, placement
+        scoring = self.scoring(shape)
+        return band_rows(scoring, rows, now, mib), PLACEMENT.rows(scoring, rows)
 
     def best_node(self, shape: TaskShape, pipeline_only: bool = False, allowed: Mask | None = None) -> Choice | None:
         """The best node for one pod of ``shape``, as KAI ranks them; None when none fits."""
@@ -313,7 +294,11 @@ class Placer:
             name: float(table.alloc[remaining, column].max(initial=0.0))
             for column, name in ((CPU, "cpu"), (MEMORY, "memory"), (GPU, "gpu"))
         }
-        checks = [(CPU, "too little free CPU"), (MEMORY, "too little free memory"), (GPU, "too few free GPUs")]
+        checks = [
+            (CPU, "too little free CPU (NodeResourcesFit)"),
+            (MEMORY, "too little free memory (NodeResourcesFit)"),
+            (GPU, "too few free GPUs (NodeResourcesFit)"),
+        ]
         for column, label in checks:
             if column == GPU and shape.share is not None:
                 continue
@@ -324,11 +309,11 @@ class Placer:
         if shape.share is not None:
             short = remaining & ~self.fit(shape).future
             if short.any():
-                counts["no GPU with room for the fraction"] = int(short.sum())
+                counts["no GPU with room for the fraction (GpuSharing)"] = int(short.sum())
                 remaining &= ~short
         short = remaining & (table.future[:, PODS] < 1 - TOLERANCE)
         if short.any():
-            counts["no free pod slot"] = int(short.sum())
+            counts["no free pod slot (NodeResourcesFit)"] = int(short.sum())
         return Diagnosis(int(present.sum()), counts, largest)
 
     def explain(self, shape: TaskShape) -> str:
@@ -342,6 +327,14 @@ class Diagnosis:
     nodes: int
     counts: dict[str, int]
     largest: dict[str, float]  # the biggest allocatable among nodes the pod may use
+
+    def by_filter(self) -> dict[str, int]:
+        """Nodes turned away per filter (the name each reason carries in parentheses)."""
+        out: dict[str, int] = {}
+        for why, n in self.counts.items():
+            name = why.rsplit("(", 1)[-1].rstrip(")") if why.endswith(")") else why
+            out[name] = out.get(name, 0) + n
+        return out
 
     def merged(self, other: Diagnosis) -> Diagnosis:
         counts = dict(self.counts)
