@@ -159,8 +159,8 @@ class BindCommit:
                 continue
             for task in tasks:
                 assert task.node is not None
-                self.model.assume_bound(task.key, task.node, task.gpu_groups)
-                result.binds.append(BindIntent(task.key, task.node, task.gpu_groups, rid))
+                self.model.assume_bound(task.key, task.node, task.gpu_groups, task.claims)
+                result.binds.append(BindIntent(task.key, task.node, task.gpu_groups, rid, task.claims))
                 placed[task.key] = task.node
         self.shards.record_placed(placed)
 
@@ -178,6 +178,14 @@ def retry_next_cycle(state: SessionState, job_key: str, why: str, result: CycleR
 def _placement(task: Task) -> Placement:
     assert task.node is not None
     holding = task.holdings[-1]
+    claims = tuple((g.claim, tuple(r.key for r in g.allocation.results)) for g in task.claims)
     return Placement(
-        task.key, task.node, task.pod.requests, False, task.pod.gpu_share, holding.shares, holding.created_groups
+        task.key,
+        task.node,
+        task.pod.requests,
+        False,
+        task.pod.gpu_share,
+        holding.shares,
+        holding.created_groups,
+        claims,
     )

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TypeVar
 
+from coordinator.dra_model import DraModel
+from coordinator.dra_session import ClaimGrant
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.model import ClusterSnapshot, Node, Pod, PodGroup, PodState, Queue
+from kai_ray.model import ClusterSnapshot, DraObjects, Node, Pod, PodGroup, PodState, Queue
 
 T = TypeVar("T")
 
@@ -32,6 +35,8 @@ class ClusterModel:
         self.nodes_version = 0  # ... every change to the nodes
         self.queues_version = 0  # ... every change to the queues
         self.started: dict[str, float] = {}  # pod group -> last start seen by the coordinator
+        self.dra = DraModel()  # ResourceSlices, DeviceClasses, ResourceClaims
+        self.assumed_claims: dict[str, tuple[str, ...]] = {}  # pod -> claims its committed bind allocated
 
     def apply(self, deltas: ClusterDeltas) -> ClusterDeltas:
         """Take in changes; returns them as the shards must see them (assumed binds kept)."""
@@ -42,7 +47,11 @@ class ClusterModel:
             self.nodes_version += 1
         if deltas.queues_upserted or deltas.queues_removed:
             self.queues_version += 1
+        if deltas.dra:
+            self.dra.apply(deltas.dra)
         for node in deltas.nodes_upserted:
+            if node.name not in self.nodes:
+                self.dra.node_added(node.name)
             self.nodes[node.name] = node
         for name in deltas.nodes_removed:
             self.nodes.pop(name, None)
@@ -51,6 +60,8 @@ class ClusterModel:
         for key in deltas.pods_removed:
             self.pods.pop(key, None)
             self.assumed.pop(key, None)
+            for claim in self.assumed_claims.pop(key, ()):
+                self.dra.forget(claim)
         for queue in deltas.queues_upserted:
             self.queues[queue.name] = queue
         for name in deltas.queues_removed:
@@ -83,13 +94,21 @@ class ClusterModel:
             pods=tuple(self.pods.values()),
             pod_groups=tuple(self.pod_groups.values()),
             queues=tuple(self.queues.values()),
+            dra=self.dra.objects() if self.dra else DraObjects(),
         )
 
-    def assume_bound(self, key: str, node: str, gpu_groups: tuple[str, ...]) -> Pod | None:
-        """Record a committed bind before the watch confirms it, so it is not placed twice."""
+    def assume_bound(
+        self, key: str, node: str, gpu_groups: tuple[str, ...], claims: Sequence[ClaimGrant] = ()
+    ) -> Pod | None:
+        """Record a committed bind before the watch confirms it, so it is not placed twice; the
+        claims it allocates count as allocated until the watch shows what the binder wrote."""
         pod = self.pods.get(key)
         if pod is None:
             return None
+        for grant in claims:
+            self.dra.assume(grant.claim, grant.allocation)
+        if claims:
+            self.assumed_claims[key] = tuple(g.claim for g in claims)
         assumed = _with(pod, state=PodState.BINDING, node=node, gpu_groups=gpu_groups)
         self.pods[key] = self.assumed[key] = assumed
         self.version += 1
@@ -99,6 +118,8 @@ class ClusterModel:
         """A bind failed: the pod is pending again."""
         pod = self.pods.get(key)
         self.assumed.pop(key, None)
+        for claim in self.assumed_claims.pop(key, ()):
+            self.dra.forget(claim)
         if pod is None or pod.state is not PodState.BINDING:
             return None
         pending = replace(pod, state=PodState.PENDING, node=None, gpu_groups=())

@@ -28,19 +28,19 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from coordinator.actions.allocate import explain_unplaced
 from coordinator.actions.registry import build_actions
 from coordinator.binding import BindCommit, ShardLost, check, retry_next_cycle
 from coordinator.cluster_model import ClusterModel
 from coordinator.decisions import Decisions, collect
-from coordinator.jobs import Status
+from coordinator.jobs import Job, Status
 from coordinator.node_mirror import NodeMirror
 from coordinator.results import BindIntent, CycleResult, CycleStats, EvictIntent
 from coordinator.rounds import RoundPlacer, merged_diagnoses
 from coordinator.search_backoff import SearchBackoff
-from coordinator.session import SessionState, rebase_session
+from coordinator.session import SessionState, open_session, rebase_session
 from coordinator.session_cache import SessionCache
 from coordinator.shard_set import ShardSet
 from coordinator.statement import Statement
@@ -92,13 +92,15 @@ class Coordinator:
     # ------------------------------------------------------------------ input
     def apply(self, deltas: ClusterDeltas) -> None:
         """Cluster changes, batched; shards get the node and pod changes they own."""
-        self.shards.apply(self.model.apply(deltas))
+        routed = self.model.apply(deltas)
+        self.shards.apply(routed, *self.model.dra.take_updates(set(self.model.nodes)))
 
     def bind_failed(self, pods: Sequence[str]) -> None:
         """The adapter could not bind these pods: they are pending again and their capacity returns."""
         pending = [p for key in pods if (p := self.model.forget_bind(key)) is not None]
-        if pending:
-            self.shards.apply(ClusterDeltas(pods_upserted=tuple(pending)))
+        devices, holds = self.model.dra.take_updates(set(self.model.nodes))
+        if pending or holds:
+            self.shards.apply(ClusterDeltas(pods_upserted=tuple(pending)), devices, holds)
 
     def step(self, deltas: ClusterDeltas, now: float, actions: Sequence[str] | None = None) -> CycleResult:
         """``apply`` then ``cycle``: one call where the coordinator is remote."""
@@ -148,8 +150,7 @@ class Coordinator:
             return None
         self._sweep(now)
         check(self.shards.heartbeat(), "heartbeat")
-        last = memo.result
-        return CycleResult(last.decisions, [], list(last.evictions), CycleStats(reused=True), last.pod_queues)
+        return replace(memo.result, binds=[], evictions=list(memo.result.evictions), stats=CycleStats(reused=True))
 
     def _sweep(self, now: float) -> None:
         if now >= self._next_sweep:
@@ -161,43 +162,74 @@ class Coordinator:
         version, paused = self.model.version, self.search_backoff.paused(now)
         self._sweep(now)
         stats = CycleStats()
-        state = self.sessions.open(self.model, now, self._session_table(), self.placer_type)
+        state = self._open_session(now, stats)
         state.last_start.update(self.model.started)
         state.search_paused = paused
+        state.search_reasons = self.search_backoff.reasons(paused)
         stmt = self._statement(state, now)
         placer = state.source
         session_started = time.perf_counter()
+        stats.open_seconds = session_started - started
         for action in build_actions(names):
+            action_started = time.perf_counter()
             if not stats.full_table and self._needs_every_node(action.name, state):
                 self._whole_cluster(state, stmt)
                 stmt = Statement(state.table, state.queues, state.jobs_by_task, picks=stmt.picks)
                 stats.full_table = True
             action.execute(state, stmt)
             stmt.commit()
-        stats.session_seconds = time.perf_counter() - session_started
+            stats.action_seconds[action.name] = time.perf_counter() - action_started
+        closing = time.perf_counter()
+        stats.session_seconds = closing - session_started
         stats.candidate_nodes = len(state.table)
         result = CycleResult(Decisions(), stats=stats)
-        commit_started = time.perf_counter()
-        self._commit(state, stmt, placer, now + (commit_started - started), result)
-        stats.commit_seconds = time.perf_counter() - commit_started
+        self._commit(state, stmt, placer, now + (closing - started), result)
+        stats.commit_seconds = time.perf_counter() - closing
         result.decisions = collect(state, stmt.evictions)
         for job_key, why in result.refused.items():
             retry_next_cycle(state, job_key, why, result)
         result.pod_queues = {key: job.queue for key, job in state.jobs_by_task.items()}
+        result.pod_jobs = {key: job.key for key, job in state.jobs_by_task.items()}
+        result.pod_jobs.update((key, "") for key in state.tasks if key not in state.jobs_by_task)
+        result.not_ready_jobs = frozenset(k for k, j in state.jobs.items() if not j.ready_for_scheduling())
+        result.search_skipped = dict(state.search_skipped)
+        result.paused_jobs = state.search_paused
         result.evictions = [EvictIntent(pod, action, by) for pod, action, by in result.decisions.evictions]
         self._remember_job_clock(state)
-        self.search_backoff.record(now, state.search_failed, {k for k, j in state.jobs.items() if j.has_pending()})
+        self.search_backoff.record(
+            now,
+            state.search_failed,
+            {k for k, j in state.jobs.items() if j.has_pending()},
+            {key: _search_reasons(state.jobs[key]) for key in state.search_failed if key in state.jobs},
+        )
         if self.model.version == version and not (result.binds or result.evictions or stats.prepared_jobs):
             self._memo = _Memo((version, names, paused), _next_event(state, self.search_backoff, now), result)
+        stats.close_seconds = time.perf_counter() - closing
         return result
 
     # ------------------------------------------------------------------ the session's nodes
+    def _open_session(self, now: float, stats: CycleStats) -> SessionState:
+        """The session: kept from earlier cycles and placing through the shards; or, when the
+        cluster has DRA objects, opened from scratch on every node's row (a claim's devices are
+        allocated by the session's own device book, which the shards' streams do not carry)."""
+        if self.model.dra:
+            stats.full_table = True
+            return open_session(self.model.snapshot(), self.config, now, self._whole_table(), self.placer_type)
+        return self.sessions.open(self.model, now, self._session_table(), self.placer_type)
+
     def _session_table(self) -> NodeTable:
         """The table a session starts on: none, since the shards place (see ``_whole_cluster``)."""
         return NodeTable(ResourceSchema())
 
+    def _whole_table(self) -> NodeTable:
+        """A copy of every node's row a session may change (the mirror, brought up to date)."""
+        check(self.mirror.sync(self.shards), "rows")
+        return self.mirror.session_table()
+
     def _statement(self, state: SessionState, now: float) -> Statement:
         """A statement whose allocate takes placements from the shards' streams."""
+        if state.table:  # a session on every node's row places pod by pod on it
+            return Statement(state.table, state.queues, state.jobs_by_task)
         ours = self.config.schedulerName
         pending = [p for p in self.model.pods.values() if p.scheduler_name == ours and p.state.value == "Pending"]
         if not pending:  # no round this cycle otherwise: a shard that died must still be noticed now
@@ -254,6 +286,11 @@ class Coordinator:
             self.model.set_last_start(key, when)
         for key, job in state.jobs.items():
             self.model.set_stale_since(key, job.stale_since)
+
+
+def _search_reasons(job: Job) -> dict[str, str]:
+    """What a job's victim searches said in this session (allocate's reason is recomputed every cycle)."""
+    return {action: why for action, why in job.fit_errors.items() if action in EVICTION_ACTIONS}
 
 
 def _unplaced_shapes(state: SessionState) -> tuple[TaskShape, ...]:

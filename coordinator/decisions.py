@@ -1,4 +1,4 @@
-"""A session's outcome in the shape of DESIGN §5.3: every pod, pod group and queue."""
+"""A session's outcome, every pod, pod group and queue (docs/architecture.md#decision-output)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ class PodDecision:
     node: str | None
     gpu_groups: tuple[str, ...] = ()
     reason: str = ""
+    claims: tuple[tuple[str, tuple[str, ...]], ...] = ()  # DRA claims allocated now: name, device keys
 
 
 @dataclass(slots=True)
@@ -39,6 +40,8 @@ def _pod_json(decision: PodDecision) -> dict[str, Any]:
     out: dict[str, Any] = {"status": decision.status, "node": decision.node, "gpuGroups": list(decision.gpu_groups)}
     if decision.reason:
         out["reason"] = decision.reason
+    if decision.claims:
+        out["claims"] = {name: list(devices) for name, devices in decision.claims}
     return out
 
 
@@ -71,7 +74,8 @@ def _decide_task(state: SessionState, task: Task, reasons: dict[str, str]) -> Po
     reason = ""
     if status is Status.PENDING:
         reason = _pending_reason(state, task, reasons)
-    return PodDecision(status.value, task.node, task.gpu_groups, reason)
+    claims = tuple((g.claim.split("/", 1)[1], tuple(r.key for r in g.allocation.results)) for g in task.claims)
+    return PodDecision(status.value, task.node, task.gpu_groups, reason, claims if status.active_allocated else ())
 
 
 def _pending_reason(state: SessionState, task: Task, reasons: dict[str, str]) -> str:
@@ -101,7 +105,8 @@ def job_reason(state: SessionState, job: Job) -> str:
     if job.fit_errors:
         primary = job.fit_errors.get("allocate")
         others = [f"{action}: {why}" for action, why in job.fit_errors.items() if action != "allocate"]
-        return "; ".join(([primary] if primary else []) + others)
+        parts = ([primary] if primary else []) + others
+        return "; ".join(part.rstrip(".") for part in parts[:-1]) + ("; " if len(parts) > 1 else "") + parts[-1]
     return "not scheduled in this session"
 
 

@@ -11,7 +11,7 @@ import enum
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kai_ray.model import Pod, PodGroup, PodState
 from shards.node_table import Holding
@@ -91,6 +91,7 @@ class Task:
         "pod_set",
         "rank",
         "key",
+        "claims",
     )
 
     def __init__(
@@ -119,6 +120,7 @@ class Task:
         self.pod_set: PodSet | None = None  # the job's own pod set, which counts this task
         self.rank = 0  # its place in that pod set's task order
         self.key = pod.key  # "namespace/name", worked out once
+        self.claims: tuple[Any, ...] = ()  # DRA claims this session allocated for it (dra_session.ClaimGrant)
 
     def __repr__(self) -> str:
         return f"Task({self.key}, {self._status.value}, {self.node})"

@@ -8,18 +8,20 @@ schedulers' pods.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from coordinator.dra_session import DraView
 from coordinator.fairshare import QueueSpec, QueueTree, divide
 from coordinator.jobs import DEFAULT_SUBGROUP, Job, PodSet, Status, Task, task_status
 from coordinator.queue_state import QueueState
+from kai_ray import labels as L
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import ClusterSnapshot, Pod, PodGroup, ResourceVector
+from shards.dra_demand import ClaimDemand
 from shards.node_table import Holding, Kind, NodeTable
 from shards.placement import Diagnosis, PlacementPolicy, Placer
 from shards.pod_holds import pod_hold
@@ -52,6 +54,39 @@ class SessionState:
     source: RoundPlacer | None = None  # allocate's placements, from the shards' streams
     unplaced: dict[str, tuple[Task, int]] = field(default_factory=dict)  # job -> failing task, pods placed
     shard_diagnoses: dict[TaskShape, Diagnosis] = field(default_factory=dict)  # every node, from the shards
+    # Per paused job, what its last real victim search said (action -> reason): a paused job keeps
+    # naming the cause, so its message does not change while nothing else does.
+    search_reasons: dict[str, dict[str, str]] = field(default_factory=dict)
+    search_skipped: dict[str, str] = field(default_factory=dict)  # job -> why no victim search ran for it
+    dra: DraView = field(default_factory=DraView)  # ResourceClaims and classes (coordinator/dra_session.py)
+
+    def claims_of(self, task: Task) -> ClaimDemand:
+        """What the pod's claims ask now: allocations and deallocations made in this session count."""
+        return self.dra.demand(task.pod, self.table.devices)
+
+    def shape_for(self, task: Task) -> TaskShape:
+        """The pod's shape with its claims as they stand in this session (a claim another pod
+        allocated a moment ago pins this one to that node and asks for no device)."""
+        if not task.pod.resource_claims:
+            return task.shape
+        return TaskShape.of_pod(task.pod, self.claims_of(task))
+
+    def claim_gpus(self, task: Task) -> float:
+        """GPUs of the pod's claims it would be charged for if placed now: those it allocates, and
+        allocated ones it joins that no placed pod uses (a claim is charged to one user only)."""
+        demand = self.claims_of(task)
+        joined = 0.0
+        for key in demand.joins:
+            claim = self.dra.claims.get(key)
+            if claim is not None and not self.table.devices.users.get(key):
+                joined += claim.gpus
+        return demand.gpus + joined
+
+    def claim_problem(self, task: Task) -> str | None:
+        if not task.pod.resource_claims:
+            return None
+        job = self.jobs_by_task.get(task.key)
+        return self.dra.problem(task.pod, job.queue if job else "", L.QUEUE_LABEL, self.table.devices)
 
     def explain(self, shape: TaskShape) -> str:
         """Why no node takes ``shape``: this table's nodes now, plus what the shards said of the rest."""
@@ -65,11 +100,17 @@ class SessionState:
         gpu = pod.requests.gpu
         if pod.gpu_share is not None:
             gpu += pod.gpu_share.quota_gpus(self.min_gpu_memory)
+        if pod.resource_claims:
+            gpu += self.claim_gpus(task)
         return (gpu, pod.requests.cpu, pod.requests.memory)
 
     def accepted_quota(self, task: Task, row: int) -> Quota:
-        """What a pod placed on table row ``row`` holds of its queue."""
-        return accepted_on(task, float(self.table.gpu_mem[row]))
+        """What a pod placed on table row ``row`` holds of its queue (with the GPUs of the claims
+        it is about to allocate)."""
+        gpu, cpu, memory = accepted_on(task, float(self.table.gpu_mem[row]))
+        if task.pod.resource_claims:
+            gpu += self.claim_gpus(task)
+        return (gpu, cpu, memory)
 
     def job_request(self, job: Job, real: bool = False) -> np.ndarray:
         """What the job's next tasks to allocate ask of its queue (KAI's job init request)."""
@@ -112,15 +153,18 @@ def open_session(
     gpu_mems = [n.gpu_memory_mib for n in snapshot.nodes if n.allocatable.gpu > 0]
     min_gpu_memory = min(gpu_mems) if gpu_mems else 100.0
     device_mib = {n.name: n.gpu_memory_mib for n in snapshot.nodes}
+    dra = DraView.of(snapshot.dra, snapshot.nodes) if snapshot.dra else DraView()
+    users = dra.users(snapshot.pods, lambda p: task_status(p).active_used) if dra else {}
     tasks: dict[str, Task] = {}
     shapes: dict[TaskShape, TaskShape] = {}  # one object per distinct shape: lookups by shape stay cheap
     for pod in ours:
         status = task_status(pod)
-        shape = TaskShape.of_pod(pod)
+        shape = TaskShape.of_pod(pod, dra.demand(pod)) if pod.resource_claims else TaskShape.of_pod(pod)
         shape = shapes.setdefault(shape, shape)
         task = Task(pod, shape, status, pod.node, pod.gpu_groups, original_status=status, original_node=pod.node)
         if pod.node is not None and status.active_used:
-            task.accepted = accepted_on(task, device_mib.get(pod.node, 100.0))
+            gpu, cpu, memory = accepted_on(task, device_mib.get(pod.node, 100.0))
+            task.accepted = (gpu + dra.charged_gpus(pod, users) if pod.resource_claims else gpu, cpu, memory)
         tasks[pod.key] = task
     state = SessionState(
         config=config,
@@ -134,9 +178,19 @@ def open_session(
         all_pods={p.key: p for p in snapshot.pods},
         min_gpu_memory=min_gpu_memory,
         placer_type=placer_type,
+        dra=dra,
     )
+    table.devices.users = users
+    table.devices.overrides = {}
+    table.devices.releasing = {}
+    table.devices.claim_gpus = {k: float(c.gpus) for k, c in dra.claims.items() if c.gpus}
+    table.devices.payer = {k: min(v) for k, v in users.items() if v and k in dra.claims and dra.claims[k].allocation}
     attach_placed_pods(state, snapshot.pods, apply=built_here)
     _build_jobs(state, snapshot.pod_groups, ours)
+    for task in tasks.values():
+        problem = state.claim_problem(task) if task.status is Status.PENDING else None
+        if problem:
+            state.pod_notes.setdefault(task.key, problem)
     state.queues = _queue_state(state, snapshot)
     return state
 
@@ -168,8 +222,25 @@ def rebase_session(state: SessionState, table: NodeTable, picks: Mapping[str, Pi
             task.holdings.append(
                 table.hold(holding.pod, row, holding.kind, vector, holding.shares, holding.created_groups)
             )
+    _carry_claims(old, table)
     state.table = table
     state.placer = make_placer(state.placer_type, table, state.config)
+
+
+def _carry_claims(old: NodeTable, table: NodeTable) -> None:
+    """The session's claim users and (de)allocations move to the new table with it."""
+    book, before = table.devices, old.devices
+    book.users = {k: set(v) for k, v in before.users.items()}
+    book.overrides = dict(before.overrides)
+    book.releasing = dict(before.releasing)
+    book.payer = dict(before.payer)
+    book.claim_gpus = before.claim_gpus
+    for key, (allocated, node) in before.overrides.items():
+        held = before.claims.get(key)
+        if not allocated:
+            book.release(key)
+        elif held is not None and node is not None and node in table.index:
+            book.take(key, held.keys, table.index[node])
 
 
 def make_placer(placer_type: type[Placer], table: NodeTable, config: SchedulerConfig) -> Placer:
@@ -297,6 +368,7 @@ def _divisible_total(state: SessionState, snapshot: ClusterSnapshot) -> np.ndarr
             continue
         gpu = pod.requests.gpu + (pod.gpu_share.quota_gpus(state.min_gpu_memory) if pod.gpu_share else 0.0)
         total -= (gpu, pod.requests.cpu, pod.requests.memory)
+    total[0] += state.dra.gpu_devices  # DRA GPUs are GPUs of the cluster too (KAI)
     return total
 
 
@@ -306,10 +378,5 @@ def accepted_on(task: Task, device_mib: float) -> Quota:
     gpu = pod.requests.gpu
     share = pod.gpu_share
     if share is not None:
-        if share.fraction is not None:
-            portion = share.fraction
-        else:
-            assert share.memory_mib is not None
-            portion = math.ceil(share.memory_mib / max(device_mib, 1.0) * 100) / 100
-        gpu += share.devices * portion
+        gpu += share.devices * share.accepted_portion(max(device_mib, 1.0))
     return (gpu, pod.requests.cpu, pod.requests.memory)

@@ -253,6 +253,8 @@ def _reset(made: _Made) -> None:
         task.holdings = []
     if task.evicted_in_session:
         task.evicted_in_session = False
+    if task.claims:
+        task.claims = ()
 
 
 def _spec(q: object) -> QueueSpec:

@@ -23,7 +23,7 @@ from typing import Generic, Protocol, TypeVar, cast
 
 from kai_ray.model import Node, Pod
 from shards.handover import ShardHandover
-from shards.messages import PrepareItem, PrepareReply, RowChanges, ShardDeltas
+from shards.messages import ClaimHold, NodeDevices, PrepareItem, PrepareReply, RowChanges, ShardDeltas
 from shards.protocol import (
     Abort,
     ApplyDeltas,
@@ -252,14 +252,21 @@ class ShardClient:
         return answers.replies[shard_id]
 
     # ------------------------------------------------------------------ membership
-    def reload(self, shard_id: int, nodes: tuple[Node, ...], pods: tuple[Pod, ...]) -> bool:
+    def reload(
+        self,
+        shard_id: int,
+        nodes: tuple[Node, ...],
+        pods: tuple[Pod, ...],
+        devices: tuple[NodeDevices, ...] = (),
+        claims: tuple[ClaimHold, ...] = (),
+    ) -> bool:
         """Put a fresh shard in place of ``shard_id`` and load it with these nodes and pods (the
         coordinator's model, which includes every change still queued for it). True when it took them."""
         self.transport.replace(shard_id)
         self.down.discard(shard_id)
         seq = self._seq.get(shard_id, 0)
         self._outbox[shard_id] = []
-        return shard_id not in self._round({shard_id: [Load(seq, nodes, pods)]}).down
+        return shard_id not in self._round({shard_id: [Load(seq, nodes, pods, devices, claims)]}).down
 
     def add(self, shard_id: int) -> None:
         self.transport.add(shard_id)

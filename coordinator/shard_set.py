@@ -18,7 +18,7 @@ from coordinator.shard_client import Answers, ShardClient, ShardTransport
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import Pod
 from shards import partitioner
-from shards.messages import PrepareItem, PrepareReply, RowChanges, ShardDeltas
+from shards.messages import ClaimHold, NodeDevices, PrepareItem, PrepareReply, RowChanges, ShardDeltas
 from shards.protocol import ShardInfo, ShardRequest
 from shards.rows import NodeRows
 from shards.stream_messages import RoundReply, RoundRequest, SettleReply, SettleRequest
@@ -65,7 +65,11 @@ class ShardSet:
         return self.client.flush()
 
     # ------------------------------------------------------------------ deltas
-    def apply(self, deltas: ClusterDeltas) -> None:
+    def apply(
+        self, deltas: ClusterDeltas, devices: Sequence[NodeDevices] = (), holds: Sequence[ClaimHold] = ()
+    ) -> None:
+        """Route changes to the shards owning their nodes; ``devices`` and ``holds`` are the DRA
+        ones (coordinator/dra_model.py), routed the same way after the nodes."""
         ids = self.ids
         per_shard: dict[int, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
         for node in deltas.nodes_upserted:
@@ -97,6 +101,12 @@ class ShardSet:
             self.pod_node.pop(key, None)
             if previous is not None:
                 per_shard[previous]["pods_removed"].append(key)
+        for node_name, listed in devices:
+            if node_name in self.owner:
+                per_shard[self.owner[node_name]]["devices"].append((node_name, listed))
+        for hold in holds:  # a hold whose node no shard owns (network devices) goes to every shard
+            for shard in [self.owner[hold[1]]] if hold[1] in self.owner else ids if hold[1] is None else []:
+                per_shard[shard]["claims"].append(hold)
         for shard, parts in per_shard.items():
             message = ShardDeltas(**{k: tuple(v) for k, v in parts.items()})
             if message:
@@ -167,7 +177,8 @@ class ShardSet:
             names = {n for n, owner in self.owner.items() if owner == sid and n in model.nodes}
             nodes = tuple(model.nodes[n] for n in sorted(names))
             pods = tuple(p for p in model.pods.values() if p.node in names)
-            if self.client.reload(sid, nodes, pods):
+            devices, holds = model.dra.state_of(names)
+            if self.client.reload(sid, nodes, pods, tuple(devices), tuple(holds)):
                 back.append(sid)
         return back
 

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from coordinator.dra_session import evict_claims, grants_of, place_claims
 from coordinator.jobs import Job, Status, Task
 from coordinator.queue_state import QueueState
+from shards.dra_demand import ClaimDemand
 from shards.node_table import Holding, Kind, NodeTable
 from shards.placement import Choice
 
@@ -61,8 +63,11 @@ class Statement:
         self.undo_log.clear()
 
     # ---------------------------------------------------------- operations
-    def place(self, task: Task, choice: Choice, accepted: tuple[float, float, float]) -> None:
-        """Allocate (bind now) or pipeline ``task`` as ``choice`` says."""
+    def place(
+        self, task: Task, choice: Choice, accepted: tuple[float, float, float], claims: ClaimDemand | None = None
+    ) -> None:
+        """Allocate (bind now) or pipeline ``task`` as ``choice`` says; ``claims`` are the pod's
+        ResourceClaims as they stood when the choice was made (allocated on ``choice.devices``)."""
         kind = Kind.PIPELINED if choice.pipelined else Kind.ACTIVE
         status = Status.PIPELINED if choice.pipelined else Status.ALLOCATED
         vector = self.table.schema.vector(task.pod.requests)
@@ -78,9 +83,16 @@ class Statement:
         job = self.jobs_by_task[task.key]
         job.version += 1
         self.queues.add_allocation(job.queue, accepted, job.preemptible)
+        undo_claims = None
+        if claims is not None:
+            undo_claims = place_claims(self.table.devices, task.key, task.node, choice, claims)
+            previous_claims, task.claims = task.claims, grants_of(claims, task.node, choice.devices)
 
         def undo() -> None:
             job.version += 1
+            if undo_claims is not None:
+                undo_claims()
+                task.claims = previous_claims
             self.queues.add_allocation(job.queue, accepted, job.preemptible, sign=-1.0)
             task.holdings.remove(holding)
             self.table.release(holding)
@@ -163,9 +175,15 @@ class Statement:
         was_evicted = task.evicted_in_session
         task.evicted_in_session = True
         self.evictions.append(Eviction(task, action, preemptor))
+        undo_claims, charges = evict_claims(self.table.devices, task.pod) if task.pod.resource_claims else (None, [])
+        undo_charges = [self._charge(payer, gpus) for payer, gpus in charges if gpus]
 
         def undo() -> None:
             job.version += 1
+            for undo_charge in reversed(undo_charges):
+                undo_charge()
+            if undo_claims is not None:
+                undo_claims()
             self.evictions.pop()
             task.evicted_in_session = was_evicted
             task.status = previous_status
@@ -179,6 +197,24 @@ class Statement:
                 task.holdings.append(restored)
 
         self.undo_log.append(undo)
+
+    def _charge(self, pod_key: str, gpus: float) -> Undo:
+        """A shared claim's GPUs move to the user that pays for them now (same claim, same count)."""
+        job = self.jobs_by_task.get(pod_key)
+        task = next((t for t in job.tasks if t.key == pod_key), None) if job is not None else None
+        if job is None or task is None:
+            return lambda: None  # a user that is not this scheduler's pod: its queue is not ours
+        amount = (gpus, 0.0, 0.0)
+        task.accepted = (task.accepted[0] + gpus, task.accepted[1], task.accepted[2])
+        job.version += 1
+        self.queues.add_allocation(job.queue, amount, job.preemptible)
+
+        def undo() -> None:
+            task.accepted = (task.accepted[0] - gpus, task.accepted[1], task.accepted[2])
+            job.version += 1
+            self.queues.add_allocation(job.queue, amount, job.preemptible, sign=-1.0)
+
+        return undo
 
     # ------------------------------------------------------------- helpers
     # Both helpers take the new hold before releasing the old one: a shared GPU whose usage

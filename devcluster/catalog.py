@@ -139,6 +139,7 @@ BUILT_IN = (
             STATUS,
             Subresource("binding", "Binding", ("create",)),
             Subresource("eviction", "Eviction", ("create",), "policy", "v1"),
+            Subresource("log", "Pod", ("get",)),
         ),
         categories=("all",),
         fields=POD_FIELDS,
@@ -165,6 +166,11 @@ BUILT_IN = (
     ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, ("rs",), (STATUS,), categories=("all",)),
     ResourceType("apps", "v1", "statefulsets", "StatefulSet", True, ("sts",), (STATUS,), categories=("all",)),
     ResourceType("batch", "v1", "jobs", "Job", True, (), (STATUS,), categories=("all",)),
+    # Dynamic Resource Allocation, as Kubernetes 1.34 serves it (claims made by claims.py).
+    ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
+    ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
+    ResourceType("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, (), (STATUS,)),
+    ResourceType("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
 )
 
 

@@ -72,6 +72,8 @@ class DevCluster:
         self.faults = Faults()
         self.server = ApiServer(self.registry, self.faults, Settings(bookmark_interval=bookmark_seconds))
         self.simulator = NodeSimulator(self.registry, self.clock, start_delay, max_grace) if simulate else None
+        if self.simulator is not None:
+            self.server.logs = self.simulator.log_of
         self.url = ""
         self._runner: web.AppRunner | None = None
         self._simulating: asyncio.Task[None] | None = None

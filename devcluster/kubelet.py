@@ -8,7 +8,9 @@ It follows store changes instead of scanning, and keeps a timer heap of what is 
   Succeeded, or Failed when it also carries ``kai-ray.dev/exit-code`` other than "0";
 - a pod with a deletionTimestamp is removed after its grace period, capped at ``max_grace``
   (finalizers still hold it, as upstream);
-- PodDisruptionBudget status is recomputed for namespaces whose pods changed.
+- PodDisruptionBudget status is recomputed for namespaces whose pods changed;
+- starting a pod assigns GPU devices, builds the containers' environment and their output
+  (``containers.py``): a missing ConfigMap keeps it Pending until the map appears.
 Every timer re-reads the pod when it fires and does nothing if the pod moved on (other uid,
 other phase), so stale timers are harmless. Durations are simulated seconds (see clock.py).
 """
@@ -23,7 +25,9 @@ import logging
 from typing import Any
 
 from devcluster.catalog import ResourceType
+from devcluster.claims import ClaimController
 from devcluster.clock import Clock, parse_timestamp
+from devcluster.containers import ConfigError, ContainerRuntime, Started
 from devcluster.eviction import refresh_status
 from devcluster.registry import Registry
 from devcluster.store import Change
@@ -45,6 +49,11 @@ class NodeSimulator:
         self.pods = catalog.require("", "v1", "pods")
         self.nodes = catalog.require("", "v1", "nodes")
         self.pdbs = catalog.require("policy", "v1", "poddisruptionbudgets")
+        self.config_maps = catalog.require("", "v1", "configmaps")
+        self.runtime = ContainerRuntime()
+        self.claims = ClaimController(registry)
+        self.resource_claims = catalog.require("resource.k8s.io", "v1", "resourceclaims")
+        self.logs: dict[str, dict[str, str]] = {}  # pod uid -> container -> what it printed
         self._timers: list[tuple[float, int, str, str, str, str]] = []  # (due, seq, action, ns, name, uid)
         self._due: dict[tuple[str, str], float] = {}  # (uid, action) -> earliest due, to avoid duplicates
         self._seq = itertools.count()
@@ -58,6 +67,8 @@ class NodeSimulator:
 
     # ------------------------------------------------------------------ following the store
     def _on_change(self, rt: ResourceType, change: Change) -> None:
+        if self.claims.on_change(rt, change):
+            self.wake.set()
         key = rt.storage_key
         if key == self.pods.storage_key:
             ns = change.obj["metadata"].get("namespace", "")
@@ -65,6 +76,7 @@ class NodeSimulator:
                 self._dirty_budgets.add(ns)
             if change.type == "DELETED":
                 self._started.pop(change.obj["metadata"]["uid"], None)
+                self.runtime.stop((change.obj.get("spec") or {}).get("nodeName"), change.obj["metadata"]["uid"])
             else:
                 self.consider(change.obj)
         elif key == self.nodes.storage_key and change.type == "ADDED":
@@ -121,7 +133,7 @@ class NodeSimulator:
     # ------------------------------------------------------------------ acting
     def step(self) -> int:
         """Fire every timer that is due; returns how many acted."""
-        acted = 0
+        acted = self.claims.sync()
         now = self.clock.now()
         while self._timers and self._timers[0][0] <= now:
             due, _, action, ns, name, uid = heapq.heappop(self._timers)
@@ -150,14 +162,87 @@ class NodeSimulator:
         elif meta.get("deletionTimestamp"):
             return 0
         elif action == "start" and status.get("phase") == "Pending" and (pod.get("spec") or {}).get("nodeName"):
-            self.registry.store.replace(self.pods, {**pod, "status": self._running(pod)})
-            self.started += 1
-            return 1
+            return self._start(pod)
         elif action == "finish" and status.get("phase") == "Running":
+            self.runtime.stop(pod["spec"].get("nodeName"), meta["uid"])
             self.registry.store.replace(self.pods, {**pod, "status": self._finished(pod)})
             self.finished += 1
             return 1
         return 0
+
+    def _start(self, pod: Obj) -> int:
+        meta = pod["metadata"]
+        node = self.registry.store.get(self.nodes, "", pod["spec"]["nodeName"]) or {}
+        gpus = ((node.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu", 0)
+        namespace = meta.get("namespace", "")
+        maps = {
+            m["metadata"]["name"]: m
+            for m in self.registry.store.table(self.config_maps).objects.get(namespace, {}).values()
+        }
+        try:
+            self._claims_prepared(pod)
+            started = self.runtime.start(pod, int(str(gpus or 0)), maps)
+        except ConfigError as exc:  # the kubelet retries until the ConfigMap exists
+            self._waiting_config(pod, str(exc))
+            self._schedule(self.clock.now() + max(self.start_delay, 0.05), "start", meta)
+            return 0
+        except ValueError as exc:
+            status = {**(pod.get("status") or {}), "phase": "Failed", "reason": "UnexpectedAdmissionError"}
+            self.registry.store.replace(self.pods, {**pod, "status": {**status, "message": str(exc)}})
+            return 1
+        self.logs[meta["uid"]] = started.logs
+        self.registry.store.replace(self.pods, self._with_annotations(pod, started, self._running(pod)))
+        self.started += 1
+        return 1
+
+    def _claims_prepared(self, pod: Obj) -> None:
+        """The kubelet prepares a pod's claims before its containers: each must be allocated and
+        reserved for the pod (the scheduler's binder writes both before binding)."""
+        meta = pod["metadata"]
+        generated = {
+            s.get("name"): s.get("resourceClaimName")
+            for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+        }
+        for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+            name = entry.get("resourceClaimName") or generated.get(entry.get("name"))
+            claim = (
+                self.registry.store.get(self.resource_claims, meta.get("namespace", ""), str(name)) if name else None
+            )
+            status = (claim or {}).get("status") or {}
+            if not status.get("allocation") or not any(
+                r.get("uid") == meta["uid"] for r in status.get("reservedFor") or []
+            ):
+                raise ConfigError(f'resource claim "{entry.get("name")}" is not allocated and reserved for the pod')
+
+    def log_of(self, pod: Obj, container: str | None) -> str:
+        """What a started container printed (the first container's when none is named)."""
+        logs = self.logs.get(pod["metadata"]["uid"], {})
+        if container is None:
+            names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+            container = str(names[0]) if names else ""
+        return logs.get(container, "")
+
+    @staticmethod
+    def _with_annotations(pod: Obj, started: Started, status: Obj) -> Obj:
+        meta = pod["metadata"]
+        if started.annotations:
+            meta = {**meta, "annotations": {**(meta.get("annotations") or {}), **started.annotations}}
+        return {**pod, "metadata": meta, "status": status}
+
+    def _waiting_config(self, pod: Obj, message: str) -> None:
+        status = dict(pod.get("status") or {})
+        waiting = [
+            {
+                "name": c.get("name"),
+                "image": c.get("image", ""),
+                "ready": False,
+                "restartCount": 0,
+                "state": {"waiting": {"reason": "CreateContainerConfigError", "message": message}},
+            }
+            for c in (pod.get("spec") or {}).get("containers") or []
+        ]
+        if status.get("containerStatuses") != waiting:
+            self.registry.store.replace(self.pods, {**pod, "status": {**status, "containerStatuses": waiting}})
 
     def _running(self, pod: Obj) -> Obj:
         now = self.clock.timestamp()

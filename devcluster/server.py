@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +69,7 @@ class ApiServer:
         self.faults = faults
         self.settings = settings or Settings()
         self.requests = 0
+        self.logs: Callable[[Obj, str | None], str] | None = None  # a pod's output (the node simulator's)
         self.app = web.Application(client_max_size=256 * 2**20)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
 
@@ -157,6 +159,9 @@ class ApiServer:
             raise injected
         reg, rt, ns = self.registry, t.rt, t.namespace or ""
         dry_run = query.get("dryRun") == "All"
+        if verb == "get" and t.subresource == "log":
+            pod = reg.get(rt, ns, t.name or "")
+            return web.Response(text=self.logs(pod, query.get("container")) if self.logs else "")
         if verb == "get":
             obj = reg.get(rt, ns, t.name or "")
             return self._answer(request, rt, obj)

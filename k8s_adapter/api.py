@@ -8,6 +8,7 @@ kubeconfig handling stay kubernetes-asyncio's.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -117,13 +118,39 @@ def _query_value(value: Any) -> str:
 
 
 async def connect(kubeconfig: str | None = None, context: str | None = None) -> KubeApi:
-    """A client from a kubeconfig file, or the in-cluster service account when none is given."""
-    from kubernetes_asyncio import client, config
+    """A client from a kubeconfig file, or the in-cluster service account when none is given.
 
+    A configuration that cannot be used (no kubeconfig outside a cluster, a kubeconfig that is
+    missing or not one) is the user's to fix: it raises ``InputError`` with one line.
+    """
+    import yaml
+    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio.config.config_exception import ConfigException
+
+    from kai_ray.errors import InputError
+
+    if kubeconfig and not os.path.isfile(kubeconfig):
+        raise InputError(f"{kubeconfig}: no such kubeconfig file")
     configuration = client.Configuration()
-    if kubeconfig:
-        await config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
-    else:
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    try:
+        if kubeconfig:
+            await config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
+        else:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except ConfigException as exc:
+        if not kubeconfig:
+            raise InputError(
+                "no kubeconfig given (--kubeconfig or $KUBECONFIG) and not running in a cluster "
+                f"({str(exc).rstrip('.')})"
+            ) from None
+        raise InputError(f"{kubeconfig}: not a usable kubeconfig: {str(exc).splitlines()[0]}") from None
+    except (OSError, ValueError, TypeError, AttributeError, KeyError, yaml.YAMLError) as exc:  # unreadable, not YAML
+        raise InputError(f"{kubeconfig}: not a usable kubeconfig: {exc}") from None
     configuration.connection_pool_maxsize = 64
     return KubeApi(client.ApiClient(configuration))
+
+
+def describe(exc: KubeError) -> str:
+    """One line for a failed request: the server's own message when it sent one."""
+    message = exc.body.get("message") if isinstance(exc.body, dict) else None
+    return f"{exc.status} {message}" if message else str(exc)

@@ -13,7 +13,8 @@ from dataclasses import replace
 from typing import Any
 
 from k8s_adapter.api import JSON
-from k8s_adapter.kinds import NODES, POD_GROUPS, PODS, PRIORITY_CLASSES, QUEUES, Kind
+from k8s_adapter.dra_cache import DraCache
+from k8s_adapter.kinds import DRA_WATCHED, NODES, POD_GROUPS, PODS, PRIORITY_CLASSES, QUEUES, Kind, resource_version
 from kai_ray import labels as L
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.errors import InputError
@@ -44,10 +45,14 @@ class ClusterCache:
         self._sent_groups: dict[str, PodGroup] = {}
         self._sent_queues: set[str] = set()
         self.listeners: list[Callable[[Kind, str, JSON], None]] = []
+        self.dra = DraCache()  # ResourceSlices, DeviceClasses, ResourceClaims (with `run --dra`)
 
     # ------------------------------------------------------------------ input
     def on_list(self, kind: Kind, items: list[JSON]) -> None:
         """A fresh list replaces everything known of that kind."""
+        if kind in DRA_WATCHED:
+            self.dra.on_list(kind, items)
+            return
         seen = set()
         for obj in items:
             key = self._key(kind, obj)
@@ -60,8 +65,11 @@ class ClusterCache:
                 self._delete(kind, key)
 
     def on_event(self, kind: Kind, event: str, obj: JSON) -> None:
+        if kind in DRA_WATCHED:
+            self.dra.on_event(kind, event, obj)
+            return
         key = self._key(kind, obj)
-        version = _version(obj)
+        version = resource_version(obj)
         last = self.versions.get((kind.name, key))
         if last is not None and version is not None and version <= last and event != "DELETED":
             return  # a duplicate or out-of-date event
@@ -91,7 +99,7 @@ class ClusterCache:
         return store
 
     def _upsert(self, kind: Kind, obj: JSON, key: str) -> None:
-        version = _version(obj)
+        version = resource_version(obj)
         if version is not None:
             self.versions[(kind.name, key)] = version
         try:
@@ -99,6 +107,8 @@ class ClusterCache:
             if kind is NODES:
                 self.nodes[key] = parse_node(reader)
             elif kind is PODS:
+                if L.is_reservation_pod((obj.get("metadata") or {}).get("labels") or {}):
+                    return  # its GPU is counted through the shared group it reserves
                 pod = self.pods[key] = parse_pod(reader)
                 self.owners[key] = _owner_refs(obj)
                 if (
@@ -153,6 +163,7 @@ class ClusterCache:
             queues_removed=queues_down,
             pod_groups_upserted=groups[0],
             pod_groups_removed=groups[1],
+            dra=self.dra.take(),
         )
         for bucket in (*self._changed.values(), *self._removed.values()):
             bucket.clear()
@@ -251,13 +262,10 @@ class ClusterCache:
         self._sent_queues = valid
         return upserted, removed
 
-
-def _version(obj: JSON) -> int | None:
-    raw = (obj.get("metadata") or {}).get("resourceVersion")
-    try:
-        return int(raw) if raw is not None else None
-    except (TypeError, ValueError):
-        return None
+    @property
+    def pod_groups(self) -> dict[str, PodGroup]:
+        """Every PodGroup as last handed to the coordinator, explicit and implicit, by key (for status)."""
+        return self._sent_groups
 
 
 def _owner_refs(obj: JSON) -> tuple[OwnerRef, ...]:

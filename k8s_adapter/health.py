@@ -6,7 +6,9 @@ import time
 from collections.abc import Callable
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
+
+from k8s_adapter.metrics import exposition
 
 
 async def serve(
@@ -17,7 +19,7 @@ async def serve(
     host: str = "0.0.0.0",
 ) -> web.AppRunner:  # noqa: S104 - a pod serves all
     async def metrics(_: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return web.Response(body=exposition(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok" if healthy() else "stalled", status=200 if healthy() else 503)

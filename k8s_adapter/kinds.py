@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +36,14 @@ POD_GROUPS = Kind("PodGroup", "scheduling.run.ai", "v2alpha2", "podgroups", True
 PRIORITY_CLASSES = Kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False)
 EVENTS = Kind("Event", "", "v1", "events", True)
 LEASES = Kind("Lease", "coordination.k8s.io", "v1", "leases", True)
+CONFIG_MAPS = Kind("ConfigMap", "", "v1", "configmaps", True)  # a fraction's GPU environment
+# Dynamic Resource Allocation, resource.k8s.io/v1 (Kubernetes 1.34).
+RESOURCE_SLICES = Kind("ResourceSlice", "resource.k8s.io", "v1", "resourceslices", False)
+DEVICE_CLASSES = Kind("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False)
+RESOURCE_CLAIMS = Kind("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True)
 
 WATCHED = (NODES, PODS, QUEUES, POD_GROUPS, PRIORITY_CLASSES)
+DRA_WATCHED = (RESOURCE_SLICES, DEVICE_CLASSES, RESOURCE_CLAIMS)  # with `run --dra`
 
 # Owners the pod grouper walks to find a workload's top owner.
 OWNER_KINDS = {
@@ -55,3 +62,12 @@ OWNER_KINDS = {
         "LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", True
     ),
 }
+
+
+def resource_version(obj: dict[str, Any]) -> int | None:
+    """An object's metadata.resourceVersion as a number (None when absent or not a number)."""
+    raw = (obj.get("metadata") or {}).get("resourceVersion")
+    try:
+        return int(raw) if raw is not None else None
+    except (TypeError, ValueError):
+        return None

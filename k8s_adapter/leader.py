@@ -49,7 +49,8 @@ class Leadership:
         if not self.enabled:
             return
         from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
-        from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+        LeaseLock = _quiet_lease_lock()
 
         class TrackedElection(leaderelection.LeaderElection):
             """Records every successful acquire or renew, for fencing."""
@@ -96,8 +97,8 @@ class Leadership:
                 await TrackedElection(config).run()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # the election must keep trying whatever the API does
-                log.exception("leader election failed; retrying")
+            except Exception as exc:  # the election must keep trying whatever the API does
+                log.warning("leader election failed (%s: %s); retrying", type(exc).__name__, exc)
             self.leading = False
             await asyncio.sleep(retry_period)
 
@@ -123,3 +124,49 @@ class Leadership:
             self.leading = False
         log.info("%s released the lease", self.identity)
         return True
+
+
+def _quiet_lease_lock() -> type[Any]:
+    """kubernetes-asyncio's LeaseLock, logging a lost race for the lease in one line.
+
+    Two replicas that try to take or renew the lease at once are normal: the API server answers
+    one of them 409 Conflict. The library logs that with a full traceback; here a conflict is a
+    debug line (another replica holds the lease) and any other refusal one warning line.
+    """
+    from kubernetes_asyncio.client.exceptions import ApiException
+    from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+    class QuietLeaseLock(LeaseLock):
+        async def create(self, name: str, namespace: str, election_record: Any) -> bool:
+            try:
+                await self.api_instance.create_namespaced_lease(namespace, self._lease(election_record))
+                return True
+            except ApiException as exc:
+                _lost_race("create", namespace, name, exc)
+                return False
+
+        async def update(self, name: str, namespace: str, updated_record: Any) -> bool:
+            try:
+                assert self.lease_reference is not None
+                self.lease_reference.spec = self.update_lease(updated_record, self.lease_reference.spec)
+                await self.api_instance.replace_namespaced_lease(
+                    name=name, namespace=namespace, body=self.lease_reference
+                )
+                return True
+            except ApiException as exc:
+                _lost_race("renew", namespace, name, exc)
+                return False
+
+        def _lease(self, record: Any) -> Any:
+            from kubernetes_asyncio import client
+
+            return client.V1Lease(metadata=client.V1ObjectMeta(name=self.name), spec=self.update_lease(record))
+
+    return QuietLeaseLock
+
+
+def _lost_race(verb: str, namespace: str, name: str, exc: Any) -> None:
+    if exc.status == 409:
+        log.debug("lease %s/%s: could not %s it, another replica holds it (409 Conflict)", namespace, name, verb)
+    else:
+        log.warning("lease %s/%s: could not %s it: %s %s", namespace, name, verb, exc.status, exc.reason)

@@ -17,20 +17,25 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from coordinator.coordinator import CycleResult
-from k8s_adapter.api import KubeApi
-from k8s_adapter.binder import Binder, BindRequest
+from coordinator.coordinator import BindIntent, CycleResult
+from k8s_adapter.api import KubeApi, KubeError, describe
+from k8s_adapter.binder import Binder, BindRequest, FractionBind
 from k8s_adapter.cache import ClusterCache
+from k8s_adapter.claims import ClaimBind, allocation_json
+from k8s_adapter.decision_log import DecisionLog
 from k8s_adapter.evictor import Evictor, EvictRequest
+from k8s_adapter.gpu_sharing import ReservationService, ReservationSettings, gpu_groups_of
 from k8s_adapter.grouper import PodGrouper
-from k8s_adapter.kinds import WATCHED
+from k8s_adapter.kinds import DRA_WATCHED, PODS, WATCHED, Kind
 from k8s_adapter.leader import Leadership
+from k8s_adapter.metrics import SECONDS_BUCKETS, SchedulerMetrics
 from k8s_adapter.reflector import Reflector
-from k8s_adapter.status import StatusWriter
+from k8s_adapter.status import Eviction, StatusWriter, describe_evictions
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.metrics import SECONDS_BUCKETS, SchedulerMetrics
 
 log = logging.getLogger(__name__)
+RESERVATION_SWEEP_SECONDS = 60.0  # a full reservation-pod clean-up, besides the one per finished sharer
+LOOP_STEPS = ("apply", "group", "cycle", "bind", "evict", "status", "metrics", "reservations")
 
 
 class CoordinatorLike(Protocol):
@@ -50,6 +55,7 @@ class LoopState:
     cycle_failed_at: float = -float("inf")  # monotonic time of the last failed cycle
     binds: int = 0
     evictions: int = 0
+    cycles: int = 0  # cycles run as the leader
 
 
 class SchedulerLoop:
@@ -63,6 +69,8 @@ class SchedulerLoop:
         period: float = 1.0,
         eviction_mode: str = "eviction",
         sync_timeout: float = 30.0,
+        reservations: ReservationSettings | None = None,
+        dra: bool = False,
     ) -> None:
         self.api = api
         self.cache = cache
@@ -79,19 +87,28 @@ class SchedulerLoop:
             buckets=SECONDS_BUCKETS,
             registry=registry,
         )
+        for step in LOOP_STEPS:  # every step's series exists from the start, at zero
+            self.errors.labels(step)
+            self.step_seconds.labels(step)
         self.leadership = leadership
         self.period = period
         self.sync_timeout = sync_timeout
-        self.binder = Binder(api)
+        self.reservations = ReservationService(api, reservations)
+        self.binder = Binder(api, reservations=self.reservations)
+        cache.listeners.append(self._watch_sharers)
+        self._next_reservation_sweep = 0.0
         self.evictor = Evictor(api, mode=eviction_mode)
-        self.status = StatusWriter(api)
+        self.status = StatusWriter(api, component=cache.scheduler_name)
         self.grouper = PodGrouper(api)
-        self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event) for kind in WATCHED]
+        kinds = WATCHED + (DRA_WATCHED if dra else ())
+        self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event) for kind in kinds]
         self.state = LoopState()
+        self.decision_log = DecisionLog()
         self._stop = asyncio.Event()
         self._coordinator_lock = asyncio.Lock()
         self._in_flight: set[asyncio.Task[None]] = set()
         self._explaining: asyncio.Task[None] | None = None
+        self._evicting: dict[str, Eviction] = {}  # pod -> what its eviction events will say, until evicted
 
     def stop(self) -> None:
         self._stop.set()
@@ -152,6 +169,8 @@ class SchedulerLoop:
         if not result:
             return
         outcome = result[0]
+        self.state.cycles += 1
+        self.decision_log.cycle(self.state.cycles, outcome)
         # Binds and explanations go on in the background while the next cycle is computed:
         # the coordinator already counts the binds as placed, and only the latest
         # explanation matters. Their failures come back through bind_failed.
@@ -159,7 +178,19 @@ class SchedulerLoop:
         await self._step("evict", lambda: self._evict(outcome))
         if self._explaining is None or self._explaining.done():
             self._explaining = self._background(self._step("status", lambda: self._explain(outcome)))
-        await self._step("metrics", lambda: _sync(lambda: self.metrics.observe_cycle(outcome)))
+        await self._step("metrics", lambda: _sync(lambda: self.metrics.observe_cycle(outcome, self.cache.queues)))
+        if time.monotonic() >= self._next_reservation_sweep:
+            self._next_reservation_sweep = time.monotonic() + RESERVATION_SWEEP_SECONDS
+            self._background(self._step("reservations", self.reservations.sync_all))
+
+    def _watch_sharers(self, kind: Kind, event: str, obj: dict[str, Any]) -> None:
+        """KAI's pod controller: when a pod that shares GPUs ends or goes, its groups' reservation
+        pods are checked (the last sharer leaving deletes the reservation pod)."""
+        if kind is not PODS or not self.leadership.is_leader():
+            return
+        groups = gpu_groups_of(obj)
+        if groups and (event == "DELETED" or (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")):
+            self._background(self._step("reservations", lambda: self.reservations.sync_groups(groups)))
 
     async def _locked(self, method: Callable[..., Any], *args: Any) -> Any:
         """Coordinator calls one at a time, off the event loop (a cycle takes CPU)."""
@@ -178,7 +209,10 @@ class SchedulerLoop:
             await action()
         except asyncio.CancelledError:
             raise
-        except Exception:  # one failing step must not stop scheduling; it is logged and counted
+        except KubeError as exc:  # the API said no (a conflict, a timeout): expected, one line
+            self.errors.labels(name).inc()
+            log.warning("scheduler loop step %s failed: %s; retried next iteration", name, describe(exc))
+        except Exception:  # one failing step must not stop scheduling; a bug, so with its traceback
             self.errors.labels(name).inc()
             log.exception("scheduler loop step %s failed", name)
         finally:
@@ -190,26 +224,45 @@ class SchedulerLoop:
         if not self.leadership.is_leader():  # fencing: the lease may have moved during the cycle
             await self._locked(coordinator.bind_failed, [b.pod for b in outcome.binds])
             return
-        requests = [
-            BindRequest(b.pod, self.cache.pods[b.pod].uid if b.pod in self.cache.pods else "", b.node, b.gpu_groups)
-            for b in outcome.binds
-        ]
+        requests = [self._bind_request(b) for b in outcome.binds]
         results = await self.binder.bind_all(requests)
+        nodes = {b.pod: b.node for b in outcome.binds}
+        uids = {r.pod: r.uid for r in requests}
+        await self.status.bound([(r.pod, uids[r.pod], nodes[r.pod], r.ok, r.reason) for r in results])
         failed = [r.pod for r in results if not r.ok]
         if failed:
             await self._locked(coordinator.bind_failed, failed)
         self.state.binds += len(results) - len(failed)
-        self.metrics.observe_binds(len(results) - len(failed), len(failed))
+        now = time.time()
+        waited = [now - self.cache.pods[r.pod].created for r in results if r.ok and r.pod in self.cache.pods]
+        self.metrics.observe_binds(len(results) - len(failed), len(failed), waited)
+
+    def _bind_request(self, bind: BindIntent) -> BindRequest:
+        pod = self.cache.pods.get(bind.pod)
+        fraction = None
+        if pod is not None and pod.gpu_share is not None and bind.gpu_groups:
+            node = self.cache.nodes.get(bind.node)
+            portion = pod.gpu_share.accepted_portion(node.gpu_memory_mib if node is not None else 0.0)
+            fraction = FractionBind(f"{portion:.2f}", pod.gpu_share.devices > 1)
+        claims = tuple(ClaimBind(g.claim.split("/", 1)[1], allocation_json(g.allocation)) for g in bind.claims)
+        return BindRequest(bind.pod, pod.uid if pod is not None else "", bind.node, bind.gpu_groups, fraction, claims)
 
     async def _evict(self, outcome: CycleResult) -> None:
         requests = [EvictRequest(e.pod, e.action, e.preemptor) for e in outcome.evictions]
+        self._evicting.update(describe_evictions(outcome, self.cache))
         if requests or self.evictor.waiting:
             report = await self.evictor.evict_all(requests)
             self.state.evictions += len(report.evicted)
+            sent = [self._evicting.pop(pod) for pod in report.evicted if pod in self._evicting]
+            for eviction in sent:
+                namespace, _, name = eviction.group.partition("/")
+                self.metrics.observe_eviction(eviction.action, name, namespace, eviction.group_uid)
+            for pod in report.failed:
+                self._evicting.pop(pod, None)
+            await self.status.evicted(sent)
 
     async def _explain(self, outcome: CycleResult) -> None:
-        groups = {key: (d.status, d.reason) for key, d in outcome.decisions.pod_groups.items()}
-        await self.status.publish(groups)
+        await self.status.publish(outcome, self.cache)
 
 
 async def _sync(action: Callable[[], None]) -> None:

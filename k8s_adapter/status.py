@@ -1,9 +1,25 @@
-"""Telling users why a job waits: PodGroup conditions and deduplicated Events.
+"""What users read about scheduling, written as KAI writes it; the one place that writes it.
 
-A pending pod group gets KAI's ``UnschedulableOnNodePool`` scheduling condition with the
-reason in words, and one Warning event; both change only when the reason changes (no
-event floods, volcano#1094). When the group runs, the condition is removed and a Normal
-event says so (KAI#1888: a stale Unschedulable condition that never clears).
+Per cycle (``publish``):
+
+- a pending pod of this scheduler gets ``PodScheduled=False`` (reason ``Unschedulable``) and a
+  Warning ``Unschedulable`` event, both with KAI's message (``PodSchedulingErrors: ...``); a gang
+  whose pods are not all created gets a ``NotReady`` event on its PodGroup instead, as in KAI;
+- a pending PodGroup gets KAI's ``UnschedulableOnNodePool`` scheduling condition (reason,
+  message, ``reasons[]`` with KAI's codes, a transition ID that grows with each change) and a
+  Normal ``Unschedulable`` event; once its pods run the condition is removed (KAI#1888);
+- a pipelined pod gets one ``Pipelined`` event;
+- PodGroup ``resourcesStatus`` and Queue ``status`` (allocated, allocatedNonPreemptible,
+  requested, childQueues), as KAI's controllers keep them (``resource_status``).
+
+After binds (``bound``): a ``Scheduled`` event, or ``FailedBinding`` and ``PodScheduled=False``
+with reason ``BindingError``. After evictions (``evicted``): an ``Evict`` event on the pod and
+on its PodGroup, with KAI's message and annotations.
+
+Nothing is written twice for the same situation: conditions only when their message changes,
+events through ``EventRecorder`` (one Event per situation, its count raised at most every five
+minutes), resource status only when a figure changes. A pod or group pending for less than
+``report_after`` seconds is not reported yet: most pods wait a cycle or two.
 """
 
 from __future__ import annotations
@@ -11,122 +27,311 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from k8s_adapter import messages as M
 from k8s_adapter.api import KubeApi, KubeError
-from k8s_adapter.kinds import EVENTS, POD_GROUPS
+from k8s_adapter.events import EventRecorder, ObjectRef
+from k8s_adapter.kinds import POD_GROUPS, PODS, QUEUES
+from k8s_adapter.resource_status import pod_group_figures, queue_status
+
+if TYPE_CHECKING:
+    from coordinator.coordinator import CycleResult
+    from k8s_adapter.cache import ClusterCache
 
 log = logging.getLogger(__name__)
-CONDITION = "UnschedulableOnNodePool"
-MAX_MESSAGE = 1000
+MERGE = "application/merge-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+STATUS_KEYS = ("allocated", "allocatedNonPreemptible", "requested")
 
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-KAI_REASONS = ("OverLimit", "NonPreemptibleOverQuota", "QueueDoesNotExist", "PreemptionDelayNotElapsed")
+def pod_ref(key: str, uid: str) -> ObjectRef:
+    namespace, _, name = key.partition("/")
+    return ObjectRef("Pod", "v1", namespace, name, uid)
 
 
-def _reason_code(reason: str) -> str:
-    """KAI's reason codes where the message starts with one, else its generic PodSchedulingErrors."""
-    head = reason.split(":", 1)[0]
-    return head if head in KAI_REASONS else "PodSchedulingErrors"
+def group_ref(key: str, uid: str) -> ObjectRef:
+    namespace, _, name = key.partition("/")
+    return ObjectRef("PodGroup", f"{POD_GROUPS.group}/{POD_GROUPS.version}", namespace, name, uid)
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """An eviction sent, with what its events say."""
+
+    pod: str
+    pod_uid: str
+    group: str  # the victim's PodGroup key
+    group_uid: str
+    action: str
+    preemptor: str | None
+    message: str
+    gang_size: int  # pods evicted together with it
 
 
 class StatusWriter:
     def __init__(
         self,
         api: KubeApi,
-        reporter: str = "kai-ray",
+        component: str = "kai-scheduler",
         node_pool: str = "default",
         concurrency: int = 16,
         report_after: float = 2.0,
+        repeat_after: float = 300.0,
+        resources_every: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
-        self.reporter = reporter
         self.node_pool = node_pool
+        self.events = EventRecorder(api, component, repeat_after, concurrency, clock)
         self.limit = asyncio.Semaphore(concurrency)
-        self.last: dict[str, str] = {}  # pod group -> last reason written ("" once running)
-        self.writes = 0
-        self.report_after = report_after  # a group pending for less than this is not reported yet
-        self._pending_since: dict[str, float] = {}
+        self.report_after = report_after
+        self.resources_every = resources_every
+        self.clock = clock
+        self.writes = 0  # status patches that went through
+        self.last: dict[str, str] = {}  # pod group -> the message of the condition it carries
+        self._transitions: dict[str, int] = {}
+        self._pending_since: dict[str, float] = {}  # pod or pod group -> first seen pending
+        self._pod_conditions: dict[str, str] = {}  # pod -> message of the PodScheduled=False written
+        self._pipelined: dict[str, str] = {}  # pod -> node of the Pipelined event posted
+        self._resources: dict[tuple[str, str], dict[str, Any]] = {}  # ("pg"|"queue", key) -> status written
+        self._next_resources = 0.0
 
-    async def publish(self, groups: Mapping[str, tuple[str, str]]) -> None:
-        """``groups``: pod group key -> (status, reason) from a cycle's decisions."""
-        tasks = []
-        now = time.monotonic()
-        for key in [k for k in self._pending_since if groups.get(k, ("", ""))[0] != "Pending"]:
-            del self._pending_since[key]
-        for key, (status, reason) in groups.items():
-            wanted = reason if status == "Pending" else ""
-            if wanted and now - self._pending_since.setdefault(key, now) < self.report_after:
-                continue  # most pods wait one or two cycles; only report what keeps waiting
-            if self.last.get(key, "") == wanted and (wanted or key in self.last):
+    # ------------------------------------------------------------------ per cycle
+    async def publish(self, outcome: CycleResult, cache: ClusterCache) -> None:
+        now = self.clock()
+        work: list[Awaitable[None]] = []
+        self._pods(outcome, cache, now, work)
+        self._groups(outcome, cache, now, work)
+        if now >= self._next_resources:
+            self._next_resources = now + self.resources_every
+            self._resource_status(outcome, cache, work)
+            self._forget_gone(outcome, cache)
+        if work:
+            await asyncio.gather(*work)
+
+    def _waited(self, key: str, now: float) -> bool:
+        return now - self._pending_since.setdefault(key, now) >= self.report_after
+
+    def _pods(self, outcome: CycleResult, cache: ClusterCache, now: float, work: list[Awaitable[None]]) -> None:
+        for key, job in outcome.pod_jobs.items():
+            decision, pod = outcome.decisions.pods.get(key), cache.pods.get(key)
+            if decision is None or pod is None:
                 continue
-            if not wanted and key not in self.last:
-                continue  # never reported unschedulable: nothing to clear
-            tasks.append(self._write(key, wanted))
-        if tasks:
-            await asyncio.gather(*tasks)
+            ref = pod_ref(key, pod.uid)
+            if decision.status == "Pending" and job not in outcome.not_ready_jobs:
+                if self._waited(key, now):
+                    message = M.fit_message(decision.reason)
+                    if self._pod_conditions.get(key) != message:
+                        work.append(self._pod_condition(key, M.UNSCHEDULABLE, message))
+                    self._report(work, ref, "Warning", M.UNSCHEDULABLE, message)
+                continue
+            self._pending_since.pop(key, None)
+            if self._pod_conditions.pop(key, None) is not None:
+                self.events.forget(ref)  # placed: binding sets PodScheduled=True
+            if decision.status == "Pipelined" and decision.node and self._pipelined.get(key) != decision.node:
+                self._pipelined[key] = decision.node
+                self._report(work, ref, "Normal", M.PIPELINED, M.pipelined(key, decision.node))
+        for key in [
+            k for k in self._pending_since if k not in outcome.pod_jobs and k not in outcome.decisions.pod_groups
+        ]:
+            del self._pending_since[key]  # gone
+        for gone in [k for k in self._pod_conditions if k not in outcome.pod_jobs]:
+            del self._pod_conditions[gone]
+        for gone in [k for k in self._pipelined if outcome.decisions.pods.get(k, None) is None]:
+            del self._pipelined[gone]
 
-    async def _write(self, key: str, reason: str) -> None:
-        namespace, name = key.split("/", 1)
+    def _groups(self, outcome: CycleResult, cache: ClusterCache, now: float, work: list[Awaitable[None]]) -> None:
+        existing = Counter(job for job in outcome.pod_jobs.values() if job in outcome.not_ready_jobs)
+        for key, decision in outcome.decisions.pod_groups.items():
+            raw = cache.raw_groups.get(key)
+            if raw is None or not raw.uid:
+                continue  # no PodGroup object (yet) to write on
+            ref = group_ref(key, raw.uid)
+            if decision.status != "Pending":
+                self._pending_since.pop(key, None)
+                if decision.status == "Running" and key in self.last:  # binds confirmed: clear, as KAI does
+                    work.append(self._clear_condition(key, ref))
+                continue
+            if not self._waited(key, now):
+                continue
+            if key in outcome.not_ready_jobs:
+                self._report(work, ref, "Normal", M.NOT_READY, M.not_ready(raw.min_member, existing[key]))
+                continue
+            message = M.fit_message(decision.reason)
+            self._report(work, ref, "Normal", M.UNSCHEDULABLE, message)
+            if self.last.get(key) != message:
+                work.append(self._set_condition(key, decision.reason, message))
+
+    def _forget_gone(self, outcome: CycleResult, cache: ClusterCache) -> None:
+        """Drop what is remembered of pod groups and queues that no longer exist."""
+        groups = cache.pod_groups
+        for memory in (self.last, self._transitions):
+            for key in [k for k in memory if k not in groups]:
+                del memory[key]
+        for kind, key in [
+            k for k in self._resources if (k[1] not in groups if k[0] == "pg" else k[1] not in cache.queues)
+        ]:
+            del self._resources[(kind, key)]
+        self.events.prune()
+
+    async def warn(self, ref: ObjectRef, reason: str, message: str) -> None:
+        """A Warning event on any object (e.g. one the scheduler cannot read), aggregated like the rest."""
+        await self._event(ref, "Warning", reason, message)
+
+    # ------------------------------------------------------------------ writes
+    def _report(self, work: list[Awaitable[None]], ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        """Queue an event write only when it would send something (a new situation, or a repeat due)."""
+        if self.events.due(ref, type_, reason, message):
+            work.append(self._event(ref, type_, reason, message))
+
+    async def _event(self, ref: ObjectRef, type_: str, reason: str, message: str, notes: Any = None) -> None:
+        await self.events.record(ref, type_, reason, message, notes)
+
+    async def _patch(self, path: str, body: dict[str, Any], content_type: str = MERGE) -> bool:
         async with self.limit:
             try:
-                await self._patch_condition(namespace, name, reason)
-                await self._event(namespace, name, reason)
+                await self.api.request("PATCH", path, body=body, content_type=content_type)
             except KubeError as exc:
-                if exc.status != 404:  # implicit groups not created yet have no object to annotate
-                    log.info("status of %s not written: %s", key, exc)
-                return
+                if exc.status != 404:  # a pod or group deleted meanwhile is no news
+                    log.info("status of %s not written: %s", path, exc)
+                return False
         self.writes += 1
-        if reason:
-            self.last[key] = reason
-        else:
-            self.last.pop(key, None)
+        return True
 
-    async def _patch_condition(self, namespace: str, name: str, reason: str) -> None:
-        conditions = (
-            []
-            if not reason
-            else [
-                {
-                    "type": CONDITION,
-                    "nodePool": self.node_pool,
-                    "status": "True",
-                    "lastTransitionTime": _now(),
-                    "transitionID": str(uuid.uuid4())[:8],
-                    "reasons": [{"reason": _reason_code(reason), "message": reason[:MAX_MESSAGE]}],
-                }
-            ]
-        )
-        await self.api.request(
-            "PATCH",
-            POD_GROUPS.item(name, namespace, "status"),
-            body={"status": {"schedulingConditions": conditions}},
-            content_type="application/merge-patch+json",
-        )
-
-    async def _event(self, namespace: str, name: str, reason: str) -> None:
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{name}.", "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": "scheduling.run.ai/v2alpha2",
-                "kind": "PodGroup",
-                "name": name,
-                "namespace": namespace,
-            },
-            "reason": "Unschedulable" if reason else "Scheduled",
-            "message": (reason or "the pod group is scheduled")[:MAX_MESSAGE],
-            "type": "Warning" if reason else "Normal",
-            "source": {"component": self.reporter},
-            "reportingComponent": self.reporter,
-            "firstTimestamp": _now(),
-            "lastTimestamp": _now(),
-            "count": 1,
+    async def _pod_condition(self, key: str, reason: str, message: str) -> None:
+        namespace, _, name = key.partition("/")
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": _now(),
+            "lastProbeTime": None,
         }
-        await self.api.request("POST", EVENTS.collection(namespace), body=event)
+        if await self._patch(PODS.item(name, namespace, "status"), {"status": {"conditions": [condition]}}, STRATEGIC):
+            self._pod_conditions[key] = message
+
+    async def _set_condition(self, key: str, reason: str, message: str) -> None:
+        namespace, _, name = key.partition("/")
+        code, text = M.explanation(reason)
+        transition = self._transitions.get(key, 0) + 1
+        condition = {
+            "type": M.CONDITION_TYPE,
+            "nodePool": self.node_pool,
+            "reason": M.UNSCHEDULABLE,
+            "message": message,
+            "status": "True",
+            "transitionID": str(transition),
+            "lastTransitionTime": _now(),
+            "reasons": [{"reason": code, "message": text}],
+        }
+        if await self._patch(
+            POD_GROUPS.item(name, namespace, "status"), {"status": {"schedulingConditions": [condition]}}
+        ):
+            self._transitions[key] = transition
+            self.last[key] = message
+
+    async def _clear_condition(self, key: str, ref: ObjectRef) -> None:
+        namespace, _, name = key.partition("/")
+        if await self._patch(POD_GROUPS.item(name, namespace, "status"), {"status": {"schedulingConditions": []}}):
+            self.last.pop(key, None)
+            self.events.forget(ref)
+
+    def _resource_status(self, outcome: CycleResult, cache: ClusterCache, work: list[Awaitable[None]]) -> None:
+        groups = cache.pod_groups
+        pods = [(cache.pods[p], job) for p, job in outcome.pod_jobs.items() if p in cache.pods]
+        figures = pod_group_figures(groups, pods, cache.nodes)
+        for key, value in figures.items():
+            raw = cache.raw_groups.get(key)
+            status = value.as_status()
+            if raw is not None and raw.uid and self._resources.get(("pg", key)) != status:
+                namespace, _, name = key.partition("/")
+                path = POD_GROUPS.item(name, namespace, "status")
+                work.append(self._write_resources(("pg", key), path, status, "resourcesStatus"))
+        for name, queue in queue_status(cache.queues, groups, figures).items():
+            if self._resources.get(("queue", name)) != queue:
+                work.append(self._write_resources(("queue", name), QUEUES.item(name, None, "status"), queue, None))
+
+    async def _write_resources(
+        self, key: tuple[str, str], path: str, status: dict[str, Any], under: str | None
+    ) -> None:
+        """Write ``status`` (already known to differ from what was written last)."""
+        previous = self._resources.get(key, {})
+        body: dict[str, Any] = dict(status)
+        for part in STATUS_KEYS:  # a merge patch keeps map keys it does not name: null the ones now gone
+            gone = {name: None for name in previous.get(part, {}) if name not in status.get(part, {})}
+            body[part] = {**status.get(part, {}), **gone}
+        if await self._patch(path, {"status": {under: body} if under else body}):
+            self._resources[key] = status
+
+    # ------------------------------------------------------------------ after binds and evictions
+    async def bound(self, results: Sequence[tuple[str, str, str, bool, str]]) -> None:
+        """``results``: (pod, its uid, node, ok, why it failed) per bind sent."""
+        work: list[Awaitable[None]] = []
+        for pod, uid, node, ok, why in results:
+            ref = pod_ref(pod, uid)
+            if ok:
+                work.append(self._event(ref, "Normal", M.SCHEDULED, M.scheduled(pod, node, self.node_pool)))
+                continue
+            message = M.failed_binding(pod, node, why)
+            work.append(self._event(ref, "Warning", M.FAILED_BINDING, message))
+            work.append(self._pod_condition(pod, M.BINDING_ERROR, message))
+        if work:
+            await asyncio.gather(*work)
+
+    async def evicted(self, evictions: Sequence[Eviction]) -> None:
+        work: list[Awaitable[None]] = []
+        for e in evictions:
+            work.append(self._event(pod_ref(e.pod, e.pod_uid), "Normal", M.EVICT, e.message))
+            if e.group_uid:
+                notes = {M.EVICTED_COUNT: str(e.gang_size), M.EVICTOR_ACTION: e.action}
+                if e.preemptor:
+                    namespace, _, name = e.preemptor.partition("/")
+                    notes |= {M.EVICTOR_NAME: name, M.EVICTOR_NAMESPACE: namespace}
+                work.append(self._event(group_ref(e.group, e.group_uid), "Normal", M.EVICT, e.message, notes))
+        if work:
+            await asyncio.gather(*work)
+
+
+def describe_evictions(outcome: CycleResult, cache: ClusterCache) -> dict[str, Eviction]:
+    """A cycle's evictions with KAI's messages, by pod (sent now, or later when a budget allows)."""
+    gang: dict[tuple[str, str | None], int] = {}
+    for e in outcome.evictions:
+        gang[(e.action, e.preemptor)] = gang.get((e.action, e.preemptor), 0) + 1
+    out = {}
+    for e in outcome.evictions:
+        job = outcome.pod_jobs.get(e.pod, "")
+        group, raw, pod = cache.pod_groups.get(job), cache.raw_groups.get(job), cache.pods.get(e.pod)
+        details = ""
+        if e.action == "reclaim" and e.preemptor in cache.pod_groups and group is not None:
+            details = " ".join(
+                _queue_line(outcome, cache, q) for q in (cache.pod_groups[e.preemptor].queue, group.queue)
+            )
+        message = M.eviction(e.action, e.pod, e.preemptor, group.min_member if group else 1, details.strip())
+        out[e.pod] = Eviction(
+            e.pod,
+            pod.uid if pod else "",
+            job,
+            raw.uid if raw else "",
+            e.action,
+            e.preemptor,
+            message,
+            gang[(e.action, e.preemptor)],
+        )
+    return out
+
+
+def _queue_line(outcome: CycleResult, cache: ClusterCache, name: str) -> str:
+    queue, figures = cache.queues.get(name), outcome.decisions.queues.get(name)
+    if queue is None or figures is None:
+        return ""
+    quota = {r: queue.resource(r).quota for r in ("gpu", "cpu", "memory")}
+    return M.queue_details(name, figures["allocated"], quota, figures["fairShare"], queue.priority)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from kai_ray.model import ClusterSnapshot, Node, Pod, PodGroup, Queue
+from kai_ray.model import ClusterSnapshot, DraChanges, Node, Pod, PodGroup, Queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +17,7 @@ class ClusterDeltas:
     queues_removed: tuple[str, ...] = ()
     pod_groups_upserted: tuple[PodGroup, ...] = ()  # priorities and preemptibility already resolved
     pod_groups_removed: tuple[str, ...] = ()  # "namespace/name"
+    dra: DraChanges = field(default_factory=DraChanges)
 
     def __bool__(self) -> bool:
         return any(
@@ -29,6 +30,7 @@ class ClusterDeltas:
                 self.queues_removed,
                 self.pod_groups_upserted,
                 self.pod_groups_removed,
+                self.dra,
             )
         )
 
@@ -40,4 +42,5 @@ class ClusterDeltas:
             pods_upserted=snapshot.pods,
             queues_upserted=snapshot.queues,
             pod_groups_upserted=snapshot.pod_groups,
+            dra=DraChanges.of_objects(snapshot.dra),
         )

@@ -1,5 +1,7 @@
 """Label and annotation keys of KAI's API that kai-ray reads and writes."""
 
+from collections.abc import Mapping
+
 QUEUE_LABEL = "kai.scheduler/queue"
 LEGACY_QUEUE_LABEL = "runai/queue"
 PROJECT_LABEL = "project"  # the queue when no queue label is set (KAI's pod grouper)
@@ -14,6 +16,12 @@ GPU_MEMORY_ANNOTATION = "gpu-memory"
 GPU_FRACTION_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
 GPU_GROUP_LABEL = "runai-gpu-group"
 GPU_MEMORY_NODE_LABEL = "nvidia.com/gpu.memory"
+GPU_FRACTION_CONTAINER_ANNOTATION = "gpu-fraction-container-name"
+RECEIVED_RESOURCE_TYPE_ANNOTATION = "received-resource-type"  # Regular | Fraction, written when binding
+SHARED_GPU_CONFIGMAP_ANNOTATION = "runai/shared-gpu-configmap"  # name prefix of a fraction's ConfigMaps
+APP_LABEL = "app"
+RESERVATION_APP = "kai-resource-reservation"  # app label of GPU reservation pods
+RESERVATION_NAMESPACE = "kai-resource-reservation"
 STALE_TIMESTAMP_ANNOTATION = "kai.scheduler/stale-podgroup-timestamp"
 LAST_START_ANNOTATION = "kai.scheduler/last-start-timestamp"
 STALENESS_GRACE_ANNOTATION = "kai.scheduler/staleness-grace-period"
@@ -27,3 +35,18 @@ DEFAULT_QUEUE_PRIORITY = 100
 DEFAULT_JOB_PRIORITY = 50  # KAI's fallback when no PriorityClass applies
 PREEMPTIBLE_BELOW = 100  # priority < 100 is preemptible unless said otherwise
 DEFAULT_GPU_MEMORY_MIB = 100
+
+# KAI's priority classes (its chart installs them; so do kai-ray's chart and `kai-ray up`):
+# below PREEMPTIBLE_BELOW a job may be preempted unless its PodGroup says otherwise.
+KAI_PRIORITY_CLASSES = (
+    ("train", 50, "Training: preemptible; the default for batch work."),
+    ("build-preemptible", 75, "Interactive build work that may be preempted."),
+    ("build", 100, "Interactive build work: non-preemptible, uses in-quota resources only."),
+    ("inference", 125, "Inference: non-preemptible, uses in-quota resources only."),
+)
+
+
+def is_reservation_pod(labels: Mapping[str, str]) -> bool:
+    """A GPU reservation pod (KAI's binder makes them): its device is counted through the shared
+    GPU group it holds, so the pod itself is not scheduled or counted as a pod."""
+    return labels.get(APP_LABEL) == RESERVATION_APP

@@ -45,6 +45,9 @@ class FullScanCoordinator(Coordinator):
         super().__init__(config, shards, placer_type=FullScanPlacer)
 
     def _session_table(self) -> NodeTable:
+        return self._whole_table()
+
+    def _whole_table(self) -> NodeTable:
         """Every node's row from the shards, every cycle (no mirror kept across cycles)."""
         answers = self.shards.rows()
         if answers.down:

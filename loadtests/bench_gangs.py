@@ -2,7 +2,8 @@
 
 Most nodes are partly used by another scheduler's pods, so gangs span nodes and, with
 several shards, span shards: every gang is prepared on each shard it touches and committed
-everywhere or nowhere (DESIGN §3). Gangs arrive in waves, one scheduling cycle per wave.
+everywhere or nowhere (docs/architecture.md#two-phase-reservation). Gangs arrive in waves,
+one scheduling cycle per wave.
 
 Measured, in the same run, on the same workload:
 - baseline: ``loadtests.baseline.FullScanCoordinator``, the same coordinator whose sessions

@@ -30,7 +30,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-import shards.shape_index  # noqa: F401  (placement imports it lazily; load it before anything is timed)
 from loadtests.baseline import FullScanPlacer
 from loadtests.results import BenchRow, bench_main, compare, rss_bytes
 from loadtests.shard_workload import PendingPod, busy_shard, pending_pods

@@ -16,12 +16,12 @@ from shards.shapes import Constraints
 
 Mask = npt.NDArray[np.bool_]
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
-# Why a node is turned away, each naming the filter that did it (as kube-scheduler's plugins do):
-# "why pending" and the unschedulable counts read these.
-NOT_READY = "not ready (NodeReady)"
-UNSCHEDULABLE = "unschedulable (NodeUnschedulable)"
-TAINTED = "untolerated taint (TaintToleration)"
-MISMATCH = "selector or affinity mismatch (NodeAffinity)"
+# Why a node is turned away: kube-scheduler's filter messages, which KAI passes on (runbooks read
+# them), each owned by the filter that turns the node away (``shards.placement.FILTER_OF``).
+NOT_READY = "node(s) were not ready"
+UNSCHEDULABLE = "node(s) were unschedulable"
+TAINTED = "node(s) had untolerated taint(s)"
+MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
 
 
@@ -57,6 +57,11 @@ class ConstraintMasks:
             out &= table.ready
         if not tolerates_all((UNSCHEDULABLE_TAINT,), tolerations):
             out &= ~table.unschedulable
+        pinned = _pinned_nodes(constraints)
+        if pinned is not None:  # e.g. a pod tied to its claim's node: look at those rows only
+            keep = np.zeros(len(out), dtype=bool)
+            keep[[table.index[n] for n in pinned if n in table.index]] = True
+            out &= keep
         # Clusters have a handful of distinct taint sets: each is judged once, not once per node.
         verdicts: dict[tuple[Taint, ...], bool] = {}
         checks_labels = bool(constraints.node_selector or constraints.affinity)
@@ -84,3 +89,16 @@ class ConstraintMasks:
             elif not constraints.matches_labels(table.labels[row], table.names[row]):
                 counts[MISMATCH] += 1
         return {k: v for k, v in counts.items() if v}
+
+
+def _pinned_nodes(constraints: Constraints) -> set[str] | None:
+    """The only nodes the affinity can admit when every term names them (``metadata.name In``)."""
+    if not constraints.affinity:
+        return None
+    names: set[str] = set()
+    for term in constraints.affinity:
+        pin = next((r for r in term if r.field and r.key == "metadata.name" and r.operator == "In"), None)
+        if pin is None:
+            return None
+        names.update(pin.values)
+    return names

@@ -54,6 +54,9 @@ def take_nodes(table: NodeTable, pods: dict[str, Holding], book: ReservationBook
                 staying.append(holding)
         reservation.holdings = staying
     for row in leaving:
+        for claim in [c for c, held in table.devices.claims.items() if held.row == row]:
+            table.devices.release(claim)  # they travel with the row (rows.devices)
+        table.devices.set_devices(row, ())
         table.held[:, row] = 0.0
         table.groups[row] = {}
         table.refresh(row)

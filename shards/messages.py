@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kai_ray.model import GpuShare, Node, Pod, ResourceVector
+from kai_ray.model import Device, GpuShare, Node, Pod, ResourceVector
 from shards.rows import NodeRows
+
+NodeDevices = tuple[str, tuple[Device, ...]]  # node, every DRA device its slices publish
+ClaimHold = tuple[str, str | None, tuple[str, ...]]  # claim key, its node (None: released), device keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,9 +19,13 @@ class ShardDeltas:
     nodes_removed: tuple[str, ...] = ()
     pods_upserted: tuple[Pod, ...] = ()
     pods_removed: tuple[str, ...] = ()
+    devices: tuple[NodeDevices, ...] = ()  # DRA: a node's whole device list, after its nodes
+    claims: tuple[ClaimHold, ...] = ()  # DRA: claims allocated on (or released from) its nodes
 
     def __bool__(self) -> bool:
-        return bool(self.nodes_upserted or self.nodes_removed or self.pods_upserted or self.pods_removed)
+        return bool(
+            self.nodes_upserted or self.nodes_removed or self.pods_upserted or self.pods_removed or self.devices
+        ) or bool(self.claims)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +50,7 @@ class Placement:
     share: GpuShare | None = None
     shares: tuple[tuple[str, int], ...] = ()
     create: tuple[str, ...] = ()
+    claims: tuple[tuple[str, tuple[str, ...]], ...] = ()  # DRA claims it allocates: key, device keys
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kai_ray.model import Node, Taint
+from shards.dra_devices import DeviceBook
 from shards.gpu_groups import GroupUsage, summarize
 from shards.shapes import GPU, PODS, ResourceSchema
 
@@ -75,6 +76,7 @@ class NodeTable:
         self.groups: list[dict[str, GroupUsage]] = []
         self.static_epoch = 0  # bumps when labels/taints/readiness change: constraint masks expire
         self.change_log: list[int] | None = None  # rows changed, in order, once someone tracks them
+        self.devices = DeviceBook(self.refresh)  # DRA devices per row and the claims holding them
         self.add_nodes(nodes)
 
     def __len__(self) -> int:
@@ -191,6 +193,10 @@ class NodeTable:
         """The node is gone: its row is emptied and kept for the next node added. Whatever still
         held capacity on it must have been released first."""
         row = self.index.pop(name)
+        for claim in [c for c, held in self.devices.claims.items() if held.row == row]:
+            self.devices.release(claim)
+        if row in self.devices.devices:
+            self.devices.set_devices(row, ())
         self.present[row] = False
         self.ready[row] = False
         self.labels[row], self.taints[row], self.groups[row] = {}, (), {}
@@ -288,6 +294,7 @@ class NodeTable:
         out.groups = [{g: replace(u) for g, u in row.items()} if row else {} for row in self.groups]
         out.free_rows, out.removed_log = list(self.free_rows), []
         out.change_log = None
+        out.devices = self.devices.copy(out.refresh)
         return out
 
     def track_changes(self) -> list[int]:

@@ -17,14 +17,15 @@ with releasing capacity.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from kai_ray.model import GpuShare
-from shards.constraints import ConstraintMasks
+from shards.constraints import MISMATCH, NOT_READY, TAINTED, UNSCHEDULABLE, ConstraintMasks
+from shards.dra_devices import Allocation
 from shards.node_table import NodeTable
 from shards.scorers import PLACEMENT, Scoring, band_row, band_rows
 from shards.shapes import CPU, GPU, MEMORY, PODS, TaskShape
@@ -51,6 +52,7 @@ class Choice:
     pipelined: bool
     shares: tuple[tuple[str, int], ...] = ()  # (GPU group, MiB) for fractions
     create: tuple[str, ...] = ()  # groups that start being shared with this pod
+    devices: Allocation | None = None  # DRA: per claim spec of the shape, the devices it gets
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +95,8 @@ class Placer:
         admitted = self.masks.admitted(shape.constraints)[pick]
         if allowed is not None:
             admitted = admitted & allowed[pick]
+        if shape.claims:  # DRA: only nodes whose free devices can take every claim
+            admitted = admitted & table.devices.mask(shape.claims, np.arange(len(table))[pick], admitted)
         idle, future_cap = table.idle[pick], table.future[pick]
         request = table.schema.vector(shape.request)
         request[PODS] = 0  # pod slots are checked on their own below, as KAI's predicate does
@@ -126,6 +130,8 @@ class Placer:
         (fits now, fits once releasing pods are gone, MiB per device for a fraction)."""
         table = self.table
         if not self.masks.admitted(shape.constraints)[row]:
+            return False, False, None
+        if shape.claims and not table.devices.fits(row, shape.claims):
             return False, False, None
         request = self._request_list(shape)
         idle, future_cap = table.idle[row].tolist(), table.future[row].tolist()
@@ -236,7 +242,15 @@ class Placer:
         return index
 
     def choose_on(self, row: int, shape: TaskShape, pipeline_only: bool) -> Choice:
-        """The concrete placement on ``row`` (GPU groups for fractions)."""
+        """The concrete placement on ``row`` (GPU groups for fractions, devices for claims)."""
+        choice = self._choose_on(row, shape, pipeline_only)
+        if shape.claims:
+            devices = self.table.devices.allocate(row, shape.claims)
+            waits = devices is not None and self.table.devices.waits(devices)  # devices still releasing
+            choice = replace(choice, devices=devices, pipelined=choice.pipelined or waits)
+        return choice
+
+    def _choose_on(self, row: int, shape: TaskShape, pipeline_only: bool) -> Choice:
         fits_now, _, mib = self.fit_row(shape, row)
         if shape.share is None:
             return Choice(row, pipeline_only or not fits_now)
@@ -294,11 +308,7 @@ class Placer:
             name: float(table.alloc[remaining, column].max(initial=0.0))
             for column, name in ((CPU, "cpu"), (MEMORY, "memory"), (GPU, "gpu"))
         }
-        checks = [
-            (CPU, "too little free CPU (NodeResourcesFit)"),
-            (MEMORY, "too little free memory (NodeResourcesFit)"),
-            (GPU, "too few free GPUs (NodeResourcesFit)"),
-        ]
+        checks = [(CPU, NOT_ENOUGH + "CPU cores"), (MEMORY, NOT_ENOUGH + "memory"), (GPU, NOT_ENOUGH + "GPUs")]
         for column, label in checks:
             if column == GPU and shape.share is not None:
                 continue
@@ -309,15 +319,38 @@ class Placer:
         if shape.share is not None:
             short = remaining & ~self.fit(shape).future
             if short.any():
-                counts["no GPU with room for the fraction (GpuSharing)"] = int(short.sum())
+                counts[NOT_ENOUGH + "shared GPUs"] = int(short.sum())
                 remaining &= ~short
         short = remaining & (table.future[:, PODS] < 1 - TOLERANCE)
         if short.any():
-            counts["no free pod slot (NodeResourcesFit)"] = int(short.sum())
+            counts["node(s) pod number exceeded"] = int(short.sum())
+            remaining &= ~short
+        if shape.claims:
+            for why, n in table.devices.turned_away(shape.claims, remaining)[0].items():
+                counts[why] = counts.get(why, 0) + n
         return Diagnosis(int(present.sum()), counts, largest)
 
     def explain(self, shape: TaskShape) -> str:
         return self.diagnose(shape).describe(shape)
+
+
+# KAI's wording (its fit errors, and kube-scheduler's filter messages it passes on), so runbooks
+# and tools written against KAI's messages keep working.
+NO_NODES_FOUND = "no nodes with enough resources were found"
+NOT_ENOUGH = "node(s) didn't have enough resources: "
+# The filter each reason comes from (kube-scheduler's plugin names): what "why pending" and the
+# unschedulable counts attribute a turned-away node to.
+FILTER_OF = {
+    NOT_READY: "NodeReady",
+    UNSCHEDULABLE: "NodeUnschedulable",
+    TAINTED: "TaintToleration",
+    MISMATCH: "NodeAffinity",
+    NOT_ENOUGH + "CPU cores": "NodeResourcesFit",
+    NOT_ENOUGH + "memory": "NodeResourcesFit",
+    NOT_ENOUGH + "GPUs": "NodeResourcesFit",
+    NOT_ENOUGH + "shared GPUs": "GpuSharing",
+    "node(s) pod number exceeded": "NodeResourcesFit",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,10 +362,11 @@ class Diagnosis:
     largest: dict[str, float]  # the biggest allocatable among nodes the pod may use
 
     def by_filter(self) -> dict[str, int]:
-        """Nodes turned away per filter (the name each reason carries in parentheses)."""
+        """Nodes turned away per filter: each reason names the filter that gives it (``FILTER_OF``;
+        DRA's reasons belong to DynamicResources)."""
         out: dict[str, int] = {}
         for why, n in self.counts.items():
-            name = why.rsplit("(", 1)[-1].rstrip(")") if why.endswith(")") else why
+            name = FILTER_OF.get(why, "DynamicResources")
             out[name] = out.get(name, 0) + n
         return out
 
@@ -344,20 +378,26 @@ class Diagnosis:
         return Diagnosis(self.nodes + other.nodes, counts, largest)
 
     def describe(self, shape: TaskShape) -> str:
+        """KAI's compact fit error: "no nodes with enough resources were found: 4 node(s) didn't have
+        enough resources: GPUs.", plus KAI's MaxNodePoolResources sentence when no node could ever
+        hold the pod."""
         if self.nodes == 0:
-            return "no nodes in the cluster"
+            return f"{NO_NODES_FOUND}: there are no nodes."
         # Most common reason first, then by name: the text must not depend on which shard answered first.
         ranked = sorted(self.counts.items(), key=lambda item: (-item[1], item[0]))
-        detail = ", ".join(f"{n} {why}" for why, n in ranked) or "no node fits"
-        text = f"0/{self.nodes} nodes fit: {detail}"
+        detail = ". ".join(f"{n} {why}" for why, n in ranked) or f"{self.nodes} node(s) did not fit"
+        text = f"{NO_NODES_FOUND}: {detail}."
         asks = shape.request
-        for name, wanted, unit in (
-            ("gpu", asks.gpu, "GPUs"),
-            ("cpu", asks.cpu / 1000, "CPU cores"),
-            ("memory", asks.memory / 2**30, "GiB of memory"),
+        for name, wanted, label, unit in (
+            ("gpu", asks.gpu, "GPU", ""),
+            ("cpu", asks.cpu / 1000, "CPU", " cores"),
+            ("memory", asks.memory / 1e9, "memory", " GB"),
         ):
-            biggest = self.largest.get(name, 0.0) / (1000 if name == "cpu" else 2**30 if name == "memory" else 1)
+            biggest = self.largest.get(name, 0.0) / (1000 if name == "cpu" else 1e9 if name == "memory" else 1)
             if wanted > biggest + 1e-9:
-                text += f"; the pod asks for {wanted:g} {unit} but the largest node it may use has {biggest:g}"
+                if biggest <= 0:
+                    text += f" No node the pod may use has {label} resources."
+                else:
+                    text += f" Max {label} resources available in a single node is topped at {biggest:.3g}{unit}."
                 break
         return text

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from kai_ray.model import Node, Pod
 from shards.handover import ShardHandover
-from shards.messages import PrepareItem, ShardDeltas
+from shards.messages import ClaimHold, NodeDevices, PrepareItem, ShardDeltas
 from shards.stream_messages import RoundRequest, SettleRequest
 
 
@@ -39,6 +39,8 @@ class Load:
     seq: int
     nodes: tuple[Node, ...]
     pods: tuple[Pod, ...]
+    devices: tuple[NodeDevices, ...] = ()  # DRA: the nodes' device lists
+    claims: tuple[ClaimHold, ...] = ()  # DRA: claims allocated on them
 
 
 @dataclass(frozen=True, slots=True)

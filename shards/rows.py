@@ -8,17 +8,18 @@ pickling element by element); labels, taints and shared-GPU groups as plain list
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
-from kai_ray.model import Taint
+from kai_ray.model import Device, Taint
 from shards.gpu_groups import GroupUsage
 from shards.node_table import NodeTable
 from shards.shapes import ResourceSchema
 
 GroupState = tuple[int, int, int, bool]  # active, releasing, pipelined MiB; owns a reservation slot
+RowDevices = tuple[tuple[Device, ...], dict[str, str]]  # a row's DRA devices; device key -> claim holding it
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,7 @@ class NodeRows:
     held: npt.NDArray[np.float64]  # (3, n, width)
     gpu_mem: npt.NDArray[np.int64]
     groups: list[dict[str, GroupState]]
+    devices: list[RowDevices] = field(default_factory=list)  # DRA, per row; empty when no row has any
 
     def __len__(self) -> int:
         return len(self.names)
@@ -70,6 +72,7 @@ def export_rows(table: NodeTable, rows: Sequence[int] | npt.NDArray[np.int64]) -
         groups=[
             {g: (u.active, u.releasing, u.pipelined, u.owns_slot) for g, u in table.groups[r].items()} for r in index
         ],
+        devices=table.devices.export(index) if table.devices else [],
     )
 
 
@@ -107,13 +110,14 @@ def merge_rows(parts: Sequence[NodeRows], schema: ResourceSchema) -> NodeRows:
         held=np.stack([widen(p, p.held[:, i]) for p, i in picks], axis=1).reshape(3, len(picks), width),
         gpu_mem=np.array([p.gpu_mem[i] for p, i in picks], dtype=np.int64),
         groups=[p.groups[i] for p, i in picks],
+        devices=[p.devices[i] if p.devices else ((), {}) for p, i in picks] if any(p.devices for p in parts) else [],
     )
 
 
 def table_from_rows(rows: NodeRows) -> NodeTable:
     """A table holding exactly these rows, with their usage already in place."""
     groups = [{g: GroupUsage(a, r, p, slot) for g, (a, r, p, slot) in row_groups.items()} for row_groups in rows.groups]
-    return NodeTable.of_columns(
+    table = NodeTable.of_columns(
         rows.schema,
         rows.names,
         rows.labels,
@@ -125,6 +129,10 @@ def table_from_rows(rows: NodeRows) -> NodeTable:
         rows.gpu_mem,
         groups,
     )
+    for row, (devices, owners) in enumerate(rows.devices):
+        if devices or owners:
+            table.devices.load(row, devices, owners)
+    return table
 
 
 def load_rows(table: NodeTable, rows: NodeRows) -> list[int]:
@@ -157,5 +165,7 @@ def load_rows(table: NodeTable, rows: NodeRows) -> list[int]:
         table.held[:, row] = [table.schema.vector_from(held, rows.schema) for held in rows.held[:, i]]
         table.groups[row] = {g: GroupUsage(a, r, p, slot) for g, (a, r, p, slot) in rows.groups[i].items()}
         table.refresh(row)
+        if rows.devices:
+            table.devices.load(row, *rows.devices[i])
         placed.append(row)
     return placed

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kai_ray.model import AffinityTerm, GpuShare, Pod, ResourceVector, Toleration
+from shards.dra_demand import ClaimDemand, ClaimSpec
 
 CORE_COLUMNS = ("cpu", "memory", "gpu", "pods")
 CPU, MEMORY, GPU, PODS = range(4)
@@ -84,9 +85,13 @@ class Constraints:
         return Constraints, (self.node_selector, self.affinity, self.tolerations)
 
     @staticmethod
-    def of_pod(pod: Pod) -> Constraints:
+    def of_pod(pod: Pod, demand: ClaimDemand | None = None) -> Constraints:
+        affinity = pod.affinity
+        pin = demand.affinity() if demand is not None else ()
+        if pin:  # allocated claims tie the pod to their node, on top of its own affinity
+            affinity = tuple(term + pin for term in affinity) if affinity else (pin,)
         selector = tuple(sorted(pod.node_selector.items())) if pod.node_selector else ()
-        return Constraints(selector, pod.affinity, pod.tolerations)
+        return Constraints(selector, affinity, pod.tolerations)
 
     def matches_labels(self, labels: Mapping[str, str], node_name: str) -> bool:
         if any(labels.get(k) != v for k, v in self.node_selector):
@@ -102,19 +107,21 @@ class TaskShape:
     request: ResourceVector  # whole GPUs in .gpu; pods = 1
     share: GpuShare | None = None
     constraints: Constraints = Constraints()
+    claims: tuple[ClaimSpec, ...] = ()  # DRA claims to allocate on the node (shards/dra_demand.py)
     _hash: int | None = field(default=None, init=False, repr=False, compare=False)  # see Constraints
 
     def __hash__(self) -> int:
         if self._hash is None:
-            object.__setattr__(self, "_hash", hash((self.request, self.share, self.constraints)))
+            object.__setattr__(self, "_hash", hash((self.request, self.share, self.constraints, self.claims)))
         return self._hash  # type: ignore[return-value]
 
     def __reduce__(self) -> tuple[type[TaskShape], tuple[Any, ...]]:
-        return TaskShape, (self.request, self.share, self.constraints)
+        return TaskShape, (self.request, self.share, self.constraints, self.claims)
 
     @staticmethod
-    def of_pod(pod: Pod) -> TaskShape:
-        return TaskShape(pod.requests, pod.gpu_share, Constraints.of_pod(pod))
+    def of_pod(pod: Pod, demand: ClaimDemand | None = None) -> TaskShape:
+        claims = demand.specs if demand is not None else ()
+        return TaskShape(pod.requests, pod.gpu_share, Constraints.of_pod(pod, demand), claims)
 
     @property
     def wants_gpu(self) -> bool:
@@ -128,4 +135,4 @@ class TaskShape:
     def is_best_effort(self) -> bool:
         """KAI: a pod that requests nothing always fits on idle capacity."""
         r = self.request
-        return self.share is None and not (r.cpu or r.memory or r.gpu or r.scalars)
+        return self.share is None and not (r.cpu or r.memory or r.gpu or r.scalars or self.claims)

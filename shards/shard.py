@@ -15,11 +15,9 @@ from dataclasses import replace
 import numpy as np
 
 from kai_ray.model import Node, Pod, ResourceVector
+from shards.dra_devices import apply_dra
 from shards.handover import ShardHandover, give_nodes, take_nodes
-from shards.messages import (
-    RowChanges,
-    ShardDeltas,
-)
+from shards.messages import ClaimHold, NodeDevices, RowChanges, ShardDeltas
 from shards.node_table import Holding, Kind, NodeTable
 from shards.placement import PlacementPolicy, Placer
 from shards.pod_holds import pod_hold
@@ -75,6 +73,7 @@ class Shard(TwoPhase):
         self.placer = Placer(self.table, self.policy)
         self.pods: dict[str, Holding] = {}  # what each placed pod holds here
         self.book = ReservationBook()
+        self.claim_holds: dict[str, list[str]] = {}  # prepared reservation -> DRA claims it allocated
         self.keeper = ProposalKeeper(self.table, self.placer)
         self.proposal: Proposal | None = None  # what this cycle placed and holds
         self.broken: set[str] = set()  # proposals whose holds a cluster change took away
@@ -100,8 +99,8 @@ class Shard(TwoPhase):
                 self.apply(deltas)
                 self.applied_seq = seq
                 return None
-            case Load(seq=seq, nodes=nodes, pods=pods):
-                self.load(nodes, pods)
+            case Load(seq=seq, nodes=nodes, pods=pods, devices=devices, claims=claims):
+                self.load(nodes, pods, devices, claims)
                 self.applied_seq = seq
                 return None
             case Rows(names=names):
@@ -137,10 +136,17 @@ class Shard(TwoPhase):
                 self.book.resolve(reservation, ReservationState.ABORTED)
         self.epoch = epoch
 
-    def load(self, nodes: tuple[Node, ...], pods: tuple[Pod, ...]) -> None:
-        """Start over with these nodes and placed pods (reservations are gone with the old state)."""
+    def load(
+        self,
+        nodes: tuple[Node, ...],
+        pods: tuple[Pod, ...],
+        devices: tuple[NodeDevices, ...] = (),
+        claims: tuple[ClaimHold, ...] = (),
+    ) -> None:
+        """Start over with these nodes, placed pods and DRA devices and claims (reservations are
+        gone with the old state)."""
         self._reset(ResourceSchema())
-        self.apply(ShardDeltas(nodes_upserted=nodes, pods_upserted=pods))
+        self.apply(ShardDeltas(nodes_upserted=nodes, pods_upserted=pods, devices=devices, claims=claims))
 
     def describe(self) -> ShardInfo:
         return ShardInfo(
@@ -166,6 +172,8 @@ class Shard(TwoPhase):
             self._place_pod(pod)
         for key in deltas.pods_removed:
             self._drop_pod(key)
+        if deltas.devices or deltas.claims:
+            apply_dra(self.table, deltas.devices, deltas.claims)
 
     def _remove_nodes(self, names: list[str]) -> None:
         """Kubernetes deletes a deleted node's pods (their own deletions may come later) and a

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from kai_ray.model import ResourceVector
+from shards.dra_devices import release_claims, take_claims
 from shards.messages import Placement, PrepareItem, PrepareReply
 from shards.node_table import Holding, Kind, NodeTable
 from shards.reservations import Reservation, ReservationBook, ReservationState
@@ -25,6 +26,7 @@ class TwoPhase:
     book: ReservationBook
     ttl: float
     epoch: int
+    claim_holds: dict[str, list[str]]  # prepared reservation -> DRA claims it allocated
 
     def _ensure_schema(self, vectors: list[ResourceVector]) -> None:
         raise NotImplementedError
@@ -46,16 +48,20 @@ class TwoPhase:
                     refused[item.rid] = f"reservation already {existing.state.value}"
                 continue
             holdings: list[Holding] = []
+            claims: list[str] = []
             problem = ""
             for placement in item.placements:
-                problem = self._check_and_hold(placement, holdings)
+                problem = self._check_and_hold(placement, holdings) or take_claims(self.table, placement, claims)
                 if problem:
                     break
             if problem:
                 for holding in reversed(holdings):
                     self.table.release(holding)
+                release_claims(self.table, claims)
                 refused[item.rid] = problem
                 continue
+            if claims:
+                self.claim_holds[item.rid] = claims
             self.book.add(Reservation(item.rid, now + self.ttl, holdings, epoch=self.epoch))
             held.append(item.rid)
         return PrepareReply(tuple(held), refused)
@@ -118,6 +124,7 @@ class TwoPhase:
                         self.table.release(previous)
                     self.pods[holding.pod] = holding
                 self.book.resolve(reservation, ReservationState.COMMITTED)
+                self.claim_holds.pop(rid, None)  # the claims stay allocated, as the binder will write
             out[rid] = reservation.state is ReservationState.COMMITTED
         return out
 
@@ -147,6 +154,7 @@ class TwoPhase:
     def _release(self, reservation: Reservation) -> None:
         for holding in reversed(reservation.holdings):
             self.table.release(holding)
+        release_claims(self.table, self.claim_holds.pop(reservation.rid, []))
 
     def reservation_state(self, rid: str) -> str | None:
         reservation = self.book.get(rid)

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-CONFORMANCE = REPO.parent / "shared" / "conformance"
 
 
 @pytest.fixture(scope="session")

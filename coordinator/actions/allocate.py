@@ -14,6 +14,7 @@ from coordinator.jobs import Job, Status, Task
 from coordinator.session import SessionState, accepted_on
 from coordinator.statement import Statement
 from shards.placement import Mask
+from shards.shapes import TaskShape
 
 
 def allocate_job(
@@ -37,13 +38,21 @@ def allocate_job(
     if stmt.source is not None and allowed is None and not pipeline_only:
         return _place_from_streams(state, stmt, job, tasks, checkpoint)
     for placed, task in enumerate(tasks):
-        choice = state.placer.best_node(task.shape, pipeline_only=pipeline_only, allowed=allowed)
-        if choice is None:
+        problem = state.claim_problem(task)
+        if problem:  # KAI's DRA PreFilter: the pod cannot go anywhere
             if not pipeline_only:
-                job.fit_errors["allocate"] = _task_failure(state, job, task, placed)
+                job.fit_errors["allocate"] = f"pod {task.pod.name}: {problem}"
             stmt.rollback(checkpoint)
             return False
-        stmt.place(task, choice, state.accepted_quota(task, choice.node))
+        shape = state.shape_for(task)
+        choice = state.placer.best_node(shape, pipeline_only=pipeline_only, allowed=allowed)
+        if choice is None:
+            if not pipeline_only:
+                job.fit_errors["allocate"] = _task_failure(state, job, task, placed, shape)
+            stmt.rollback(checkpoint)
+            return False
+        claims = state.claims_of(task) if task.pod.resource_claims else None
+        stmt.place(task, choice, state.accepted_quota(task, choice.node), claims)
     return True
 
 
@@ -69,21 +78,28 @@ def explain_unplaced(state: SessionState, job: Job, task: Task, placed: int, why
     job.fit_errors["allocate"] = _failure_text(job, task, placed, why)
 
 
-def _task_failure(state: SessionState, job: Job, task_failed: Task, placed: int) -> str:
-    return _failure_text(job, task_failed, placed, state.explain(task_failed.shape))
+def _task_failure(state: SessionState, job: Job, task_failed: Task, placed: int, shape: TaskShape) -> str:
+    return _failure_text(job, task_failed, placed, state.explain(shape))
 
 
 def _failure_text(job: Job, task_failed: Task, placed: int, why: str) -> str:
+    """KAI's words for a job whose pod found no node (actions/common/allocate.go), so tools and
+    runbooks that read KAI's messages read kai-ray's."""
     pod_set = job.pod_sets.get(task_failed.subgroup)
     minimum = pod_set.min_available if pod_set else 1
     gang = any(ps.min_available > 1 for ps in job.pod_sets.values())
     if gang and pod_set is not None and pod_set.active_used < minimum:
-        scope = "" if len(job.pod_sets) == 1 else f" in sub-group {pod_set.name}"
+        if len(job.pod_sets) == 1:
+            return (
+                f"Resources were found for {placed} pods while {minimum} are required for gang scheduling. "
+                f"Additional pods cannot be scheduled due to: {why}"
+            )
         return (
-            f"gang needs {minimum} pods{scope}; resources were found for {placed}; "
-            f"pod {task_failed.pod.name} does not fit: {why}"
+            f"Resources were found for {placed} pods from all sub-groups while sub-group {pod_set.name} "
+            f"requires {minimum} pods for gang scheduling. "
+            f"Additional pods cannot be scheduled in this sub-group due to: {why}"
         )
-    return f"pod {task_failed.pod.name} does not fit: {why}"
+    return f"Resources were not found for pod {task_failed.pod.key} due to: {why}"
 
 
 class AllocateAction:

@@ -10,46 +10,39 @@ import math
 
 import numpy as np
 
-from coordinator.actions.allocate import eligible_jobs
 from coordinator.actions.scenario import Scenario, gpu_headroom_all
-from coordinator.actions.search_pruning import FailedSearches, search_failed, should_search
-from coordinator.actions.solver import JobSolver, SearchBudget
+from coordinator.actions.solver import Validator
+from coordinator.actions.victim_search import Precheck, VictimSearchAction
 from coordinator.actions.victims import VictimPool
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job, Status
 from coordinator.session import SessionState
-from coordinator.statement import Statement
 from shards.shapes import GPU
 
 
-class ConsolidationAction:
+class ConsolidationAction(VictimSearchAction):
     name = "consolidation"
+    signatures_per_queue = False  # victims come from every queue
+    preemptible_jobs_only = True
 
-    def execute(self, state: SessionState, stmt: Statement) -> None:
+    def enabled(self, state: SessionState) -> bool:
+        return state.config.maxConsolidationPreemptees != 0
+
+    def precheck(self, state: SessionState, job: Job, request: np.ndarray) -> Precheck:
+        # Moves leave every queue's allocation as it was, so a job its queue cannot take now
+        # (over a limit) is not helped by any of them: no search.
+        if not state.queues.check_capacity(job.queue, request, job.preemptible).ok:
+            return Precheck.SKIP
         limit = state.config.maxConsolidationPreemptees
-        if limit == 0:
-            return
-        order = JobOrder(state.queues, lambda j: state.job_request(j, real=False))
-        order.push_all(eligible_jobs(state, pending_only=True, preemptible_only=True))
-        budget = SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
-        pool = VictimPool(state)
-        failed = FailedSearches(per_queue=False)
-        while not order.empty():
-            job = order.pop()
-            assert job is not None
-            if not should_search(state, job, failed, self.name):
-                continue
-            # Moves leave every queue's allocation as it was, so a job its queue cannot take now
-            # (over a limit) is not helped by any of them: no search.
-            verdict = state.queues.check_capacity(job.queue, state.job_request(job, real=False), job.preemptible)
-            if not verdict.ok:
-                continue
-            solver = JobSolver(state, stmt, self.name, _all_moved, lambda job=job: _victims(pool, job, limit), budget)  # type: ignore[misc]
-            if _enough_gpus(state, job) and _moves_could_make_room(state, job, limit) and solver.solve(job):
-                stmt.commit()
-                pool.invalidate()
-            else:
-                search_failed(state, job, failed)
+        if _enough_gpus(state, job) and _moves_could_make_room(state, job, limit):
+            return Precheck.SEARCH
+        return Precheck.FAILED
+
+    def validator(self, state: SessionState, job: Job) -> Validator:
+        return _all_moved
+
+    def victims(self, state: SessionState, pool: VictimPool, job: Job, request: np.ndarray) -> JobOrder:
+        return _victims(pool, job, state.config.maxConsolidationPreemptees)
 
 
 def _all_moved(scenario: Scenario) -> bool:

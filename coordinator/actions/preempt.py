@@ -2,57 +2,34 @@
 
 from __future__ import annotations
 
-from coordinator.actions.allocate import eligible_jobs
-from coordinator.actions.scenario import Scenario
-from coordinator.actions.search_pruning import FailedSearches, search_failed, should_search
-from coordinator.actions.solver import JobSolver, SearchBudget
+import numpy as np
+
+from coordinator.actions.victim_search import Precheck, VictimSearchAction
 from coordinator.actions.victims import VictimPool, min_runtime_protected
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job
 from coordinator.session import SessionState
-from coordinator.statement import Statement
 
 
-class PreemptAction:
+class PreemptAction(VictimSearchAction):
     name = "preempt"
 
-    def execute(self, state: SessionState, stmt: Statement) -> None:
-        order = JobOrder(state.queues, lambda j: state.job_request(j, real=False))
-        order.push_all(eligible_jobs(state, pending_only=True))
-        budget = SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
-        pool = VictimPool(state)
-        failed = FailedSearches(per_queue=True)
-        while not order.empty():
-            job = order.pop()
-            assert job is not None
-            if not should_search(state, job, failed, self.name):
-                continue
-            request = state.job_request(job, real=False)
-            verdict = state.queues.check_capacity(job.queue, request, job.preemptible, limits=False)
-            if not verdict.ok:
-                job.fit_errors["preempt"] = f"{verdict.reason}: {verdict.message}"
-                search_failed(state, job, failed)
-                continue
-            victims = lambda job=job: _victims(state, pool, job)  # noqa: E731
-            solver = JobSolver(state, stmt, self.name, _always_valid, victims, budget)
-            if solver.solve(job):
-                stmt.commit()
-                pool.invalidate()
-            else:
-                search_failed(state, job, failed)
+    def precheck(self, state: SessionState, job: Job, request: np.ndarray) -> Precheck:
+        # Victims come from the job's own queue, so evicting them makes room under its limits;
+        # they are all preemptible, so they free no non-preemptible quota: that rule decides now.
+        verdict = state.queues.check_capacity(job.queue, request, job.preemptible, limits=False)
+        if verdict.ok:
+            return Precheck.SEARCH
+        job.fit_errors["preempt"] = f"{verdict.reason}: {verdict.message}"
+        return Precheck.FAILED
 
+    def victims(self, state: SessionState, pool: VictimPool, job: Job, request: np.ndarray) -> JobOrder:
+        """Preemptible running jobs of the same queue with strictly lower priority."""
+        minimum = state.config.defaultPreemptMinRuntime
 
-def _always_valid(_: Scenario) -> bool:
-    return True
+        def accept(victim: Job) -> bool:
+            if victim.priority >= job.priority or victim.key == job.key:
+                return False
+            return not min_runtime_protected(state, victim, minimum)
 
-
-def _victims(state: SessionState, pool: VictimPool, preemptor: Job) -> JobOrder:
-    """Preemptible running jobs of the same queue with strictly lower priority."""
-    minimum = state.config.defaultPreemptMinRuntime
-
-    def accept(job: Job) -> bool:
-        if job.priority >= preemptor.priority or job.key == preemptor.key:
-            return False
-        return not min_runtime_protected(state, job, minimum)
-
-    return pool.queue(lambda queue: queue == preemptor.queue, accept)
+        return pool.queue(lambda queue: queue == job.queue, accept)

@@ -108,17 +108,26 @@ class FailedSearches:
 
 
 def should_search(state: SessionState, job: Job, failed: FailedSearches, action: str) -> bool:
-    """Whether ``action`` should look for victims for ``job``; when not, the job is told why."""
+    """Whether ``action`` should look for victims for ``job``.
+
+    A skipped search changes nothing about why the job waits, so the job's reason does not say
+    "skipped": a paused job keeps what its last real search said (the message stays the same, and
+    with it the job's event), and a job ruled out by a similar one keeps its own allocate reason,
+    as in KAI. Why the search was skipped goes to ``state.search_skipped`` (logged, and tested).
+    """
     if job.key in state.search_paused:
-        job.fit_errors.setdefault(action, "victim search paused: it failed in recent cycles and is retried later")
+        last = state.search_reasons.get(job.key, {}).get(action)
+        if last:
+            job.fit_errors.setdefault(action, last)
+        state.search_skipped[job.key] = "victim search paused after failing in recent cycles"
         return False
     if not state.config.useSchedulingSignatures:
         return True
     like = failed.worth_trying(job)
     if like is None:
         return True
-    job.fit_errors.setdefault(
-        action, f"not searched: {like} has the same constraints, is no bigger and found no room in this session"
+    state.search_skipped[job.key] = (
+        f"not searched: {like} has the same constraints, is no bigger and found no room in this session"
     )
     return False
 

@@ -1,13 +1,23 @@
-"""``kai-ray dev-cluster`` and ``kai-ray up``: an embedded API server, alone or with the scheduler."""
+"""``kai-ray dev-cluster`` and ``kai-ray up``: an embedded API server, alone or with the scheduler.
+
+The kubeconfig goes to a cache directory, not the current one (a repository checkout would
+otherwise collect untracked kubeconfigs); its path is printed. A port already in use is the
+user's to change: one line, exit 2.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
+
+from kai_ray.cli.ports import port_error
+from kai_ray.logs import FORMATS, configure
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,19 +30,26 @@ def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         parser.add_argument("--nodes", type=int, default=8, help="synthetic kwok-style nodes to create")
         parser.add_argument(
             "--kubeconfig-out",
-            default="kai-ray-dev.kubeconfig",
-            help="where to write a kubeconfig for kubectl and kai-ray run",
+            help="where to write a kubeconfig for kubectl and kai-ray run "
+            "(default: dev-cluster-<port>.kubeconfig in $XDG_CACHE_HOME/kai-ray, else ~/.cache/kai-ray)",
         )
         parser.add_argument("--taint-nodes", action="store_true", help="give nodes kwok's NoSchedule taint")
         if name == "up":
             parser.add_argument(
                 "--config", help="scheduler config YAML (schema: docs/architecture.md#scheduler-config)"
             )
-            parser.add_argument("--metrics-port", type=int, default=8080)
+            parser.add_argument("--metrics-port", type=int, default=8080, help="port of /metrics (0: any free port)")
             parser.add_argument(
                 "--no-default-queues",
                 action="store_true",
                 help="do not create KAI's default-parent-queue / default-queue",
+            )
+            parser.add_argument("-v", "--verbose", action="store_true", help="log every scheduling decision")
+            parser.add_argument("--log-format", choices=FORMATS, default="text", help="text or JSON lines")
+            parser.add_argument(
+                "--no-default-priority-classes",
+                action="store_true",
+                help="do not create KAI's priority classes (train, build-preemptible, build, inference)",
             )
         parser.set_defaults(handler=handler)
 
@@ -42,7 +59,14 @@ def run_dev_cluster(args: argparse.Namespace) -> int:
 
 
 def run_up(args: argparse.Namespace) -> int:
+    configure(args.verbose, args.log_format)
     return asyncio.run(_serve(args, with_scheduler=True))
+
+
+def default_kubeconfig(port: int) -> Path:
+    """A per-port kubeconfig under the user's cache directory (XDG), never the working tree."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "kai-ray" / f"dev-cluster-{port}.kubeconfig"
 
 
 async def _serve(args: argparse.Namespace, with_scheduler: bool) -> int:
@@ -50,10 +74,15 @@ async def _serve(args: argparse.Namespace, with_scheduler: bool) -> int:
     from kai_ray.sim.cluster import synthetic_nodes
 
     cluster = DevCluster(nodes=synthetic_nodes(args.nodes, args.taint_nodes))
-    if with_scheduler and not args.no_default_queues:
-        _default_queues(cluster)
-    url = await cluster.start(args.port, "127.0.0.1")
-    kubeconfig = cluster.write_kubeconfig(args.kubeconfig_out)
+    if with_scheduler:
+        seed_kai_defaults(cluster, not args.no_default_queues, not args.no_default_priority_classes)
+    try:
+        url = await cluster.start(args.port, "127.0.0.1")
+    except OSError as exc:
+        await cluster.stop()
+        raise port_error(args.port, "the API server", "--port", exc) from None
+    port = int(url.rsplit(":", 1)[1])
+    kubeconfig = cluster.write_kubeconfig(args.kubeconfig_out or default_kubeconfig(port))
     print(
         f"dev cluster at {url} with {args.nodes} nodes; use it with:  export KUBECONFIG={Path(kubeconfig).resolve()}",
         file=sys.stderr,
@@ -61,40 +90,50 @@ async def _serve(args: argparse.Namespace, with_scheduler: bool) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-    scheduler = None
-    if with_scheduler:
-        scheduler = asyncio.create_task(_scheduler(args, str(kubeconfig), stop))
-    await stop.wait()
-    if scheduler is not None:
-        scheduler.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await scheduler
-    await cluster.stop()
+    scheduler = asyncio.create_task(_scheduler(args, str(kubeconfig))) if with_scheduler else None
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait([t for t in (stopping, scheduler) if t is not None], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if scheduler is not None and not scheduler.done():
+            scheduler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await scheduler
+        await cluster.stop()
+        if not args.kubeconfig_out:  # ours alone: it names a server that is gone now
+            Path(kubeconfig).unlink(missing_ok=True)
+    if scheduler is not None and scheduler.done() and not scheduler.cancelled():
+        scheduler.result()  # the scheduler's own error (e.g. a busy metrics port) ends `up` with it
     return 0
 
 
-async def _scheduler(args: argparse.Namespace, kubeconfig: str, stop: asyncio.Event) -> None:
-    from prometheus_client import CollectorRegistry
-
+async def _scheduler(args: argparse.Namespace, kubeconfig: str) -> None:
     from k8s_adapter.api import connect
     from k8s_adapter.cache import ClusterCache
     from k8s_adapter.health import serve
     from k8s_adapter.leader import Leadership
+    from k8s_adapter.metrics import new_registry
     from k8s_adapter.runner import SchedulerLoop
     from kai_ray.io.config import load_config
     from kai_ray.runtime import in_process_coordinator
 
     config = load_config(args.config)
     api = await connect(kubeconfig)
-    registry = CollectorRegistry()
+    registry = new_registry()
     loop = SchedulerLoop(
         api,
         ClusterCache(config.schedulerName),
         lambda _: in_process_coordinator(config),
         registry,
         Leadership(enabled=False),
+        dra=True,  # the dev cluster serves resource.k8s.io/v1
     )
-    server = await serve(registry, args.metrics_port, lambda: True, lambda: loop.state.synced, "127.0.0.1")
+    try:
+        server = await serve(registry, args.metrics_port, lambda: True, lambda: loop.state.synced, "127.0.0.1")
+    except OSError as exc:
+        await api.close()
+        raise port_error(args.metrics_port, "/metrics", "--metrics-port", exc) from None
     try:
         await loop.run()
     finally:
@@ -102,24 +141,21 @@ async def _scheduler(args: argparse.Namespace, kubeconfig: str, stop: asyncio.Ev
         await api.close()
 
 
-def _default_queues(cluster: object) -> None:
-    from devcluster import DevCluster
+def seed_kai_defaults(cluster: Any, queues: bool = True, priority_classes: bool = True) -> None:
+    """KAI's default queue pair and priority classes, as its chart installs them."""
+    from kai_ray import labels as L
 
-    assert isinstance(cluster, DevCluster)
-    unlimited = {"quota": 0, "limit": -1, "overQuotaWeight": 1}
-    resources = {"gpu": unlimited, "cpu": unlimited, "memory": unlimited}
-    cluster.create(
-        "scheduling.run.ai",
-        "v2",
-        "queues",
-        {"metadata": {"name": "default-parent-queue"}, "spec": {"resources": resources}},
-    )
-    cluster.create(
-        "scheduling.run.ai",
-        "v2",
-        "queues",
-        {
-            "metadata": {"name": "default-queue"},
-            "spec": {"parentQueue": "default-parent-queue", "resources": resources},
-        },
-    )
+    if queues:
+        unlimited = {"quota": 0, "limit": -1, "overQuotaWeight": 1}
+        resources = {"gpu": unlimited, "cpu": unlimited, "memory": unlimited}
+        for name, parent in ((L.DEFAULT_PARENT_QUEUE, None), (L.DEFAULT_QUEUE, L.DEFAULT_PARENT_QUEUE)):
+            spec: dict[str, Any] = {"resources": resources, **({"parentQueue": parent} if parent else {})}
+            cluster.create("scheduling.run.ai", "v2", "queues", {"metadata": {"name": name}, "spec": spec})
+    if priority_classes:
+        for name, value, description in L.KAI_PRIORITY_CLASSES:
+            cluster.create(
+                "scheduling.k8s.io",
+                "v1",
+                "priorityclasses",
+                {"metadata": {"name": name}, "value": value, "globalDefault": False, "description": description},
+            )

@@ -9,6 +9,8 @@ import os
 import signal
 import time
 
+from kai_ray.logs import FORMATS, configure
+
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("run", help="schedule pods of a Kubernetes cluster")
@@ -37,7 +39,27 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default="eviction",
         help="evict through pods/eviction (respects PodDisruptionBudgets) or delete pods",
     )
-    parser.add_argument("-v", "--verbose", action="store_true")
+    sharing = parser.add_argument_group("GPU sharing (reservation pods, as KAI's binder makes them)")
+    sharing.add_argument("--reservation-namespace", default="kai-resource-reservation", help="where they run")
+    sharing.add_argument(
+        "--reservation-image",
+        default="ghcr.io/nvidia/kai-scheduler/resource-reservation:v0.9.3",
+        help="the image that reports which GPU the reservation pod got (KAI's resource-reservation)",
+    )
+    sharing.add_argument("--reservation-service-account", default="kai-resource-reservation")
+    sharing.add_argument("--reservation-runtime-class", default="nvidia", help="empty: none")
+    sharing.add_argument(
+        "--reservation-timeout", type=float, default=40.0, help="seconds to wait for a reservation pod's GPU index"
+    )
+    parser.add_argument(
+        "--dra",
+        action="store_true",
+        help="Dynamic Resource Allocation: watch resource.k8s.io/v1 slices, classes and claims (Kubernetes 1.34+)",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log every decision (bind, pipeline, evict, pending) in one line"
+    )
+    parser.add_argument("--log-format", choices=FORMATS, default="text", help="text lines, or one JSON object per line")
     parser.set_defaults(handler=run)
 
 
@@ -45,9 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from kai_ray.io.config import load_config
 
     config = load_config(args.config)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure(args.verbose, args.log_format)
     try:
         import uvloop
 
@@ -58,19 +78,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(args: argparse.Namespace, config: object) -> int:
-    from prometheus_client import CollectorRegistry
-
     from k8s_adapter.api import connect
     from k8s_adapter.cache import ClusterCache
+    from k8s_adapter.gpu_sharing import ReservationSettings
     from k8s_adapter.health import serve, stalled_after
     from k8s_adapter.leader import Leadership
+    from k8s_adapter.metrics import new_registry
     from k8s_adapter.runner import SchedulerLoop
+    from kai_ray.cli.ports import port_error
     from kai_ray.config import SchedulerConfig
     from kai_ray.runtime import make_coordinator
 
     assert isinstance(config, SchedulerConfig)
     api = await connect(args.kubeconfig, args.context)
-    registry = CollectorRegistry()
+    registry = new_registry()
     leadership = Leadership(enabled=args.leader_elect, lease_duration=args.lease_duration)
     loop = SchedulerLoop(
         api,
@@ -80,17 +101,29 @@ async def _main(args: argparse.Namespace, config: object) -> int:
         leadership,
         period=args.period,
         eviction_mode=args.eviction_mode,
+        reservations=ReservationSettings(
+            namespace=args.reservation_namespace,
+            image=args.reservation_image,
+            service_account=args.reservation_service_account,
+            runtime_class=args.reservation_runtime_class,
+            timeout=args.reservation_timeout,
+        ),
+        dra=args.dra,
     )
     alive = stalled_after(max(60.0, 30 * args.period), lambda: loop.state.last_iteration)
     # A failed cycle (a shard actor died, say) fails the check until cycles succeed again and for a
     # few seconds more, so that a probe or an operator polling now and then still sees it.
     recently = max(5.0, 5 * args.period)
-    server = await serve(
-        registry,
-        args.metrics_port,
-        lambda: alive() and loop.state.cycle_ok and time.monotonic() - loop.state.cycle_failed_at > recently,
-        lambda: loop.state.synced,
-    )
+    try:
+        server = await serve(
+            registry,
+            args.metrics_port,
+            lambda: alive() and loop.state.cycle_ok and time.monotonic() - loop.state.cycle_failed_at > recently,
+            lambda: loop.state.synced,
+        )
+    except OSError as exc:
+        await api.close()
+        raise port_error(args.metrics_port, "/metrics", "--metrics-port", exc) from None
     stop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         stop.add_signal_handler(sig, loop.stop)

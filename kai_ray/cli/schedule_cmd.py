@@ -6,13 +6,19 @@ import argparse
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from kai_ray.cli.output import format_table, print_json
-from kai_ray.config import DEFAULT_ACTIONS
+from kai_ray.config import DEFAULT_ACTIONS, SchedulerConfig
 from kai_ray.errors import InputError
 from kai_ray.io.config import load_config
 from kai_ray.io.fields import parse_time
 from kai_ray.io.snapshot_loader import load_snapshot
+from kai_ray.model import ClusterSnapshot
+
+if TYPE_CHECKING:  # the coordinator is imported when a session runs, not to parse the command line
+    from coordinator.decisions import Decisions
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,15 +47,38 @@ def _actions(text: str | None) -> tuple[str, ...] | None:
     return names
 
 
-def run(args: argparse.Namespace) -> int:
+def decide(
+    snapshot: ClusterSnapshot,
+    config: SchedulerConfig,
+    now: float,
+    actions: Sequence[str] | None = None,
+    shards: int | None = None,
+    ray_shards: int | None = None,
+) -> Decisions:
+    """The session ``schedule`` runs: the live coordinator's cycle on in-process shards (or on
+    ``ray_shards`` shard actors), fed the snapshot as its first deltas. ``actions`` replaces the
+    config's list (None keeps it)."""
     from kai_ray.deltas import ClusterDeltas
     from kai_ray.runtime import in_process_coordinator, shard_count
 
-    config = load_config(args.config)
-    actions = _actions(args.actions)
     if actions is not None:
+        # As for the config's own list: KAI turns consolidation off under a spread strategy.
         spread = "spread" in (config.placementStrategy.gpu, config.placementStrategy.cpu)
         actions = tuple(a for a in actions if not (spread and a == "consolidation"))
+    if ray_shards:
+        from kai_ray.actors import on_ray_actors
+
+        with on_ray_actors(config, ray_shards) as on_actors:
+            on_actors.apply(ClusterDeltas.of_snapshot(snapshot))
+            return on_actors.cycle(now, actions).decisions
+    coordinator = in_process_coordinator(config, shard_count(config, len(snapshot.nodes), shards))
+    coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+    return coordinator.cycle(now, actions).decisions
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    actions = _actions(args.actions)
     try:
         now = parse_time(args.now) if args.now else time.time()
     except ValueError:
@@ -59,16 +88,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"kai-ray: warning: {warning}", file=sys.stderr)
     if args.ray_shards is not None and args.ray_shards < 1:
         raise InputError(f"--ray-shards: needs at least one shard actor, got {args.ray_shards}")
-    if args.ray_shards:
-        from kai_ray.actors import on_ray_actors
-
-        with on_ray_actors(config, args.ray_shards) as coordinator:
-            coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
-            decisions = coordinator.cycle(now, actions).decisions
-    else:
-        coordinator = in_process_coordinator(config, shard_count(config, len(snapshot.nodes), args.shards))
-        coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
-        decisions = coordinator.cycle(now, actions).decisions
+    decisions = decide(snapshot, config, now, actions, args.shards, args.ray_shards)
     if args.output == "json":
         print_json(decisions.to_json())
         return 0

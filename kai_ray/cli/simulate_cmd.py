@@ -39,6 +39,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--config", help="scheduler config YAML (schema: docs/architecture.md#scheduler-config)")
     parser.add_argument("--json", metavar="FILE", help="write the report as JSON (with the Prometheus metrics)")
     parser.add_argument("--plot", metavar="DIR", help="write utilization and queue-share PNGs into DIR")
+    parser.add_argument(
+        "--dra-share",
+        type=float,
+        default=0.0,
+        help="share (0-1) of GPU nodes whose GPUs a DRA driver publishes, and of whole-GPU jobs that ask "
+        "for theirs through ResourceClaims",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run)
 
@@ -52,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
     for flag in ("nodes", "jobs", "hours", "period", "load"):
         if getattr(args, flag) is not None and getattr(args, flag) <= 0:
             raise InputError(f"--{flag}: must be positive")
+    if not 0 <= args.dra_share <= 1:
+        raise InputError("--dra-share: must be between 0 and 1")
     if args.shards is not None and args.shards < 1:
         raise InputError("--shards: must be at least 1")
     config = load_config(args.config)
@@ -68,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         load=args.load,
         period=args.period,
         progress=not args.no_progress,
+        dra_share=args.dra_share,
     ).execute()
     print(outcome.text())
     if args.json:
@@ -78,4 +88,5 @@ def run(args: argparse.Namespace) -> int:
 
         for path in write_plots(outcome.metrics, Path(args.plot)):
             print(f"plot written to {path}", file=sys.stderr)
-    return 0 if outcome.metrics.partial_gangs == 0 and not outcome.metrics.overcommits else 1
+    broken = outcome.metrics.partial_gangs or outcome.metrics.overcommits or outcome.device_conflicts
+    return 1 if broken else 0

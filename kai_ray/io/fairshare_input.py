@@ -1,4 +1,4 @@
-"""The fair-share input file of ``kai-ray fairshare`` (DESIGN §5.5).
+"""The fair-share input file of ``kai-ray fairshare`` (docs/architecture.md#fair-share-input).
 
 Units here are the divider's own: gpu in devices, cpu in millicores, memory in bytes
 (no 10^6 scaling as in Queue objects).

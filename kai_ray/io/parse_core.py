@@ -7,6 +7,7 @@ from typing import Any
 
 from kai_ray import labels as L
 from kai_ray.io.fields import ObjectReader
+from kai_ray.io.parse_dra import parse_pod_claims
 from kai_ray.model import (
     GPU_RESOURCE,
     AffinityTerm,
@@ -266,4 +267,5 @@ def parse_pod(reader: ObjectReader) -> Pod:
         task_priority=task_priority,
         is_leader=leader,
         priority_class_name=reader.get("spec.priorityClassName") or pod_labels.get(L.PRIORITY_CLASS_LABEL) or None,
+        resource_claims=parse_pod_claims(reader),
     )

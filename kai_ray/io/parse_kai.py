@@ -63,6 +63,7 @@ def parse_queue(reader: ObjectReader, warnings: list[str]) -> Queue:
         created=reader.timestamp("metadata.creationTimestamp", reader.meta.get("creationTimestamp"), False) or 0.0,
         preempt_min_runtime=min_runtimes["preemptMinRuntime"],
         reclaim_min_runtime=min_runtimes["reclaimMinRuntime"],
+        display_name=str(spec.get("displayName") or ""),
     )
 
 

@@ -1,4 +1,4 @@
-"""Snapshot input (DESIGN §5.2): manifests in, a validated ClusterSnapshot out.
+"""Snapshot input (docs/architecture.md#snapshot-input): manifests in, a validated ClusterSnapshot out.
 
 Malformed input raises InputError with a one-line message naming the object and the
 field. Cluster states that KAI tolerates are not errors: orphan queues are dropped
@@ -18,6 +18,7 @@ from kai_ray import labels as L
 from kai_ray.errors import InputError
 from kai_ray.grouping import OwnerRef, implicit_group
 from kai_ray.io.documents import iter_objects, parse_documents, read_text
+from kai_ray.io.dra_snapshot import DRA_KINDS, DraReader
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
@@ -47,6 +48,7 @@ def snapshot_from_documents(
     classes: dict[str, PriorityClass] = {}
     skipped: Counter[str] = Counter()
     warnings: list[str] = []
+    dra = DraReader()
     for index, doc in iter_objects(documents, source):
         kind = doc.get("kind")
         if not isinstance(kind, str) or not kind:
@@ -55,6 +57,8 @@ def snapshot_from_documents(
         reader = ObjectReader(doc, index)
         if kind == "Node" and api_group == "":
             _put(nodes, reader.name, parse_node(reader), reader, False)
+        elif kind == "Pod" and api_group == "" and L.is_reservation_pod(_labels(doc)):
+            skipped["Pod (GPU reservation)"] += 1
         elif kind == "Pod" and api_group == "":
             pod = parse_pod(reader)
             _put(pods, pod.key, pod, reader, True)
@@ -66,8 +70,11 @@ def snapshot_from_documents(
             _put(raw_groups, f"{group.namespace}/{group.name}", group, reader, True)
         elif kind == "PriorityClass" and api_group == "scheduling.k8s.io":
             _put(classes, reader.name, parse_priority_class(reader), reader, False)
+        elif api_group == "resource.k8s.io" and kind in DRA_KINDS:
+            dra.add(kind, reader)
         else:
             skipped[kind] += 1
+    resolved = dra.resolve(pods)
     kept_queues = _valid_queue_tree(queues, warnings)
     groups = _resolve_groups(raw_groups, pods, owners, classes, warnings, scheduler_name)
     return ClusterSnapshot(
@@ -77,7 +84,13 @@ def snapshot_from_documents(
         queues=tuple(kept_queues),
         priority_classes=tuple(classes.values()),
         report=LoadReport(dict(sorted(skipped.items())), tuple(warnings)),
+        dra=resolved,
     )
+
+
+def _labels(doc: Mapping[str, Any]) -> Mapping[str, str]:
+    labels = (doc.get("metadata") or {}).get("labels") if isinstance(doc.get("metadata"), Mapping) else None
+    return labels if isinstance(labels, Mapping) else {}
 
 
 def _put(store: dict[str, Any], key: str, value: Any, reader: ObjectReader, namespaced: bool) -> None:

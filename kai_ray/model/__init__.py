@@ -1,5 +1,21 @@
-"""kai-ray's cluster model: resources, nodes, pods, pod groups, queues."""
+"""kai-ray's cluster model: resources, nodes, pods, pod groups, queues; ``fairshare`` holds the
+fair-share divider's inputs (queue specs, resource order) and is public as a module."""
 
+from kai_ray.model.dra import (
+    ALL_DEVICES,
+    EXACT_COUNT,
+    AttrValue,
+    ClaimAllocation,
+    Device,
+    DeviceClass,
+    DeviceRequest,
+    DeviceResult,
+    DraChanges,
+    DraObjects,
+    PodClaim,
+    ResourceClaim,
+    ResourceSlice,
+)
 from kai_ray.model.objects import (
     UNLIMITED,
     AffinityTerm,
@@ -26,25 +42,39 @@ from kai_ray.model.resources import (
 from kai_ray.model.snapshot import ClusterSnapshot, LoadReport
 
 __all__ = [
+    "ALL_DEVICES",
+    "EXACT_COUNT",
+    "AttrValue",
     "GPU_RESOURCE",
     "QUEUE_RESOURCES",
     "UNLIMITED",
     "ZERO",
     "AffinityTerm",
+    "ClaimAllocation",
     "ClusterSnapshot",
+    "Device",
+    "DeviceClass",
+    "DeviceRequest",
+    "DeviceResult",
+    "DraChanges",
+    "DraObjects",
     "GpuShare",
     "LoadReport",
     "Node",
     "Pod",
+    "PodClaim",
     "PodGroup",
     "PodState",
     "PriorityClass",
     "Queue",
     "QueueQuantities",
     "QueueResource",
+    "ResourceClaim",
+    "ResourceSlice",
     "ResourceVector",
     "SelectorRequirement",
     "SubGroup",
     "Taint",
     "Toleration",
+    "fairshare",
 ]

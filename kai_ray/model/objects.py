@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from kai_ray.model.dra import PodClaim
 from kai_ray.model.resources import ZERO, GpuShare, ResourceVector
 
 NO_LABELS: Mapping[str, str] = MappingProxyType({})
@@ -135,6 +136,7 @@ class Pod:
     task_priority: int | None = None
     is_leader: bool = False  # kubeflow master/launcher or ray head: placed first
     priority_class_name: str | None = None
+    resource_claims: tuple[PodClaim, ...] = ()  # DRA: spec.resourceClaims, resolved names where known
 
     @property
     def key(self) -> str:
@@ -192,6 +194,7 @@ class Queue:
     created: float = 0.0
     preempt_min_runtime: float | None = None  # seconds
     reclaim_min_runtime: float | None = None
+    display_name: str = ""  # spec.displayName (KAI's queue metrics label queues by it)
 
     def resource(self, name: str) -> QueueResource:
         if name == "gpu":

@@ -8,6 +8,7 @@ MIG profiles, ...) are carried by name in ``scalars``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -122,6 +123,16 @@ class GpuShare:
         if device_memory_mib <= 0:
             return 1.0
         return min(1.0, self.memory_mib / device_memory_mib)
+
+    def accepted_portion(self, device_memory_mib: float) -> float:
+        """The portion of each device a placed pod received (KAI rounds a memory request up to
+        hundredths of the node's device memory); what ``GPU_PORTION`` tells the pod."""
+        if self.fraction is not None:
+            return self.fraction
+        assert self.memory_mib is not None
+        if device_memory_mib <= 0:
+            return 1.0
+        return math.ceil(self.memory_mib / device_memory_mib * 100) / 100
 
     def quota_gpus(self, reference_memory_mib: float) -> float:
         """What the request counts against queue GPU quota (devices × portion)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kai_ray.model.dra import DraObjects
 from kai_ray.model.objects import Node, Pod, PodGroup, PriorityClass, Queue
 
 
@@ -23,3 +24,4 @@ class ClusterSnapshot:
     queues: tuple[Queue, ...] = ()
     priority_classes: tuple[PriorityClass, ...] = ()
     report: LoadReport = field(default_factory=LoadReport)
+    dra: DraObjects = field(default_factory=DraObjects)  # ResourceSlices, DeviceClasses, ResourceClaims

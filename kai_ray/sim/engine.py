@@ -29,7 +29,8 @@ from typing import Protocol
 
 from coordinator.coordinator import CycleResult
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.model import Node, Pod, PodGroup, PodState, Queue
+from kai_ray.model import DraChanges, DraObjects, Node, Pod, PodGroup, PodState, Queue, ResourceClaim
+from kai_ray.sim.dra import CLAIM, DeviceLedger, claim_for, claimed
 from kai_ray.sim.report import SimMetrics
 from kai_ray.sim.workload import NAMESPACE, JobSpec, Workload
 
@@ -69,6 +70,7 @@ class Simulation:
         workload: Workload,
         settings: SimSettings | None = None,
         on_step: Callable[[float], None] | None = None,
+        dra: DraObjects | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.nodes = {n.name: n for n in nodes}
@@ -83,6 +85,10 @@ class Simulation:
         self._seq = itertools.count()
         self._deltas = _DeltaBuffer()
         self.last_result: CycleResult | None = None
+        self.dra = dra or DraObjects()
+        self.devices = DeviceLedger()  # which claim holds which DRA device, by the simulator's count
+        # DRA GPUs are the cluster's GPUs too: in its capacity, and in use while a claim holds them.
+        self.metrics.gpu_capacity += sum(len(s.devices) for s in self.dra.slices)
 
     # ------------------------------------------------------------------ events
     def _at(self, when: float, kind: str, subject: str, tag: int = 0) -> None:
@@ -104,10 +110,23 @@ class Simulation:
         self.metrics.job_arrived(spec)
         self._deltas.groups.append(spec.pod_group())
         for index in range(spec.pods):
-            pod = spec.pod(index)
+            pod = self._with_claim(spec, spec.pod(index))
             self.pods[pod.key] = pod
             self._deltas.upsert(pod)
             run.incarnations[index] = 0
+
+    def _with_claim(self, spec: JobSpec, pod: Pod) -> Pod:
+        """A DRA job's pod with its own claim (made as the claim controller makes one)."""
+        if not spec.dra:
+            return pod
+        self._deltas.claims[f"{pod.namespace}/{pod.name}-{CLAIM}"] = claim_for(pod, int(spec.gpus))
+        return claimed(pod)
+
+    def _drop_claim(self, pod: Pod) -> None:
+        for pod_claim in pod.resource_claims:
+            key = f"{pod.namespace}/{pod_claim.claim}"
+            self.metrics.gpus_in_use -= self.devices.release(key)
+            self._deltas.claims[key] = None
 
     def _finish(self, name: str, epoch: int, now: float) -> None:
         run = self.jobs[name]
@@ -120,6 +139,7 @@ class Simulation:
             if pod is not None:
                 self.metrics.pod_left(pod)
                 self._deltas.remove(key)
+                self._drop_claim(pod)
         run.running.clear()
         self._deltas.groups_removed.append(f"{NAMESPACE}/{name}")
         self.metrics.job_finished(run.spec, now)
@@ -130,10 +150,11 @@ class Simulation:
         if pod is None or pod.state is not PodState.RELEASING:
             return
         self.metrics.pod_left(pod)
+        self._drop_claim(pod)
         run = self.jobs[pod.pod_group or ""]
         index = _pod_index(key)
         run.incarnations[index] = incarnation
-        fresh = run.spec.pod(index, incarnation)
+        fresh = self._with_claim(run.spec, run.spec.pod(index, incarnation))
         self.pods[key] = fresh
         self._deltas.upsert(fresh)
 
@@ -145,6 +166,14 @@ class Simulation:
             if pod is None or pod.state is not PodState.PENDING:
                 continue  # gone meanwhile; the coordinator learns it from the next deltas
             bound = replace(pod, state=PodState.RUNNING, node=bind.node, gpu_groups=bind.gpu_groups)
+            for grant in bind.claims:  # the binder's write: the claim's allocation, reserved for the pod
+                self.devices.allocate(grant.claim, grant.allocation)
+                self.metrics.gpus_in_use += len(grant.allocation.results)
+                claim = self._deltas.claims.get(grant.claim) or self._claims.get(grant.claim)
+                if claim is not None:
+                    self._deltas.claims[grant.claim] = replace(
+                        claim, allocation=grant.allocation, reserved_for=(pod.name,)
+                    )
             self.pods[bind.pod] = bound
             self._deltas.upsert(bound)
             self.metrics.pod_bound(bound, now)
@@ -201,6 +230,7 @@ class Simulation:
             self._at(job.arrival, "arrive", job.name)
         self._deltas.nodes.extend(self.nodes.values())
         self._deltas.queues.extend(self.workload.queues)
+        self._deltas.dra = self.dra
         now, last_cycle, changed = 0.0, -math.inf, True
         started = time.perf_counter()
         while now <= settings.horizon:
@@ -217,6 +247,10 @@ class Simulation:
             min(now, settings.horizon), self.pods.values(), self.last_result, time.perf_counter() - started
         )
         return self.metrics
+
+    @property
+    def _claims(self) -> dict[str, ResourceClaim]:
+        return self._deltas.known_claims
 
     def _cycle(self, now: float) -> bool:
         deltas = self._deltas.take()
@@ -246,6 +280,7 @@ class _DeltaBuffer:
     """Changes since the last cycle, collapsed per pod (the last write wins)."""
 
     def __init__(self) -> None:
+        self.known_claims: dict[str, ResourceClaim] = {}  # claims as the API server holds them
         self._reset()
 
     def _reset(self) -> None:
@@ -254,6 +289,8 @@ class _DeltaBuffer:
         self.groups: list[PodGroup] = []
         self.groups_removed: list[str] = []
         self._pods: dict[str, Pod | None] = {}
+        self.claims: dict[str, ResourceClaim | None] = {}  # DRA claims made, allocated or gone
+        self.dra = DraObjects()  # slices and classes, sent once
 
     def upsert(self, pod: Pod) -> None:
         self._pods[pod.key] = pod
@@ -262,7 +299,7 @@ class _DeltaBuffer:
         self._pods[key] = None
 
     def __bool__(self) -> bool:
-        return bool(self.nodes or self.queues or self.groups or self.groups_removed or self._pods)
+        return bool(self.nodes or self.queues or self.groups or self.groups_removed or self._pods or self.claims)
 
     def take(self) -> ClusterDeltas:
         deltas = ClusterDeltas(
@@ -272,7 +309,18 @@ class _DeltaBuffer:
             pod_groups_removed=tuple(self.groups_removed),
             pods_upserted=tuple(p for p in self._pods.values() if p is not None),
             pods_removed=tuple(k for k, p in self._pods.items() if p is None),
+            dra=DraChanges(
+                slices_upserted=self.dra.slices,
+                classes_upserted=self.dra.classes,
+                claims_upserted=tuple(c for c in self.claims.values() if c is not None),
+                claims_removed=tuple(k for k, c in self.claims.items() if c is None),
+            ),
         )
+        for key, claim in self.claims.items():
+            if claim is None:
+                self.known_claims.pop(key, None)
+            else:
+                self.known_claims[key] = claim
         self._reset()
         return deltas
 

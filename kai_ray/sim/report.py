@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from prometheus_client import CollectorRegistry, generate_latest
 
-from kai_ray.metrics import SchedulerMetrics
+from k8s_adapter.metrics import SchedulerMetrics, exposition, new_registry
 from kai_ray.model import Node, Pod, PodState
 from kai_ray.process_memory import rss_bytes
 
@@ -70,7 +69,7 @@ class SimMetrics:
         self._error_gpu_seconds: dict[str, float] = defaultdict(float)
         self.gpu_seconds_used = 0.0
         self.gpu_seconds_capacity = 0.0
-        self.registry = CollectorRegistry()
+        self.registry = new_registry()
         self.prometheus = SchedulerMetrics(self.registry)
         self.end_states: Counter[str] = Counter()
         self.completed_pods = 0
@@ -94,6 +93,7 @@ class SimMetrics:
     # ------------------------------------------------------------------ pods
     def pod_bound(self, pod: Pod, now: float) -> None:
         self.bound += 1
+        self.prometheus.observe_binds(1, 0, [max(0.0, now - pod.created)])
         self._hold(pod, +1)
         problem = self._overcommitted(pod.node or "")
         if problem:
@@ -105,6 +105,7 @@ class SimMetrics:
 
     def pod_evicted(self, action: str) -> None:
         self.evictions[action] += 1
+        self.prometheus.observe_eviction(action)
 
     def _hold(self, pod: Pod, sign: int) -> None:
         use = self.use[pod.node or ""]
@@ -253,5 +254,5 @@ class SimMetrics:
             "pendingReasons": dict(self.pending_reasons.most_common(10)),
             "waitingJobs": [{"job": j, "pendingPods": n, "reason": r} for j, n, r in self.waiting_jobs[:10]],
             "queueWait": waits,
-            "metrics": generate_latest(self.registry).decode(),
+            "metrics": exposition(self.registry).decode(),
         }

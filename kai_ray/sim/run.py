@@ -9,6 +9,7 @@ from typing import Any
 
 from kai_ray.config import SchedulerConfig
 from kai_ray.sim.cluster import model_nodes
+from kai_ray.sim.dra import with_dra_nodes
 from kai_ray.sim.engine import Scheduler, SimSettings, Simulation
 from kai_ray.sim.report import SimMetrics
 from kai_ray.sim.summary import render_text
@@ -22,18 +23,28 @@ class SimOutcome:
     shards: int
     workload: Workload
     setup_seconds: float
+    dra_jobs: int = 0  # jobs that asked for their GPUs through ResourceClaims
+    device_conflicts: int = 0  # DRA devices held by two claims at once (must stay 0)
 
     def text(self) -> str:
-        return render_text(
+        text = render_text(
             self.metrics,
             self.nodes,
             self.shards,
             self.setup_seconds,
             offered_load(self.workload, self.metrics.gpu_capacity),
         )
+        if self.dra_jobs:
+            text += (
+                f"\nDRA: {self.dra_jobs} jobs asked for GPUs through ResourceClaims; "
+                f"devices given twice: {self.device_conflicts} (must be 0)"
+            )
+        return text
 
     def to_json(self) -> dict[str, Any]:
         report = self.metrics.to_json(self.nodes, self.shards)
+        report["draJobs"] = self.dra_jobs
+        report["draDeviceConflicts"] = self.device_conflicts
         report["setupSeconds"] = self.setup_seconds
         report["offeredLoad"] = offered_load(self.workload, self.metrics.gpu_capacity)
         return report
@@ -51,6 +62,7 @@ class SimulationRun:
         load: float = 1.0,
         period: float = 10.0,
         progress: bool = True,
+        dra_share: float = 0.0,
     ) -> None:
         self.config = config
         self.node_count = nodes
@@ -60,15 +72,22 @@ class SimulationRun:
         self.settings = SimSettings(period=period, horizon=hours * 3600)
         self.load = load
         self.progress = progress
+        self.dra_share = dra_share
 
     def execute(self) -> SimOutcome:
         started = time.perf_counter()
-        nodes = model_nodes(self.node_count, taint=True)
-        gpus = sum(n.allocatable.gpu for n in nodes)
+        nodes, dra = with_dra_nodes(model_nodes(self.node_count, taint=True), self.dra_share)
+        gpus = sum(n.allocatable.gpu for n in nodes) + sum(len(s.devices) for s in dra.slices)
         # Without a job count, jobs arrive over the first two thirds of the run, so most can finish.
         window = None if self.jobs is not None else self.settings.horizon * 2 / 3
         workload = generate(
-            gpus, self.seed, jobs=self.jobs, arrival_window=window, load=self.load, has_gpu_nodes=gpus > 0
+            gpus,
+            self.seed,
+            jobs=self.jobs,
+            arrival_window=window,
+            load=self.load,
+            has_gpu_nodes=gpus > 0,
+            dra_share=self.dra_share,
         )
         scheduler, close = self._scheduler()
         setup = time.perf_counter() - started
@@ -80,13 +99,17 @@ class SimulationRun:
                 workload,
                 self.settings,
                 on_step=None if bar is None else _advance(bar, self.settings.horizon),
+                dra=dra,
             )
             metrics = simulation.run()
         finally:
             if bar is not None:
                 bar.close()
             close()
-        return SimOutcome(metrics, self.node_count, self.shards, workload, setup)
+        dra_jobs = sum(1 for job in workload.jobs if job.dra)
+        return SimOutcome(
+            metrics, self.node_count, self.shards, workload, setup, dra_jobs, simulation.devices.conflicts
+        )
 
     def _scheduler(self) -> tuple[Scheduler, Any]:
         if self.shards <= 1:

@@ -43,6 +43,7 @@ class JobSpec:
     priority_class: str
     arrival: float  # simulated seconds
     duration: float  # simulated seconds of running once the gang is up
+    dra: bool = False  # its GPUs come through a ResourceClaim (kai_ray/sim/dra.py), not nvidia.com/gpu
 
     @property
     def priority(self) -> int:
@@ -73,7 +74,7 @@ class JobSpec:
             f"{self.name}-{index}",
             uid=f"{self.name}-{index}-{incarnation}",
             requests=ResourceVector.of(
-                cpu=self.cpu_millis, memory=self.memory_bytes, gpu=0 if share else self.gpus, pods=1
+                cpu=self.cpu_millis, memory=self.memory_bytes, gpu=0 if share or self.dra else self.gpus, pods=1
             ),
             gpu_share=share,
             tolerations=(KWOK_TOLERATION,),
@@ -136,6 +137,7 @@ def generate(
     arrival_window: float | None = None,
     load: float = 1.0,
     has_gpu_nodes: bool = True,
+    dra_share: float = 0.0,
 ) -> Workload:
     """A seeded job stream whose GPU-hours offer ``load`` times what the cluster's GPUs can run
     while the jobs arrive. Give ``jobs`` (the window follows), ``arrival_window`` in simulated
@@ -153,6 +155,8 @@ def generate(
         clock += rng.expovariate(1.0)  # a Poisson stream at rate 1, stretched to the window below
         unit_times.append(clock)
         job = _job(rng, f"job-{len(specs):05d}", rng.choice(leaves), 0.0, has_gpu_nodes, total_gpus / 10)
+        if dra_share > 0 and job.kind in ("gpu", "multi-gpu") and rng.random() < dra_share:
+            job = replace(job, dra=True)  # the same GPUs, asked for through a ResourceClaim
         specs.append(job)
         asked += job.pods * job.gpu_per_pod * job.duration
     if arrival_window is None:

@@ -15,6 +15,7 @@ from devcluster import DevCluster
 from k8s_adapter.api import KubeApi, connect
 from k8s_adapter.cache import ClusterCache
 from k8s_adapter.leader import Leadership
+from k8s_adapter.metrics import new_registry
 from k8s_adapter.runner import SchedulerLoop
 from kai_ray.config import SchedulerConfig
 from kai_ray.runtime import in_process_coordinator
@@ -56,7 +57,7 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
     await cluster.start()
     kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
     api = await connect(str(kubeconfig))
-    yield Env(cluster, api, kubeconfig, CollectorRegistry())
+    yield Env(cluster, api, kubeconfig, new_registry())
     await api.close()
     await cluster.stop()
 

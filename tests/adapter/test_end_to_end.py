@@ -66,7 +66,8 @@ async def test_a_pod_that_fits_nowhere_says_why_in_cluster_terms(env: Env) -> No
     async with running(loop):
         await until(lambda: bool(loop.status.last))
     [reason] = loop.status.last.values()
-    assert "0/4 nodes fit" in reason and "largest node it may use has 8" in reason
+    assert "no nodes with enough resources were found: 4 node(s) didn't have enough resources: GPUs." in reason
+    assert reason.endswith("Max GPU resources available in a single node is topped at 8.")
 
 
 async def test_faults_lose_no_pod_and_bind_none_twice(env: Env) -> None:

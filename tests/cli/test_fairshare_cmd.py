@@ -1,4 +1,5 @@
-"""``kai-ray fairshare FILE``: the division alone, as JSON (DESIGN §5.5) or as an indented table."""
+"""``kai-ray fairshare FILE``: the division alone, as JSON (docs/architecture.md#fair-share-input)
+or as an indented table."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``kai-ray schedule``: the §5.3 output, and cluster states KAI tolerates (pending with a reason)."""
+"""``kai-ray schedule``: the decision output (docs/architecture.md#decision-output), and cluster
+states KAI tolerates (pending with a reason)."""
 
 from __future__ import annotations
 
@@ -123,7 +124,10 @@ def test_a_pod_too_big_for_every_node_waits_with_a_readable_reason(kai_ray: RunC
     out = decisions(kai_ray, tmp_path, [m.node("n1", gpu=8), m.queue("q"), m.pod("huge", "q", gpu=12)])
     reason = out["pods"]["team/huge"]["reason"]
     assert out["pods"]["team/huge"]["status"] == "Pending"
-    assert "asks for 12 GPUs but the largest node it may use has 8" in reason
+    assert reason.startswith(
+        "Resources were not found for pod team/huge due to: no nodes with enough resources were found: "
+        "1 node(s) didn't have enough resources: GPUs. Max GPU resources available in a single node is topped at 8"
+    )
 
 
 def test_pods_of_other_schedulers_hold_capacity_and_shrink_the_fair_share(kai_ray: RunCli, tmp_path: Path) -> None:
@@ -138,7 +142,7 @@ def test_pods_of_other_schedulers_hold_capacity_and_shrink_the_fair_share(kai_ra
     assert out["pods"]["other/web"]["status"] == "Running"  # reported, never touched
     assert out["pods"]["team/two"]["status"] == "Binding"
     four = out["pods"]["team/four"]
-    assert four["status"] == "Pending" and "too few free GPUs" in four["reason"]
+    assert four["status"] == "Pending" and "1 node(s) didn't have enough resources: GPUs" in four["reason"]
     fair_only = decisions(kai_ray, tmp_path, objects, "--actions", "none")
     assert fair_only["queues"]["q"]["fairShare"]["gpu"] == 2  # 8 on the node, 6 taken by another scheduler
 

@@ -1,4 +1,4 @@
-"""``schedule`` and ``fairshare`` run in one process and must not pay for importing Ray (DESIGN §5.1)."""
+"""``schedule`` and ``fairshare`` run in one process and must not pay for importing Ray (docs/architecture.md#cli)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DESIGN §2's invariants, checked on a session's decisions against its input snapshot.
+"""The invariants of docs/architecture.md#invariants, checked on a session's decisions against its input snapshot.
 
 Everything is recomputed here from the snapshot's pods (their requests, states and
 nodes) and the decided status, node and GPU groups of each pod; nothing is read from the

@@ -17,7 +17,8 @@ def test_a_gang_that_does_not_fit_binds_nothing_and_says_why() -> None:
     pods = decide(snapshot)
     assert {p.status for p in pods.values()} == {"Pending"}
     reason = pods["default/train-0"].reason
-    assert "gang needs 3 pods" in reason and "resources were found for 2" in reason
+    assert reason.startswith("Resources were found for 2 pods while 3 are required for gang scheduling. ")
+    assert "no nodes with enough resources were found: 1 node(s) didn't have enough resources: GPUs." in reason
 
 
 def test_binpack_fills_the_busier_node_first() -> None:

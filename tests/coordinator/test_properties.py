@@ -1,4 +1,4 @@
-"""DESIGN §2's invariants as properties of one cycle on random small clusters and workloads.
+"""The invariants (docs/architecture.md#invariants) as properties of one cycle on random small clusters and workloads.
 
 Each example is a cluster of 1-8 nodes, a 1-6 queue tree and up to 12 gangs (whole GPUs,
 fractions, CPU-only pods; some running or terminating; priorities on both sides of 100),
@@ -261,7 +261,8 @@ def test_a_refused_job_is_retried_whole_its_pipelined_pods_included() -> None:
 
 
 def test_a_pending_reason_reads_the_same_whichever_shard_answered_first() -> None:
-    near = Diagnosis(2, {"too few free GPUs": 1, "too little free CPU": 1}, {"gpu": 8.0})
-    far = Diagnosis(2, {"too little free CPU": 2}, {"gpu": 8.0})
+    gpus, cpus = "node(s) didn't have enough resources: GPUs", "node(s) didn't have enough resources: CPU cores"
+    near = Diagnosis(2, {gpus: 1, cpus: 1}, {"gpu": 8.0})
+    far = Diagnosis(2, {cpus: 2}, {"gpu": 8.0})
     shape = TaskShape.of_pod(build([node("a")], [queue("q")], [JobSpec("j", "q", gpu=9)]).pods[0])
     assert near.merged(far).describe(shape) == far.merged(near).describe(shape)

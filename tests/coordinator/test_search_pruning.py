@@ -3,7 +3,6 @@ kai-ray's backoff across sessions."""
 
 from __future__ import annotations
 
-from coordinator.scheduler import run_session
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.runtime import in_process_coordinator
 from tests.builders import JobSpec, build, config, node, queue
@@ -21,6 +20,14 @@ def protected_cluster(pending: list[JobSpec]):  # type: ignore[no-untyped-def]
     )
 
 
+def skipped(snapshot, **cfg):  # type: ignore[no-untyped-def]
+    """One reclaim session: (why each job's victim search was skipped, each pod's decision)."""
+    coordinator = in_process_coordinator(config(**cfg))
+    coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+    result = coordinator.cycle(NOW, ["reclaim"])
+    return result.search_skipped, result.decisions.pods
+
+
 def test_a_job_no_easier_than_one_that_failed_is_not_searched_again() -> None:
     snapshot = protected_cluster(
         [
@@ -29,24 +36,24 @@ def test_a_job_no_easier_than_one_that_failed_is_not_searched_again() -> None:
             JobSpec("bigger", "q2", gpu=3, created=12),
         ]
     )
-    decisions = run_session(snapshot, config(), NOW, ["reclaim"])
-    assert "not searched: default/first" not in decisions.pods["default/first-0"].reason
+    why, pods = skipped(snapshot)
+    assert "default/first" not in why
     for name in ("same", "bigger"):
-        assert "not searched: default/first has the same constraints" in decisions.pods[f"default/{name}-0"].reason
+        assert why[f"default/{name}"].startswith("not searched: default/first has the same constraints")
+        # the skipped search changes nothing about why the job waits, as in KAI
+        assert "not searched" not in pods[f"default/{name}-0"].reason
 
 
 def test_an_easier_job_with_the_same_signature_is_still_searched() -> None:
     snapshot = protected_cluster(
         [JobSpec("first", "q2", gpu=2, created=10), JobSpec("smaller", "q2", gpu=1, created=11)]
     )
-    decisions = run_session(snapshot, config(), NOW, ["reclaim"])
-    assert "not searched" not in decisions.pods["default/smaller-0"].reason
+    assert "default/smaller" not in skipped(snapshot)[0]
 
 
 def test_without_signatures_every_job_is_searched() -> None:
     snapshot = protected_cluster([JobSpec("first", "q2", gpu=2, created=10), JobSpec("same", "q2", gpu=2, created=11)])
-    decisions = run_session(snapshot, config(useSchedulingSignatures=False), NOW, ["reclaim"])
-    assert "not searched" not in decisions.pods["default/same-0"].reason
+    assert skipped(snapshot, useSchedulingSignatures=False)[0] == {}
 
 
 def test_a_failing_search_pauses_longer_each_time_and_resumes() -> None:
@@ -54,9 +61,12 @@ def test_a_failing_search_pauses_longer_each_time_and_resumes() -> None:
     coordinator = in_process_coordinator(config())
     coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
 
+    reasons = set()
+
     def paused(at: float) -> bool:
-        reason = coordinator.cycle(at, ["reclaim"]).decisions.pods["default/wants-0"].reason
-        return "victim search paused" in reason
+        result = coordinator.cycle(at, ["reclaim"])
+        reasons.add(result.decisions.pods["default/wants-0"].reason)
+        return "default/wants" in result.search_skipped
 
     # failures at 0 and 10 s give pauses of 10 s and 20 s, then 40 s
     assert [paused(t) for t in (0.0, 5.0, 10.0, 15.0, 25.0, 30.0, 60.0, 70.0)] == [
@@ -69,6 +79,7 @@ def test_a_failing_search_pauses_longer_each_time_and_resumes() -> None:
         True,
         False,
     ]
+    assert len(reasons) == 1  # paused or not, the job says the same thing: one event, not one per search
 
 
 def test_the_pause_is_capped_and_zero_turns_it_off() -> None:
@@ -78,8 +89,7 @@ def test_the_pause_is_capped_and_zero_turns_it_off() -> None:
         coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
         seen = []
         for step in range(12):
-            reason = coordinator.cycle(step * 30.0, ["reclaim"]).decisions.pods["default/wants-0"].reason
-            seen.append("victim search paused" in reason)
+            seen.append("default/wants" in coordinator.cycle(step * 30.0, ["reclaim"]).search_skipped)
         # with a 30 s cap a search runs at least every 30 s; with 0 it runs every cycle
         assert not any(seen) if not expect_pauses else not all(seen[3:])
 
@@ -93,3 +103,23 @@ def test_a_job_that_is_placed_starts_from_scratch() -> None:
     coordinator.apply(ClusterDeltas(pods_removed=("default/wants-0",), pod_groups_removed=("default/wants",)))
     coordinator.cycle(2.0, ["reclaim"])
     assert coordinator.search_backoff.paused(3.0) == frozenset()
+
+
+def test_a_paused_job_keeps_saying_what_its_last_search_found() -> None:
+    """A non-preemptible job over its queue's quota: preempt says why, and keeps saying it while its
+    search is paused, instead of a note about the pause (the reason must name the cause)."""
+    snapshot = build(
+        [node("a", gpu=4)],
+        [queue("q", gpu_quota=1)],
+        [
+            JobSpec("low", "q", pods=4, gpu=1, running_on=["a"] * 4, min_member=1),
+            JobSpec("urgent", "q", gpu=2, priority=125, created=5),
+        ],
+    )
+    coordinator = in_process_coordinator(config())
+    coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+    first = coordinator.cycle(0.0, ["allocate", "preempt"])
+    assert "preempt: NonPreemptibleOverQuota" in first.decisions.pods["default/urgent-0"].reason
+    later = coordinator.cycle(5.0, ["allocate", "preempt"])
+    assert "default/urgent" in later.search_skipped  # paused...
+    assert later.decisions.pods["default/urgent-0"].reason == first.decisions.pods["default/urgent-0"].reason

@@ -24,7 +24,11 @@ async def test_a_thousand_nodes_five_thousand_pods_and_ten_watchers() -> None:
     started = time.perf_counter()
     cluster = DevCluster(nodes=synthetic_nodes(1000), start_delay=0.05, max_grace=0.1)
     for i in range(5000):
-        cluster.create("", "v1", "pods", pod(f"p{i}"), "default")
+        manifest = pod(f"p{i}")
+        # Bound below without a scheduler, five to a node: CPU-only, so no node runs out of GPUs
+        # (the simulated kubelet refuses a pod its node has no free devices for).
+        manifest["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
+        cluster.create("", "v1", "pods", manifest, "default")
     assert time.perf_counter() - started < 5
     url = await cluster.start()
     counts = [0] * 10

@@ -1,4 +1,4 @@
-"""KAI's fair-share division (kai-scheduler.md §3.2), one rule per test, computed by hand.
+"""KAI's fair-share division (its proportion plugin's resource division), one rule per test, computed by hand.
 
 Every example divides GPUs; the divider runs the same code for cpu and memory.
 """

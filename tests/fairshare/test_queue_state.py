@@ -1,5 +1,5 @@
-"""What queues do with their fair share: allocatable share, capacity checks and queue order
-(kai-scheduler.md §3.2 last line, §3.3 and §3.4)."""
+"""What queues do with their fair share, as KAI's proportion plugin does: allocatable share,
+capacity checks and queue order."""
 
 from __future__ import annotations
 

@@ -205,7 +205,7 @@ def problems_of(objects: Iterable[Obj]) -> list[str]:
     problems: list[str] = []
     for obj in objects:
         problems += resource_problems(obj)
-        if obj["kind"] in ("Queue", "PodGroup"):
+        if obj["kind"] in ("Queue", "PodGroup", "Topology"):
             problems += custom_resource_problems(obj)
         elif obj["kind"] == "ServiceMonitor":
             problems += service_monitor_problems(obj)

@@ -11,8 +11,9 @@ from devcluster.crds import KAI_CRDS
 from k8s_adapter.api import Response
 from k8s_adapter.grouper import PodGrouper
 from k8s_adapter.kinds import POD_GROUPS, QUEUES
-from k8s_adapter.status import StatusWriter
+from k8s_adapter.status import STATUS_KEYS, StatusWriter
 from tests.adapter.fake_api import FakeApi, ok
+from tests.adapter.status_scenario import scenario
 from tests.helm.chart import REPO, crd_named, crd_version, custom_resource_problems, manifests_in
 
 # Manifests as KAI users write them (KAI's docs and examples): a two-level queue tree with
@@ -99,6 +100,16 @@ status:
   resourcesStatus:
     allocated: {cpu: 500m, memory: 1Gi}
     requested: {nvidia.com/gpu: "8"}
+---
+apiVersion: kai.scheduler/v1alpha1
+kind: Topology
+metadata:
+  name: cluster-topology
+spec:
+  levels:
+    - {nodeLabel: topology.kubernetes.io/zone, alias: zone}
+    - {nodeLabel: example.com/rack, alias: rack}
+    - {nodeLabel: kubernetes.io/hostname}
 """
 
 # One mistake each, of the kind a strict apply must refuse.
@@ -110,8 +121,15 @@ BROKEN = [
     ("PodGroup", {"spec": {"preemptibility": "sometimes"}}, "is not one of"),
     ("PodGroup", {"spec": {"subGroups": [{"minMember": 2}]}}, "'name' is a required property"),
     ("PodGroup", {"spec": {"minMembers": 2}}, "'minMembers' was unexpected"),
+    ("Topology", {"spec": {"levels": []}}, "should be non-empty"),
+    ("Topology", {"spec": {"levels": [{"alias": "rack"}]}}, "'nodeLabel' is a required property"),
+    ("Topology", {"spec": {"levels": [{"nodeLabel": "-bad-"}]}}, "does not match"),
 ]
-API_VERSIONS = {"Queue": "scheduling.run.ai/v2", "PodGroup": "scheduling.run.ai/v2alpha2"}
+API_VERSIONS = {
+    "Queue": "scheduling.run.ai/v2",
+    "PodGroup": "scheduling.run.ai/v2alpha2",
+    "Topology": "kai.scheduler/v1alpha1",
+}
 
 
 def test_the_crds_define_exactly_the_kinds_the_adapter_watches() -> None:
@@ -151,7 +169,7 @@ def test_the_repositorys_examples_fit_the_crds() -> None:
         for obj in manifests_in(path)
         if obj.get("kind") in API_VERSIONS
     ]
-    assert {o["kind"] for o in found} == {"Queue", "PodGroup"}
+    assert {o["kind"] for o in found} >= {"Queue", "PodGroup"}
     assert [p for obj in found for p in custom_resource_problems(obj)] == []
 
 
@@ -188,12 +206,20 @@ async def test_what_the_adapter_writes_fits_the_crds() -> None:
         "spec": {"schedulerName": "kai-scheduler"},
     }
     await PodGrouper(api).group([pod])  # type: ignore[arg-type]
-    await StatusWriter(api, report_after=0).publish(  # type: ignore[arg-type]
-        {"ml/pg-llama-u-1": ("Pending", "OverLimit: the queue team-vision is over its GPU limit")}
-    )
     [created] = [body for method, path, body in api.calls if method == "POST" and path.endswith("/podgroups")]
-    [status] = [body for method, path, body in api.calls if path.endswith("/podgroups/pg-llama-u-1/status")]
     assert created["spec"]["minMember"] == 4
     assert custom_resource_problems(created) == []
-    assert custom_resource_problems({**created, **status}) == []
-    assert status["status"]["schedulingConditions"][0]["reasons"][0]["reason"] == "OverLimit"
+    outcome, cache = scenario()  # a cycle with a pending group, a running one and a gang not ready
+    await StatusWriter(api, report_after=0).publish(outcome, cache)  # type: ignore[arg-type]
+    statuses = [(path, body) for method, path, body in api.calls if method == "PATCH" and path.endswith("/status")]
+    groups = [body for path, body in statuses if "/podgroups/" in path]
+    queues = [body for path, body in statuses if "/queues/" in path]
+    assert {"schedulingConditions", "resourcesStatus"} <= {key for body in groups for key in body["status"]}
+    assert queues and all(set(body["status"]) == {*STATUS_KEYS, "childQueues"} for body in queues)
+    for body in groups:
+        assert custom_resource_problems({**created, **body}) == [], body
+    queue = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "q"}, "spec": {}}
+    for body in queues:
+        assert custom_resource_problems({**queue, **body}) == [], body
+    condition = next(b for b in groups if "schedulingConditions" in b["status"])["status"]["schedulingConditions"][0]
+    assert condition["reasons"][0]["reason"] == "OverLimit"

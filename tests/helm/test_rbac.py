@@ -9,22 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from k8s_adapter.api import KubeError, Response
-from k8s_adapter.binder import Binder, BindRequest
+from k8s_adapter.binder import Binder, BindRequest, FractionBind
+from k8s_adapter.claims import ClaimBind, ClaimChange, ClaimWriter
 from k8s_adapter.evictor import Evictor, EvictRequest
 from k8s_adapter.grouper import PodGrouper
-from k8s_adapter.kinds import OWNER_KINDS, WATCHED
+from k8s_adapter.kinds import DRA_WATCHED, OWNER_KINDS, WATCHED, Kind
 from k8s_adapter.reflector import Reflector
 from k8s_adapter.status import StatusWriter
 from tests.adapter.fake_api import FakeApi, ok
-from tests.helm.chart import NAMESPACE, find, one, render
+from tests.helm.chart import NAMESPACE, RELEASE, find, one, render
 
 Permission = tuple[str, str, str]  # (API group, resource or resource/subresource, verb)
-MARK_DISRUPTION = ("", "pods/status", "patch")
 
 # The brief's least-privilege list, narrowed to what the adapter uses: with every optional grant
 # off, this is the whole ClusterRole.
@@ -33,9 +34,12 @@ CORE: set[Permission] = {
     *(("", "pods", v) for v in ("get", "list", "watch")),
     ("", "pods/binding", "create"),
     ("", "pods/eviction", "create"),
+    ("", "pods/status", "patch"),  # PodScheduled=False on pending pods; DisruptionTarget before an eviction
     *(("scheduling.run.ai", r, v) for r in ("queues", "podgroups") for v in ("get", "list", "watch")),
     ("scheduling.run.ai", "podgroups/status", "patch"),
+    ("scheduling.run.ai", "queues/status", "patch"),
     ("", "events", "create"),
+    ("", "events", "patch"),  # an unchanged situation raises its Event's count
     *(("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")),
 }
 LEASE: set[Permission] = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
@@ -67,7 +71,13 @@ def recorded(api: FakeApi) -> set[Permission]:
 async def _watching() -> set[Permission]:
     """Each informer: one list, then a watch."""
     api = FakeApi(lambda m, p, q, b: ok({"items": [], "metadata": {"resourceVersion": "1"}}))
-    reflectors = [Reflector(api, kind, lambda k, items: None, lambda k, e, o: None) for kind in WATCHED]  # type: ignore[arg-type]
+    await _informers(api, WATCHED)
+    return recorded(api)
+
+
+async def _informers(api: FakeApi, kinds: Sequence[Kind]) -> None:
+    """Run one reflector per kind until each has listed and started watching."""
+    reflectors = [Reflector(api, kind, lambda k, items: None, lambda k, e, o: None) for kind in kinds]  # type: ignore[arg-type]
     tasks = [asyncio.create_task(r.run()) for r in reflectors]
     while not all(r.stats.watches for r in reflectors):
         await asyncio.sleep(0.01)
@@ -75,7 +85,6 @@ async def _watching() -> set[Permission]:
         reflector.stop()
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    return recorded(api)
 
 
 async def _binding(gpu_groups: tuple[str, ...]) -> set[Permission]:
@@ -96,6 +105,72 @@ async def _binding(gpu_groups: tuple[str, ...]) -> set[Permission]:
     return recorded(api)
 
 
+RESERVATIONS = "/api/v1/namespaces/kai-resource-reservation/pods"
+
+
+async def _sharing() -> tuple[set[Permission], set[Permission]]:
+    """Fraction binds, one that succeeds and one rolled back after its binding is refused, and the
+    clean-up of a group nobody uses: (cluster-wide, reservation-namespace) permissions."""
+    reservation = {
+        "metadata": {
+            "name": "gpu-reservation-x",
+            "namespace": "kai-resource-reservation",
+            "labels": {"runai-gpu-group": "g1"},
+            "annotations": {"run.ai/reserve_for_gpu_index": "3"},
+        },
+    }
+    sharer = {
+        "metadata": {"name": "old", "namespace": "ns", "labels": {"runai-gpu-group": "g2"}},
+        "status": {"phase": "Running"},
+    }
+
+    def handler(method: str, path: str, query: Any, body: Any) -> Response:
+        selector = (query or {}).get("labelSelector", "")
+        if method == "GET" and path == RESERVATIONS:
+            return ok({"items": []})  # no reservation pod yet: the binder creates one
+        if method == "GET" and path == "/api/v1/pods":
+            return ok({"items": [reservation] if "g1" in selector else [sharer] if "g2" in selector else []})
+        if method == "GET" and path.startswith(RESERVATIONS + "/"):
+            return ok(reservation)
+        if method == "GET" and "/pods/" in path:
+            return ok(
+                {
+                    "metadata": {"name": "p", "namespace": "ns", "uid": "u", "labels": {"runai-gpu-group": "g1"}},
+                    "spec": {"containers": [{"name": "c"}]},
+                }
+            )
+        if method == "POST" and path.endswith("/configmaps") and "evar" in body["metadata"]["name"]:
+            raise KubeError(409, "AlreadyExists")
+        if method == "POST" and path.endswith("/refused/binding"):
+            raise KubeError(403, "Forbidden")
+        return ok({"metadata": {"name": "x"}, "data": {}})
+
+    api = FakeApi(handler)
+    binder = Binder(api, attempts=1, base_delay=0)  # type: ignore[arg-type]
+    await binder.bind_all(
+        [
+            BindRequest("ns/p", "u", "n1", ("g1",), FractionBind("0.50")),
+            BindRequest("ns/refused", "u", "n1", ("g1",), FractionBind("0.50")),
+        ]
+    )
+    await binder.reservations.sync_groups(["g2"])
+    cluster = {permission(m, p) for m, p, _ in api.calls if not (m == "POST" and p == RESERVATIONS)}
+    return cluster, {permission(m, p) for m, p, _ in api.calls if m == "POST" and p == RESERVATIONS}
+
+
+async def _dra() -> set[Permission]:
+    """The DRA informers, and a claim written for a bind then given back by a rollback."""
+    claim = {"metadata": {"name": "c", "namespace": "ns"}, "status": {}}
+    api = FakeApi(lambda m, p, q, b: ok({"items": [], "metadata": {"resourceVersion": "1"}, **claim}))
+    await _informers(api, DRA_WATCHED)
+    writer = ClaimWriter(api)  # type: ignore[arg-type]
+    done: list[ClaimChange] = []
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}}
+    await writer.reserve(pod, (ClaimBind("c", {"devices": {"results": []}}),), done)
+    await writer.release("ns", "p", "u", done)
+    return recorded(api)
+
+
 async def _evicting(mode: str) -> set[Permission]:
     api = FakeApi(lambda m, p, q, b: ok())
     await Evictor(api, mode=mode).evict_all([EvictRequest("ns/p", "reclaim", "ns/big")])  # type: ignore[arg-type]
@@ -103,10 +178,17 @@ async def _evicting(mode: str) -> set[Permission]:
 
 
 async def _explaining() -> set[Permission]:
+    """A cycle's conditions, events and status; a repeated event; bind and eviction events."""
+    from k8s_adapter.status import Eviction
+    from tests.adapter.status_scenario import scenario
+
     api = FakeApi(lambda m, p, q, b: ok())
-    writer = StatusWriter(api, report_after=0)  # type: ignore[arg-type]
-    await writer.publish({"ns/pg": ("Pending", "OverLimit: queue q is over its limit")})
-    await writer.publish({"ns/pg": ("Running", "")})
+    writer = StatusWriter(api, report_after=0, repeat_after=0)  # type: ignore[arg-type]
+    outcome, cache = scenario()
+    await writer.publish(outcome, cache)
+    await writer.publish(outcome, cache)  # the same situation again: the Events' counts go up
+    await writer.bound([("ns/a", "u", "n1", True, ""), ("ns/b", "u", "n1", False, "500")])
+    await writer.evicted([Eviction("ns/v", "u", "ns/pg", "u-pg", "reclaim", "ns/big", "evicted", 1)])
     return recorded(api)
 
 
@@ -133,7 +215,10 @@ async def _leasing() -> set[Permission]:
     """The Lease lock kubernetes-asyncio's leader election uses: read, take, renew."""
     from kubernetes_asyncio import client
     from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
-    from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+    from k8s_adapter.leader import _quiet_lease_lock
+
+    LeaseLock = _quiet_lease_lock()  # the lock kai-ray runs: the library's, with one-line conflicts
 
     verbs = {
         "read": "get",
@@ -178,10 +263,13 @@ def adapter_requests() -> dict[str, frozenset[Permission]]:
                 "explain": _explaining(),
                 "group": _grouping(),
                 "lease": _leasing(),
+                "dra": _dra(),
             }.items()
         }
 
-    return asyncio.run(everything())
+    used = asyncio.run(everything())
+    cluster, reservations = asyncio.run(_sharing())
+    return {**used, "share": frozenset(cluster), "share-reservations": frozenset(reservations)}
 
 
 def needed(values: dict[str, Any]) -> tuple[set[Permission], set[Permission]]:
@@ -189,13 +277,13 @@ def needed(values: dict[str, Any]) -> tuple[set[Permission], set[Permission]]:
     used = adapter_requests()
     eviction = values.get("eviction", {})
     cluster = set(used["watch"] | used["bind"] | used["explain"])
-    cluster |= used["evict-delete" if eviction.get("mode") == "delete" else "evict"] - {MARK_DISRUPTION}
-    if eviction.get("markDisruptionTarget"):
-        cluster.add(MARK_DISRUPTION)
-    if values.get("podGrouper", {}).get("enabled", False):
+    cluster |= used["evict-delete" if eviction.get("mode") == "delete" else "evict"]
+    if values.get("podGrouper", {}).get("enabled", True):
         cluster |= used["group"]
     if values.get("gpuSharing", {}).get("enabled"):
-        cluster |= used["bind-fraction"]
+        cluster |= used["share"]
+    if values.get("dra", {}).get("enabled"):
+        cluster |= used["dra"]
     # get shows nothing that list does not, and the API's convention grants the two together.
     cluster |= {(g, r, "get") for g, r, v in cluster if v == "list"}
     namespaced = set(used["lease"]) if values.get("leaderElection", {}).get("enabled", True) else set()
@@ -210,15 +298,33 @@ def grants(rules: list[dict[str, Any]]) -> set[Permission]:
 
 
 def rendered_grants(values: dict[str, Any]) -> tuple[set[Permission], set[Permission]]:
+    """The scheduler's grants: its ClusterRole (named like the release) and its lease Role (in the
+    release namespace; the reservation namespace's Roles are ``reservation_grants``)."""
     objects = render(values)
-    roles = find(objects, "Role")
-    return grants(one(objects, "ClusterRole")["rules"]), grants(roles[0]["rules"]) if roles else set()
+    roles = [r for r in find(objects, "Role") if r["metadata"]["namespace"] == NAMESPACE]
+    return grants(one(objects, "ClusterRole", RELEASE)["rules"]), grants(roles[0]["rules"]) if roles else set()
+
+
+def reservation_grants(values: dict[str, Any]) -> dict[str, set[Permission]]:
+    """Roles in the reservation namespace, by the service account they are bound to."""
+    objects = render(values)
+    roles = {
+        r["metadata"]["name"]: grants(r["rules"])
+        for r in find(objects, "Role")
+        if r["metadata"]["namespace"] == "kai-resource-reservation"
+    }
+    out: dict[str, set[Permission]] = {}
+    for binding in find(objects, "RoleBinding"):
+        if binding["metadata"]["namespace"] == "kai-resource-reservation":
+            [subject] = binding["subjects"]
+            out[subject["name"]] = roles[binding["roleRef"]["name"]]
+    return out
 
 
 VALUE_SETS = {
     "defaults": {},
     "every-option-off": {"podGrouper": {"enabled": False}, "replicas": 1, "leaderElection": {"enabled": False}},
-    "every-option-on": {"gpuSharing": {"enabled": True}, "eviction": {"markDisruptionTarget": True}},
+    "every-option-on": {"gpuSharing": {"enabled": True}, "dra": {"enabled": True}},
     "delete-eviction": {"eviction": {"mode": "delete"}},
     "fractions-without-grouper": {"gpuSharing": {"enabled": True}, "podGrouper": {"enabled": False}},
 }
@@ -236,8 +342,13 @@ def test_with_every_option_off_the_cluster_role_is_the_least_privilege_core() ->
     assert rendered_grants({})[1] == LEASE
 
 
-def test_the_default_install_grants_nothing_beyond_the_least_privilege_list() -> None:
-    assert rendered_grants({}) == (CORE, LEASE)
+def test_the_default_install_adds_only_the_pod_grouper_to_the_least_privilege_list() -> None:
+    """The pod grouper is on by default, as KAI's is; everything else optional is off."""
+    cluster, namespaced = rendered_grants({})
+    grouper = cluster - CORE
+    assert cluster >= CORE and namespaced == LEASE
+    assert grouper == rendered_grants({**VALUE_SETS["every-option-off"], "podGrouper": {"enabled": True}})[0] - CORE
+    assert {("scheduling.run.ai", "podgroups", "create"), ("", "pods", "patch")} <= grouper
 
 
 def test_each_option_adds_only_its_own_grants() -> None:
@@ -247,15 +358,26 @@ def test_each_option_adds_only_its_own_grants() -> None:
         ("", "pods", "delete"),
         ("", "pods/eviction", "create"),
     }
-    assert rendered_grants({**base, "eviction": {"markDisruptionTarget": True}})[0] - core == {MARK_DISRUPTION}
-    assert rendered_grants({**base, "gpuSharing": {"enabled": True}})[0] - core == {("", "pods", "patch")}
+    assert rendered_grants({**base, "gpuSharing": {"enabled": True}})[0] - core == {
+        ("", "pods", "patch"),
+        ("", "pods", "delete"),
+        *(("", "configmaps", v) for v in ("get", "create", "patch", "delete")),
+    }
+    assert rendered_grants({**base, "dra": {"enabled": True}})[0] - core == {
+        *(
+            ("resource.k8s.io", r, v)
+            for r in ("resourceslices", "deviceclasses", "resourceclaims")
+            for v in ("get", "list", "watch")
+        ),
+        ("resource.k8s.io", "resourceclaims/status", "update"),
+    }
     grouper = rendered_grants({**base, "podGrouper": {"enabled": True}})[0] - core
     assert {("scheduling.run.ai", "podgroups", "create"), ("", "pods", "patch")} <= grouper
     assert {r for g, r, v in grouper if v == "get"} == {kind.plural for kind in OWNER_KINDS.values()}
 
 
 def test_the_bindings_give_the_roles_to_the_schedulers_service_account() -> None:
-    objects = render()
+    objects = [o for o in render() if "helm.sh/hook" not in o["metadata"].get("annotations", {})]
     account = one(objects, "ServiceAccount")["metadata"]
     pod_account = one(objects, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
     assert pod_account == account["name"]
@@ -270,3 +392,14 @@ def test_the_bindings_give_the_roles_to_the_schedulers_service_account() -> None
             {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
         ]
     assert one(objects, "Role")["metadata"]["namespace"] == NAMESPACE  # leases only where the scheduler runs
+
+
+def test_reservation_pods_are_created_only_in_their_namespace_and_annotate_only_themselves() -> None:
+    values = {"gpuSharing": {"enabled": True}}
+    cluster, _ = rendered_grants(values)
+    assert ("", "pods", "create") not in cluster
+    by_account = reservation_grants(values)
+    account = one(render(values), "ServiceAccount", "kai-ray")["metadata"]["name"]
+    assert by_account[account] == set(adapter_requests()["share-reservations"]) == {("", "pods", "create")}
+    assert by_account["kai-resource-reservation"] == {("", "pods", "get"), ("", "pods", "patch")}
+    assert reservation_grants({}) == {}

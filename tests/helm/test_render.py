@@ -49,7 +49,7 @@ VALUE_SETS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     ),
     "delete-eviction-and-fractions": (
         {
-            "eviction": {"mode": "delete", "markDisruptionTarget": True},
+            "eviction": {"mode": "delete"},
             "gpuSharing": {"enabled": True},
             "scheduler": {"shards": 4, "verbose": True, "extraArgs": ["--period=0.5"]},
         },
@@ -113,6 +113,7 @@ def test_the_crds_are_valid_structural_definitions() -> None:
     assert sorted(c["metadata"]["name"] for c in definitions) == [
         "podgroups.scheduling.run.ai",
         "queues.scheduling.run.ai",
+        "topologies.kai.scheduler",
     ]
     assert problems_of(definitions) == []
     for crd in definitions:

@@ -1,4 +1,5 @@
-"""The scheduler config file (DESIGN §5.4): KAI's defaults, and one-line errors for bad values."""
+"""The scheduler config file (docs/architecture.md#scheduler-config): KAI's defaults, and one-line
+errors for bad values."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The fair-share input file of ``kai-ray fairshare`` (DESIGN §5.5)."""
+"""The fair-share input file of ``kai-ray fairshare`` (docs/architecture.md#fair-share-input)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Defaults the snapshot loader applies, as KAI applies them (kai-scheduler.md §2)."""
+"""Defaults the snapshot loader applies, as KAI applies them (docs/architecture.md#snapshot-input)."""
 
 from __future__ import annotations
 

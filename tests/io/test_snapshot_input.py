@@ -1,4 +1,4 @@
-"""Snapshot files in every form DESIGN §5.2 accepts, and cluster states KAI tolerates."""
+"""Snapshot files in every form docs/architecture.md#snapshot-input accepts, and cluster states KAI tolerates."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Rebalancing: nodes move between shards with everything on them.
 
-Hypothesis drives a ``ShardSet`` over ``InProcessShards`` through cluster deltas, two-phase
+Hypothesis drives a ``ShardSet`` over ``InProcessTransport`` through cluster deltas, two-phase
 commits routed by node owner (so a reservation may span shards), the clock passing TTLs,
 expiry, and ``resize(n)`` between random shard counts. Checked:
 

@@ -8,8 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kai_ray.model import PodState
+from shards.constraints import TAINTED
 from shards.messages import ShardDeltas
-from shards.placement import PlacementPolicy
+from shards.placement import NOT_ENOUGH, Diagnosis, PlacementPolicy
 from shards.scorers import BAND_SCORERS, PLACEMENT
 from shards.shapes import TaskShape
 from shards.shard import Shard
@@ -70,4 +71,6 @@ def test_a_pending_reason_names_the_filters_that_turned_the_nodes_away() -> None
 
     diagnosis = shard.placer.diagnose(TaskShape.of_pod(snapshot.pods[0]))
     assert diagnosis.by_filter() == {"NodeResourcesFit": 2}
-    assert "2 too few free GPUs (NodeResourcesFit)" in diagnosis.describe(TaskShape.of_pod(snapshot.pods[0]))
+    assert "2 node(s) didn't have enough resources: GPUs" in diagnosis.describe(TaskShape.of_pod(snapshot.pods[0]))
+    tainted = Diagnosis(3, {TAINTED: 2, NOT_ENOUGH + "shared GPUs": 1}, {})
+    assert tainted.by_filter() == {"TaintToleration": 2, "GpuSharing": 1}

@@ -7,7 +7,7 @@ else, terminating, removed, a bind confirmed, a bind failed, a pipelined pod bin
 
 After every step two things are checked:
 
-1. **No node is over-committed** (invariant 1 of DESIGN §2), by the definitions in
+1. **No node is over-committed** (invariant 1 of docs/architecture.md#invariants), by the definitions in
    ``tests/shards/recount.py``: recounted from the shard's live holdings and the nodes'
    allocatable, every column of ``idle`` (active + releasing must fit) and of ``future``
    (active + pipelined must fit) is >= 0, whole GPUs and shared GPUs included, and no shared

@@ -1,0 +1,36 @@
+"""The coordinator: the queue tree and fair share, job order, KAI's actions in a session, and the
+gang commit across shards.
+
+``__all__`` is what the wiring, the adapter and the benchmarks may use; import it from here or
+from the module that defines it. ``coordinator.fairshare`` has its own public names.
+"""
+
+from coordinator.coordinator import BindIntent, Coordinator, CycleResult, CycleStats, EvictIntent, ShardsFailed
+from coordinator.decisions import Decisions, PodDecision
+from coordinator.dra_session import ClaimGrant, DraView
+from coordinator.scheduler import run_session
+from coordinator.session import SessionState
+from coordinator.shard_client import Answers, InProcessTransport, ShardClient, ShardTransport
+from coordinator.shard_set import ShardSet
+from coordinator.statement import Statement
+
+__all__ = [
+    "BindIntent",
+    "ClaimGrant",
+    "DraView",
+    "Answers",
+    "Coordinator",
+    "CycleResult",
+    "CycleStats",
+    "Decisions",
+    "EvictIntent",
+    "InProcessTransport",
+    "PodDecision",
+    "ShardClient",
+    "ShardSet",
+    "ShardTransport",
+    "ShardsFailed",
+    "SessionState",
+    "Statement",
+    "run_session",
+]

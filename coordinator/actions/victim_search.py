@@ -1,0 +1,102 @@
+"""The loop that reclaim, preempt and consolidation share: pending jobs in fair order, each
+searched for victims that make room for it (KAI's three victim-search actions).
+
+For every job the base class does the same steps; an action fills in the parts that differ:
+
+1. ``screen``: checks KAI makes before anything else (reclaim: may the job's queue reclaim at
+   all?). A job screened out is not searched and does not count as a failed search.
+2. Search pruning (``search_pruning.should_search``): paused jobs, and jobs no easier than one
+   with the same signature that already failed in this session.
+3. ``precheck``: cheap checks after pruning; they may skip the job or record a failed search.
+4. The search itself (``solver.JobSolver``) over the action's ``victims`` queue, judged by its
+   ``validator``. Success commits and refreshes the victim pool; failure is recorded, so that
+   signatures and the backoff see it.
+"""
+
+from __future__ import annotations
+
+import enum
+from functools import partial
+from typing import ClassVar
+
+import numpy as np
+
+from coordinator.actions.allocate import eligible_jobs
+from coordinator.actions.scenario import Scenario
+from coordinator.actions.search_pruning import FailedSearches, search_failed, should_search
+from coordinator.actions.solver import JobSolver, SearchBudget, Validator
+from coordinator.actions.victims import VictimPool
+from coordinator.job_order import JobOrder
+from coordinator.jobs import Job
+from coordinator.session import SessionState
+from coordinator.statement import Statement
+
+
+class Precheck(enum.Enum):
+    SEARCH = "search"  # look for victims
+    SKIP = "skip"  # not searched; not a failed search either
+    FAILED = "failed"  # not searched, and counted as a failed search (signatures, backoff)
+
+
+def always_valid(_: Scenario) -> bool:
+    return True
+
+
+class VictimSearchAction:
+    """Base of the victim-search actions; subclasses set ``name`` and override the hooks."""
+
+    name: str
+    # Whether a failed search rules out same-signature jobs of its own queue only (reclaim,
+    # preempt: victims depend on the queue) or of every queue (consolidation).
+    signatures_per_queue: ClassVar[bool] = True
+    # Whether only preemptible pending jobs are candidates (consolidation).
+    preemptible_jobs_only: ClassVar[bool] = False
+
+    def execute(self, state: SessionState, stmt: Statement) -> None:
+        if not self.enabled(state):
+            return
+        order = JobOrder(state.queues, lambda j: state.job_request(j, real=False))
+        order.push_all(eligible_jobs(state, pending_only=True, preemptible_only=self.preemptible_jobs_only))
+        budget = SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
+        pool = VictimPool(state)
+        failed = FailedSearches(per_queue=self.signatures_per_queue)
+        while not order.empty():
+            job = order.pop()
+            assert job is not None
+            # Taken before the search: placing the job's pods in a scenario changes what the
+            # session would compute for it, and the victim filter must keep judging the request.
+            request = state.job_request(job, real=False)
+            if not self.screen(state, job, request) or not should_search(state, job, failed, self.name):
+                continue
+            verdict = self.precheck(state, job, request)
+            if verdict is Precheck.SKIP:
+                continue
+            if verdict is Precheck.SEARCH:
+                victims = partial(self.victims, state, pool, job, request)
+                solver = JobSolver(state, stmt, self.name, self.validator(state, job), victims, budget)
+                if solver.solve(job):
+                    stmt.commit()
+                    pool.invalidate()  # a commit changes who runs
+                    continue
+            search_failed(state, job, failed)
+
+    # ------------------------------------------------------------ the parts actions override
+    def enabled(self, state: SessionState) -> bool:
+        """Whether the action runs at all in this session."""
+        return True
+
+    def screen(self, state: SessionState, job: Job, request: np.ndarray) -> bool:
+        """Checks before search pruning; False leaves the job alone (say why in its fit errors)."""
+        return True
+
+    def precheck(self, state: SessionState, job: Job, request: np.ndarray) -> Precheck:
+        """Checks after search pruning, before the search."""
+        return Precheck.SEARCH
+
+    def validator(self, state: SessionState, job: Job) -> Validator:
+        """What a scenario that places the job must also satisfy."""
+        return always_valid
+
+    def victims(self, state: SessionState, pool: VictimPool, job: Job, request: np.ndarray) -> JobOrder:
+        """The victims queue for one search step (called afresh for every step)."""
+        raise NotImplementedError

@@ -1,0 +1,39 @@
+"""Readers of kai-ray's input files and of single Kubernetes objects: the snapshot
+(docs/architecture.md#snapshot-input), the scheduler config (#scheduler-config) and the
+fair-share input (#fair-share-input). The adapter reads watched objects with the same parsers.
+
+``__all__`` is what other packages may use; import it from here or from the defining module.
+"""
+
+from kai_ray.io.config import config_from_mapping, load_config
+from kai_ray.io.documents import iter_objects, parse_documents, read_text
+from kai_ray.io.fairshare_input import FairShareProblem, fairshare_problem_from_mapping, load_fairshare_problem
+from kai_ray.io.fields import ObjectReader, parse_time
+from kai_ray.io.parse_core import parse_node, parse_pod
+from kai_ray.io.parse_dra import parse_device_class, parse_resource_claim, parse_resource_slice
+from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
+from kai_ray.io.snapshot_loader import load_snapshot, snapshot_from_documents
+
+__all__ = [
+    "FairShareProblem",
+    "ObjectReader",
+    "RawPodGroup",
+    "config_from_mapping",
+    "fairshare_problem_from_mapping",
+    "iter_objects",
+    "load_config",
+    "load_fairshare_problem",
+    "load_snapshot",
+    "parse_device_class",
+    "parse_documents",
+    "parse_node",
+    "parse_pod",
+    "parse_pod_group",
+    "parse_priority_class",
+    "parse_queue",
+    "parse_resource_claim",
+    "parse_resource_slice",
+    "parse_time",
+    "read_text",
+    "snapshot_from_documents",
+]

@@ -1,0 +1,176 @@
+"""Device selectors: Kubernetes' CEL over one device, evaluated by cel-python (``celpy``).
+
+An expression sees ``device.driver``, ``device.attributes[<domain>].<name>`` and
+``device.capacity[<domain>].<name>``, as the DRA allocator gives them. Kubernetes' CEL
+library functions that selectors use are added: ``quantity("40Gi")`` with ``compareTo``,
+``isGreaterThan``, ``isLessThan``, ``asInteger``, ``asApproximateFloat``, and ``semver("1.2.3")``
+with ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``major``, ``minor``, ``patch``;
+capacities are quantities and version attributes are semvers. An expression that does not
+compile, or fails on a device (a missing attribute, a wrong type), does not select it, and
+the error is kept for the pending reason. Programs and verdicts are cached: one compile per
+expression, one evaluation per (expression, device).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import celpy
+from celpy import celtypes
+
+from kai_ray.model import Device
+from kai_ray.quantity import QuantityError, plain
+
+log = logging.getLogger(__name__)
+Seen = tuple[str, tuple[tuple[str, str, bool | int | str], ...], tuple[tuple[str, str, float], ...]]
+MAX_VERDICTS = 200_000  # cached (expression, device) verdicts before the cache starts over
+
+
+class Quantity(celtypes.DoubleType):
+    """A Kubernetes quantity in CEL (base units)."""
+
+
+class SemVer(celtypes.StringType):
+    """A semantic version in CEL; compared part by part."""
+
+    def parts(self) -> tuple[int, int, int]:
+        core = str(self).split("-", 1)[0].split("+", 1)[0]
+        numbers = [int(p) if p.isdigit() else 0 for p in core.split(".")[:3]]
+        return tuple(numbers + [0] * (3 - len(numbers)))  # type: ignore[return-value]
+
+
+def _quantity(text: Any) -> Quantity:
+    try:
+        return Quantity(plain(str(text)))
+    except QuantityError as exc:
+        raise ValueError(f"bad quantity {text!r}") from exc
+
+
+def _key(value: Any) -> Any:
+    return value.parts() if isinstance(value, SemVer) else float(value)
+
+
+def _compare(a: Any, b: Any) -> celtypes.IntType:
+    left, right = _key(a), _key(b)
+    return celtypes.IntType((left > right) - (left < right))
+
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "quantity": _quantity,
+    "semver": lambda text: SemVer(str(text)),
+    "compareTo": _compare,
+    "isGreaterThan": lambda a, b: celtypes.BoolType(_compare(a, b) > 0),
+    "isLessThan": lambda a, b: celtypes.BoolType(_compare(a, b) < 0),
+    "asInteger": lambda q: celtypes.IntType(int(q)),
+    "asApproximateFloat": lambda q: celtypes.DoubleType(float(q)),
+    "major": lambda v: celtypes.IntType(v.parts()[0]),
+    "minor": lambda v: celtypes.IntType(v.parts()[1]),
+    "patch": lambda v: celtypes.IntType(v.parts()[2]),
+}
+
+
+def _cel_value(value: bool | int | str | float) -> Any:
+    if isinstance(value, bool):
+        return celtypes.BoolType(value)
+    if isinstance(value, int):
+        return celtypes.IntType(value)
+    if isinstance(value, float):
+        return Quantity(value)
+    if value.startswith("v:"):
+        return SemVer(value[2:])
+    return celtypes.StringType(value)
+
+
+def device_activation(device: Device) -> dict[str, Any]:
+    attributes: dict[Any, Any] = {}
+    for domain, name, value in device.attributes:
+        attributes.setdefault(celtypes.StringType(domain), {})[celtypes.StringType(name)] = _cel_value(value)
+    capacity: dict[Any, Any] = {}
+    for domain, name, amount in device.capacity:
+        capacity.setdefault(celtypes.StringType(domain), {})[celtypes.StringType(name)] = Quantity(amount)
+    return {
+        "device": celtypes.MapType(
+            {
+                celtypes.StringType("driver"): celtypes.StringType(device.driver),
+                celtypes.StringType("attributes"): celtypes.MapType(
+                    {k: celtypes.MapType(v) for k, v in attributes.items()}
+                ),
+                celtypes.StringType("capacity"): celtypes.MapType(
+                    {k: celtypes.MapType(v) for k, v in capacity.items()}
+                ),
+            }
+        )
+    }
+
+
+class Selectors:
+    """Compiled selectors and their verdicts per device, shared by every table of the process
+    (a session builds tables every cycle; compiling and evaluating again each time would waste
+    it). An expression sees a device's driver, attributes and capacity, nothing else, so a
+    verdict is keyed by those: the same GPU model on a thousand nodes is evaluated once, and a
+    device whose slice changed its attributes is evaluated anew."""
+
+    def __init__(self) -> None:
+        # celpy raises the interpreter's recursion limit when an environment is made: made once.
+        self.env = celpy.Environment()
+        self._programs: dict[str, Any] = {}
+        self._errors: dict[str, str] = {}  # expression -> why it selects nothing (compile or runtime error)
+        self._verdicts: dict[tuple[str, Seen], bool] = {}
+        self._activations: dict[Seen, dict[str, Any]] = {}
+
+    def forget(self) -> None:
+        """Drop every cached verdict (benchmarks measure each system from a cold cache)."""
+        self._verdicts.clear()
+        self._activations.clear()
+
+    def error(self, expression: str) -> str | None:
+        return self._errors.get(expression)
+
+    def matches(self, expressions: tuple[str, ...], device: Device) -> bool:
+        return all(self._matches(e, device) for e in expressions)
+
+    def _matches(self, expression: str, device: Device) -> bool:
+        key = (expression, (device.driver, device.attributes, device.capacity))
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = self._evaluate(expression, device)
+            if len(self._verdicts) >= MAX_VERDICTS:
+                self._verdicts.clear()
+                self._activations.clear()
+            self._verdicts[key] = verdict
+        return verdict
+
+    def _evaluate(self, expression: str, device: Device) -> bool:
+        program = self._program(expression)
+        if program is None:
+            return False
+        seen = (device.driver, device.attributes, device.capacity)
+        activation = self._activations.get(seen)
+        if activation is None:
+            activation = self._activations[seen] = device_activation(device)
+        try:
+            result = program.evaluate(activation)
+        except Exception as exc:  # celpy raises its own errors and Python ones from our functions
+            self._errors.setdefault(expression, f"CEL error on device {device.name}: {exc.__class__.__name__}")
+            return False
+        if isinstance(result, Exception):
+            self._errors.setdefault(expression, f"CEL error on device {device.name}")
+            return False
+        return bool(result) if isinstance(result, celtypes.BoolType | bool) else False
+
+    def _program(self, expression: str) -> Any:
+        if expression in self._programs:
+            return self._programs[expression]
+        try:
+            program = self.env.program(self.env.compile(expression), functions=FUNCTIONS)
+        except Exception as exc:  # a selector that does not compile selects nothing
+            self._errors[expression] = f"CEL selector does not compile: {str(exc).splitlines()[0][:120]}"
+            log.warning("device selector %r does not compile: %s", expression, exc)
+            program = None
+        self._programs[expression] = program
+        return program
+
+
+SELECTORS = Selectors()

@@ -1,0 +1,319 @@
+"""Which DRA devices each node has, which claim holds each, and whether a pod's claims fit.
+
+A ``DeviceBook`` belongs to a ``NodeTable``: per row, the devices its ResourceSlices publish
+(sorted by key), and for every allocated claim the devices it holds. A device is free when
+no claim holds it; a claim shared by several pods holds its devices once. Every change to a
+row's devices or holders goes through the table's ``refresh`` so the row's version moves
+and cached rankings look at it again.
+
+Allocation follows the DRA allocator's rules on one node: requests in order, each taking
+``count`` free devices its selectors match (``All``: every matching device, all of them free,
+at least one), ``firstAvailable`` trying its alternatives in order, and a backtracking
+search over choices when a later request needs a device an earlier one took. Candidates are
+tried in key order, so the same state gives the same devices.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from kai_ray.model import Device
+from shards.dra_cel import SELECTORS
+from shards.dra_demand import ClaimSpec, RequestSpec
+
+SEARCH_STEPS = 5_000  # choices tried per (node, pod) before the search gives up
+Mask = npt.NDArray[np.bool_]
+# Per claim spec: (request name, device) for each device it got.
+Allocation = tuple[tuple[tuple[str, Device], ...], ...]
+
+
+ClaimHoldLike = tuple[str, str | None, tuple[str, ...]]
+
+
+class NodeTableLike(Protocol):
+    """What the shard-side helpers need of a node table (node_table.py imports this module)."""
+
+    index: dict[str, int]
+    devices: DeviceBook
+
+
+class PlacementLike(Protocol):
+    @property
+    def node(self) -> str: ...
+
+    @property
+    def claims(self) -> tuple[tuple[str, tuple[str, ...]], ...]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    row: int | None  # None: devices not on a node of this table
+    keys: tuple[str, ...]
+
+
+class DeviceBook:
+    def __init__(self, on_change: Callable[[int], None] | None = None) -> None:
+        self.devices: dict[int, tuple[Device, ...]] = {}
+        self.by_key: dict[str, tuple[int, Device]] = {}
+        self.owner: dict[str, str] = {}  # device key -> the claim holding it
+        self.claims: dict[str, Held] = {}  # claim key -> what it holds
+        self.users: dict[str, set[str]] = {}  # claim key -> pods using it (sessions only)
+        self.overrides: dict[str, tuple[bool, str | None]] = {}  # sessions: claims (de)allocated in them
+        self.releasing: dict[str, int] = {}  # sessions: devices freed by evictions, still in use until the pods go
+        self.payer: dict[str, str] = {}  # sessions: the pod a claim's GPUs are charged to (one per claim)
+        self.claim_gpus: dict[str, float] = {}  # sessions: GPUs each claim counts toward its queue
+        self.selectors = SELECTORS
+        self.on_change = on_change
+        self.row_version: dict[int, int] = {}  # moves with every change to a row's devices or holders
+        self._fits: dict[tuple[tuple[ClaimSpec, ...], int], tuple[int, bool]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.devices or self.claims)
+
+    def copy(self, on_change: Callable[[int], None] | None) -> DeviceBook:
+        """An independent copy reporting changes to ``on_change`` (a session's copy of a table)."""
+        out = DeviceBook(on_change)
+        out.devices = dict(self.devices)
+        out.by_key = dict(self.by_key)
+        out.owner = dict(self.owner)
+        out.claims = dict(self.claims)
+        out.users = {k: set(v) for k, v in self.users.items()}
+        out.overrides = dict(self.overrides)
+        out.releasing = dict(self.releasing)
+        out.payer = dict(self.payer)
+        out.claim_gpus = dict(self.claim_gpus)
+        out.selectors = self.selectors
+        out.row_version = dict(self.row_version)
+        return out
+
+    def _changed(self, row: int | None) -> None:
+        if row is None:
+            return
+        self.row_version[row] = self.row_version.get(row, 0) + 1
+        if self.on_change is not None:
+            self.on_change(row)
+
+    # ------------------------------------------------------------------ inventory
+    def set_devices(self, row: int, devices: Sequence[Device]) -> None:
+        for device in self.devices.pop(row, ()):
+            self.by_key.pop(device.key, None)
+        ordered = tuple(sorted(devices, key=lambda d: d.key))
+        if ordered:
+            self.devices[row] = ordered
+            for device in ordered:
+                self.by_key[device.key] = (row, device)
+        self._changed(row)
+
+    def free(self, row: int) -> list[Device]:
+        return [d for d in self.devices.get(row, ()) if d.key not in self.owner]
+
+    # ------------------------------------------------------------------ holding
+    def take(self, claim: str, keys: Sequence[str], row: int | None = None) -> str:
+        """``claim`` holds these devices; a problem in words when one is held by another claim
+        (then nothing changes). Taking what the claim already holds is a no-op."""
+        held = self.claims.get(claim)
+        if held is not None and set(held.keys) == set(keys):
+            return ""
+        for key in keys:
+            other = self.owner.get(key)
+            if other is not None and other != claim:
+                return f"device {key} is already allocated to claim {other}"
+        if held is not None:
+            self.release(claim)
+        rows = {self.by_key[k][0] for k in keys if k in self.by_key}
+        at = row if row is not None else (next(iter(rows)) if len(rows) == 1 else None)
+        for key in keys:
+            self.owner[key] = claim
+        self.claims[claim] = Held(at, tuple(keys))
+        self._changed(at)
+        return ""
+
+    def release(self, claim: str) -> Held | None:
+        held = self.claims.pop(claim, None)
+        if held is None:
+            return None
+        for key in held.keys:
+            if self.owner.get(key) == claim:
+                del self.owner[key]
+        self._changed(held.row)
+        return held
+
+    # ------------------------------------------------------------------ fitting
+    def fits(self, row: int, specs: tuple[ClaimSpec, ...]) -> bool:
+        version = self.row_version.get(row, 0)
+        cached = self._fits.get((specs, row))
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        verdict = self.allocate(row, specs) is not None
+        if len(self._fits) > 100_000:
+            self._fits.clear()
+        self._fits[(specs, row)] = (version, verdict)
+        return verdict
+
+    def mask(self, specs: tuple[ClaimSpec, ...], rows: npt.NDArray[np.int64], admitted: Mask) -> Mask:
+        """Which of ``rows`` (with ``admitted`` already true) can allocate every claim."""
+        out = np.zeros(len(rows), dtype=bool)
+        for i in np.flatnonzero(admitted):
+            row = int(rows[i])
+            out[i] = row in self.devices and self.fits(row, specs)
+        return out
+
+    def allocate(self, row: int, specs: tuple[ClaimSpec, ...]) -> Allocation | None:
+        """Devices on ``row`` for every request of every claim, or None."""
+        if not specs:
+            return ()
+        if row not in self.devices:
+            return None
+        flat = [(i, request) for i, spec in enumerate(specs) for request in spec.requests]
+        steps = [0]
+        found = self._search(row, flat, 0, frozenset(), steps)
+        if found is None:
+            return None
+        per_claim: list[list[tuple[str, Device]]] = [[] for _ in specs]
+        for (i, _), (name, devices) in zip(flat, found, strict=True):
+            per_claim[i].extend((name, d) for d in devices)
+        return tuple(tuple(p) for p in per_claim)
+
+    def _search(
+        self,
+        row: int,
+        flat: list[tuple[int, RequestSpec]],
+        at: int,
+        used: frozenset[str],
+        steps: list[int],
+    ) -> list[tuple[str, tuple[Device, ...]]] | None:
+        if at == len(flat):
+            return []
+        request = flat[at][1]
+        for option, name in _options(request):
+            for pick in self._picks(row, option, used):
+                steps[0] += 1
+                if steps[0] > SEARCH_STEPS:
+                    return None
+                rest = self._search(row, flat, at + 1, used | {d.key for d in pick}, steps)
+                if rest is not None:
+                    return [(name, pick), *rest]
+        return None
+
+    def _picks(self, row: int, request: RequestSpec, used: frozenset[str]) -> Iterator[tuple[Device, ...]]:
+        match = self.selectors.matches
+        if request.mode == "All":
+            matching = [d for d in self.devices[row] if match(request.selectors, d)]
+            if matching and all(d.key not in self.owner and d.key not in used for d in matching):
+                yield tuple(matching)
+            return
+        free = [d for d in self.devices[row] if d.key not in self.owner and d.key not in used]
+        candidates = [d for d in free if match(request.selectors, d)]
+        if self.releasing:  # devices idle now before those an evicted pod still holds
+            candidates.sort(key=lambda d: d.key in self.releasing)
+        if len(candidates) >= request.count:
+            yield from itertools.combinations(candidates, request.count)
+
+    def waits(self, allocation: Allocation) -> bool:
+        """Whether an allocation uses a device an evicted pod has not given back yet."""
+        return bool(self.releasing) and any(d.key in self.releasing for claim in allocation for _, d in claim)
+
+    def turned_away(self, specs: tuple[ClaimSpec, ...], rows: Mask) -> tuple[dict[str, int], Mask]:
+        """Of ``rows``, those where the claims cannot be allocated, counted by reason."""
+        counts: dict[str, int] = {}
+        short = np.zeros(len(rows), dtype=bool)
+        for row in np.flatnonzero(rows):
+            if not self.fits(int(row), specs):
+                why = self.shortfall(int(row), specs)
+                counts[why] = counts.get(why, 0) + 1
+                short[row] = True
+        return counts, short
+
+    def shortfall(self, row: int, specs: tuple[ClaimSpec, ...]) -> str:
+        """Why ``specs`` do not fit on ``row``: the first claim request without enough free devices."""
+        if row not in self.devices:
+            return "no DRA devices"
+        for spec in specs:
+            for request in spec.requests:
+                options = [o for o, _ in _options(request)]
+                if not any(next(self._picks(row, o, frozenset()), None) is not None for o in options):
+                    for option in options:
+                        for expression in option.selectors:
+                            error = self.selectors.error(expression)
+                            if error:
+                                return f"claim {spec.name}: {error}"
+                    return f"no free device for claim {spec.name}, request {request.name} ({request.describe()})"
+        return f"the devices of claims {', '.join(s.name for s in specs)} cannot all be allocated together"
+
+    # ------------------------------------------------------------------ transport
+    def export(self, rows: Sequence[int] | npt.NDArray[np.int64]) -> list[tuple[tuple[Device, ...], dict[str, str]]]:
+        """Per row: its devices and which claim holds each held one."""
+        out = []
+        for row in rows:
+            devices = self.devices.get(int(row), ())
+            out.append((devices, {d.key: self.owner[d.key] for d in devices if d.key in self.owner}))
+        return out
+
+    def load(self, row: int, devices: tuple[Device, ...], owners: dict[str, str]) -> None:
+        self.set_devices(row, devices)
+        by_claim: dict[str, list[str]] = {}
+        for key, claim in owners.items():
+            by_claim.setdefault(claim, []).append(key)
+        for claim, keys in by_claim.items():
+            self.take(claim, sorted(keys), row)
+
+
+def _options(request: RequestSpec) -> Iterator[tuple[RequestSpec, str]]:
+    if request.alternatives:
+        for option in request.alternatives:
+            yield option, option.name  # already "request/subrequest"
+    else:
+        yield request, request.name
+
+
+# ---------------------------------------------------------------------- a shard's side
+def apply_dra(
+    table: NodeTableLike, devices: Sequence[tuple[str, tuple[Device, ...]]], claims: Sequence[ClaimHoldLike]
+) -> None:
+    """Cluster changes: a node's device list, claims allocated (or released) on its nodes."""
+    book = table.devices
+    for node_name, listed in devices:
+        at = table.index.get(node_name)
+        if at is not None:
+            book.set_devices(at, listed)
+    for claim, node, keys in claims:
+        if not keys:
+            book.release(claim)
+            continue
+        row = table.index.get(node) if node is not None else None
+        problem = book.take(claim, keys, row)
+        if problem:  # the API server is the truth: the claim there wins over an assumed one
+            for key in keys:
+                other = book.owner.get(key)
+                if other is not None and other != claim:
+                    book.release(other)
+            book.take(claim, keys, row)
+
+
+def take_claims(table: NodeTableLike, placement: PlacementLike, taken: list[str]) -> str:
+    """Hold the devices a prepared placement allocates; a problem in words if one is taken."""
+    row = table.index.get(placement.node)
+    for claim, keys in placement.claims:
+        if claim in table.devices.claims:
+            if set(table.devices.claims[claim].keys) != set(keys):
+                return f"claim {claim} is already allocated other devices"
+            continue
+        missing = [k for k in keys if k not in table.devices.by_key]
+        if missing:
+            return f"device {missing[0]} is not on node {placement.node}"
+        problem = table.devices.take(claim, keys, row)
+        if problem:
+            return f"node {placement.node}: {problem}"
+        taken.append(claim)
+    return ""
+
+
+def release_claims(table: NodeTableLike, claims: Sequence[str]) -> None:
+    for claim in reversed(claims):
+        table.devices.release(claim)

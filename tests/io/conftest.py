@@ -1,0 +1,3 @@
+from tests.cli.conftest import kai_ray
+
+__all__ = ["kai_ray"]

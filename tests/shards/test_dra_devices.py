@@ -1,0 +1,128 @@
+"""The device book: CEL selectors, the allocator's search, and a shard's two-phase holds."""
+
+from __future__ import annotations
+
+import pytest
+
+from kai_ray.model import Device, Node, ResourceVector
+from shards.dra_cel import SELECTORS
+from shards.dra_demand import ClaimSpec, RequestSpec
+from shards.dra_devices import DeviceBook
+from shards.messages import Placement, PrepareItem, ShardDeltas
+from shards.shard import Shard
+
+DRIVER = "gpu.nvidia.com"
+ANY = (f"device.driver == '{DRIVER}'",)
+
+
+def gpu(i: int, memory_gib: int = 80, product: str = "H100", version: str = "550.1.0") -> Device:
+    return Device(
+        DRIVER,
+        "n",
+        f"gpu-{i}",
+        ((DRIVER, "index", i), (DRIVER, "productName", product), (DRIVER, "driverVersion", "v:" + version)),
+        ((DRIVER, "memory", float(memory_gib * 2**30)),),
+    )
+
+
+def spec(*requests: RequestSpec, name: str = "c") -> tuple[ClaimSpec, ...]:
+    return (ClaimSpec(name, requests),)
+
+
+def req(count: int = 1, *selectors: str, mode: str = "ExactCount", name: str = "r") -> RequestSpec:
+    return RequestSpec(name, "gpu", ANY + selectors, mode, count)
+
+
+@pytest.mark.parametrize(
+    ("expression", "selected"),
+    [
+        (f"device.capacity['{DRIVER}'].memory.compareTo(quantity('40Gi')) >= 0", [0]),
+        (f"device.capacity['{DRIVER}'].memory.isLessThan(quantity('40Gi'))", [1]),
+        (f"device.attributes['{DRIVER}'].productName == 'A100'", [1]),
+        (f"device.attributes['{DRIVER}'].driverVersion.isGreaterThan(semver('550.0.0'))", [0]),
+        (f"device.attributes['{DRIVER}'].index in [1, 2]", [1]),
+        (f"device.attributes['{DRIVER}'].noSuchAttribute == 1", []),  # an error selects nothing
+    ],
+)
+def test_selectors_are_kubernetes_cel(expression: str, selected: list[int]) -> None:
+    devices = [gpu(0), gpu(1, memory_gib=24, product="A100", version="535.0.0")]
+    assert [i for i, d in enumerate(devices) if SELECTORS.matches((expression,), d)] == selected
+
+
+def test_a_selector_that_does_not_compile_selects_nothing_and_says_why() -> None:
+    book = DeviceBook()
+    book.set_devices(0, [gpu(0)])
+    broken = spec(req(1, "device.driver ==== 'x'"))
+    assert not book.fits(0, broken)
+    assert "does not compile" in book.shortfall(0, broken)
+
+
+def test_the_search_backtracks_when_a_greedy_pick_would_starve_a_later_request() -> None:
+    book = DeviceBook()
+    book.set_devices(0, [gpu(0, 80), gpu(1, 24)])
+    # The first request takes any GPU; the second needs the big one. Greedy would give gpu-0 to the first.
+    big = f"device.capacity['{DRIVER}'].memory.compareTo(quantity('40Gi')) >= 0"
+    allocation = book.allocate(0, spec(req(1, name="any"), req(1, big, name="big")))
+    assert allocation is not None
+    assert [(name, d.name) for name, d in allocation[0]] == [("any", "gpu-1"), ("big", "gpu-0")]
+
+
+def test_all_mode_takes_every_matching_device_and_needs_them_all_free() -> None:
+    book = DeviceBook()
+    book.set_devices(0, [gpu(0), gpu(1), gpu(2, 24)])
+    big = f"device.capacity['{DRIVER}'].memory.compareTo(quantity('40Gi')) >= 0"
+    allocation = book.allocate(0, spec(req(0, big, mode="All")))
+    assert allocation is not None and [d.name for _, d in allocation[0]] == ["gpu-0", "gpu-1"]
+    book.take("other", [gpu(1).key], 0)
+    assert book.allocate(0, spec(req(0, big, mode="All"))) is None
+
+
+def test_first_available_uses_the_first_alternative_that_fits() -> None:
+    book = DeviceBook()
+    book.set_devices(0, [gpu(0), gpu(1)])
+    options = RequestSpec("r", "gpu", (), "ExactCount", 0, (req(4, name="r/four"), req(2, name="r/two")))
+    allocation = book.allocate(0, spec(options))
+    assert allocation is not None and {name for name, _ in allocation[0]} == {"r/two"}
+
+
+def test_a_device_held_by_one_claim_is_refused_to_another_until_released() -> None:
+    book = DeviceBook()
+    book.set_devices(0, [gpu(0)])
+    assert book.take("a", [gpu(0).key], 0) == ""
+    assert "already allocated to claim a" in book.take("b", [gpu(0).key], 0)
+    assert not book.fits(0, spec(req(1)))
+    book.release("a")
+    assert book.fits(0, spec(req(1)))
+
+
+def shard_with_gpus(count: int) -> Shard:
+    shard = Shard(0)
+    node = Node("n", ResourceVector.of(cpu=8000, memory=2**34, pods=110))
+    shard.apply(ShardDeltas(nodes_upserted=(node,), devices=(("n", tuple(gpu(i) for i in range(count))),)))
+    return shard
+
+
+def placement(pod: str, claim: str, *devices: int) -> Placement:
+    keys = tuple(gpu(i).key for i in devices)
+    return Placement(pod, "n", ResourceVector.of(cpu=100, pods=1), False, claims=((claim, keys),))
+
+
+def test_two_reservations_for_one_device_the_second_is_refused_and_holds_nothing() -> None:
+    shard = shard_with_gpus(2)
+    reply = shard.prepare([PrepareItem("r1", (placement("ns/a", "ns/ca", 0),))], 1.0)
+    assert reply.held == ("r1",)
+    reply = shard.prepare([PrepareItem("r2", (placement("ns/b", "ns/cb", 1), placement("ns/c", "ns/cc", 0)))], 1.0)
+    assert "r2" in reply.refused and "already allocated to claim ns/ca" in reply.refused["r2"]
+    assert "ns/cb" not in shard.table.devices.claims  # the whole reservation let go of what it took
+    shard.abort(["r1"])
+    assert shard.table.devices.claims == {}
+
+
+def test_committed_claims_stay_until_the_api_server_releases_them() -> None:
+    shard = shard_with_gpus(1)
+    shard.prepare([PrepareItem("r1", (placement("ns/a", "ns/ca", 0),))], 1.0)
+    shard.commit(["r1"], 1.0)
+    shard.expire(1_000_000.0)
+    assert "ns/ca" in shard.table.devices.claims
+    shard.apply(ShardDeltas(claims=(("ns/ca", "n", ()),)))
+    assert shard.table.devices.claims == {}
