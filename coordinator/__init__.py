@@ -8,6 +8,7 @@ from the module that defines it. ``coordinator.fairshare`` has its own public na
 from coordinator.coordinator import BindIntent, Coordinator, CycleResult, CycleStats, EvictIntent, ShardsFailed
 from coordinator.decisions import Decisions, PodDecision
 from coordinator.dra_session import ClaimGrant, DraView
+from coordinator.job_timers import JobClock
 from coordinator.scheduler import run_session
 from coordinator.session import SessionState
 from coordinator.shard_client import Answers, InProcessTransport, ShardClient, ShardTransport
@@ -25,6 +26,7 @@ __all__ = [
     "Decisions",
     "EvictIntent",
     "InProcessTransport",
+    "JobClock",
     "PodDecision",
     "ShardClient",
     "ShardSet",

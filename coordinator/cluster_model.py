@@ -31,10 +31,10 @@ class ClusterModel:
         self.pods: dict[str, Pod] = {}
         self.pod_groups: dict[str, PodGroup] = {}
         self.queues: dict[str, Queue] = {}
+        self.queue_usage: dict[str, tuple[float, float, float]] = {}
         self.version = 0  # counts every change: the same version is the same cluster
         self.nodes_version = 0  # ... every change to the nodes
-        self.queues_version = 0  # ... every change to the queues
-        self.started: dict[str, float] = {}  # pod group -> last start seen by the coordinator
+        self.queues_version = 0  # ... every change to the queues or their usage
         self.dra = DraModel()  # ResourceSlices, DeviceClasses, ResourceClaims
         self.assumed_claims: dict[str, tuple[str, ...]] = {}  # pod -> claims its committed bind allocated
 
@@ -68,11 +68,11 @@ class ClusterModel:
             self.queues.pop(name, None)
         for group in deltas.pod_groups_upserted:
             self.pod_groups[group.key] = group
-            if group.last_start is not None:  # the cluster's record of it wins over ours
-                self.started.pop(group.key, None)
         for key in deltas.pod_groups_removed:
             self.pod_groups.pop(key, None)
-            self.started.pop(key, None)
+        if deltas.queue_usage is not None:
+            self.queue_usage = dict(deltas.queue_usage)
+            self.queues_version += 1
         return replace(deltas, pods_upserted=pods)
 
     def _keep_assumption(self, pod: Pod) -> Pod:
@@ -95,6 +95,7 @@ class ClusterModel:
             pod_groups=tuple(self.pod_groups.values()),
             queues=tuple(self.queues.values()),
             dra=self.dra.objects() if self.dra else DraObjects(),
+            queue_usage=self.queue_usage,
         )
 
     def assume_bound(
@@ -127,16 +128,6 @@ class ClusterModel:
         self.version += 1
         return pending
 
-    def set_last_start(self, key: str, when: float) -> None:
-        """When a job last started, as the coordinator saw it (kept beside the pod group: a cycle
-        starts thousands of jobs, and the group record itself need not change for it)."""
-        group = self.pod_groups.get(key)
-        if group is not None and self.started.get(key, group.last_start) != when:
-            self.started[key] = when
-            self.version += 1
-
-    def set_stale_since(self, key: str, when: float | None) -> None:
-        group = self.pod_groups.get(key)
-        if group is not None and group.stale_since != when:
-            self.pod_groups[key] = replace(group, stale_since=when)
-            self.version += 1
+    def clocks_changed(self) -> None:
+        """A cycle wrote pod groups' start, staleness or eviction times into ``pod_groups``."""
+        self.version += 1

@@ -35,6 +35,7 @@ from coordinator.actions.registry import build_actions
 from coordinator.binding import BindCommit, ShardLost, check, retry_next_cycle
 from coordinator.cluster_model import ClusterModel
 from coordinator.decisions import Decisions, collect
+from coordinator.job_timers import remember_clocks
 from coordinator.jobs import Job, Status
 from coordinator.node_mirror import NodeMirror
 from coordinator.results import BindIntent, CycleResult, CycleStats, EvictIntent
@@ -150,7 +151,9 @@ class Coordinator:
             return None
         self._sweep(now)
         check(self.shards.heartbeat(), "heartbeat")
-        return replace(memo.result, binds=[], evictions=list(memo.result.evictions), stats=CycleStats(reused=True))
+        return replace(
+            memo.result, binds=[], evictions=list(memo.result.evictions), stats=CycleStats(reused=True), job_clocks={}
+        )
 
     def _sweep(self, now: float) -> None:
         if now >= self._next_sweep:
@@ -163,7 +166,6 @@ class Coordinator:
         self._sweep(now)
         stats = CycleStats()
         state = self._open_session(now, stats)
-        state.last_start.update(self.model.started)
         state.search_paused = paused
         state.search_reasons = self.search_backoff.reasons(paused)
         stmt = self._statement(state, now)
@@ -195,7 +197,10 @@ class Coordinator:
         result.search_skipped = dict(state.search_skipped)
         result.paused_jobs = state.search_paused
         result.evictions = [EvictIntent(pod, action, by) for pod, action, by in result.decisions.evictions]
-        self._remember_job_clock(state)
+        evicted = {state.jobs_by_task[e.pod].key for e in result.evictions if e.pod in state.jobs_by_task}
+        result.job_clocks = remember_clocks(self.model.pod_groups, state.jobs.values(), state.last_start, evicted, now)
+        if result.job_clocks:  # the pod groups changed: the next cycle must not be memoized
+            self.model.clocks_changed()
         self.search_backoff.record(
             now,
             state.search_failed,
@@ -280,12 +285,6 @@ class Coordinator:
             state.shard_diagnoses.update(commit.settle(state, placer, stmt.picks, now, result))
         commit.prepare_and_commit(state, stmt.picks, now, result)
         _explain_unplaced(state)
-
-    def _remember_job_clock(self, state: SessionState) -> None:
-        for key, when in state.last_start.items():
-            self.model.set_last_start(key, when)
-        for key, job in state.jobs.items():
-            self.model.set_stale_since(key, job.stale_since)
 
 
 def _search_reasons(job: Job) -> dict[str, str]:

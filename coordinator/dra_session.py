@@ -67,6 +67,9 @@ class DraView:
             claim = self.claims.get(claim_key(pod, pod_claim.claim or ""))
             if claim is None:
                 continue
+            if claim.unsupported and claim.allocation is None:
+                fields = ", ".join(claim.unsupported)
+                return f"ResourceClaim {claim.name} uses {fields}, which kai-ray does not honour yet"
             if len(claim.reserved_for) >= MAX_CONSUMERS and pod.name not in claim.reserved_for:
                 return f"ResourceClaim {claim.name} is already reserved for {MAX_CONSUMERS} pods"
             if pod_claim.template is None and claim.owner_pod is None and claim.gpus:

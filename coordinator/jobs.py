@@ -291,6 +291,8 @@ class Job:
     priority: int
     fit_errors: dict[str, str] = field(default_factory=dict)  # action -> why it could not place the job
     stale_since: float | None = None
+    boost: int = 0  # aging: priority steps gained while waiting (``job_timers``; 0 unless configured)
+    overrun: bool = False  # ran past its expected runtime (``job_timers``; only with a runtime policy)
     version: int = 0  # bumped whenever one of its tasks changes status (caches below key on it)
     cacheable: bool = True  # stand-ins for part of a job are not versioned: they never cache
     _cache: dict[object, tuple[int, object]] = field(default_factory=dict)
@@ -324,9 +326,16 @@ class Job:
                 at_min = False
         return 1 if at_min else 2
 
-    def order_key(self) -> tuple[int, int, float, str]:
-        """KAI's job order inside a queue: priority, elastic state, age, then uid/name."""
-        return (-self.priority, self.elastic_state(), self.group.created, self.group.uid or self.key)
+    def order_key(self) -> tuple[bool, int, int, float, str]:
+        """KAI's job order inside a queue: priority, elastic state, age, then uid/name. Overrun jobs
+        go last (so first as victims) and aging adds to the priority; both are off by default."""
+        return (
+            self.overrun,
+            -(self.priority + self.boost),
+            self.elastic_state(),
+            self.group.created,
+            self.group.uid or self.key,
+        )
 
     def has_pending(self) -> bool:
         return any(ps.pending for ps in self.pod_sets.values())

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from coordinator.decisions import Decisions
 from coordinator.dra_session import ClaimGrant
+from coordinator.job_timers import JobClock
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,3 +54,4 @@ class CycleResult:
     search_skipped: dict[str, str] = field(default_factory=dict)  # job -> why no victim search ran for it
     paused_jobs: frozenset[str] = frozenset()  # jobs whose victim search waits out a backoff
     refused: dict[str, str] = field(default_factory=dict)  # job -> why a shard refused its binds
+    job_clocks: dict[str, JobClock] = field(default_factory=dict)  # pod groups whose timestamps changed

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from coordinator.dra_session import DraView
-from coordinator.fairshare import QueueSpec, QueueTree, divide
+from coordinator.fairshare import QueueSpec, QueueTree, divide, usage_array
+from coordinator.job_timers import apply_timers
 from coordinator.jobs import DEFAULT_SUBGROUP, Job, PodSet, Status, Task, task_status
+from coordinator.min_runtime import MinRuntimes
 from coordinator.queue_state import QueueState
 from kai_ray import labels as L
 from kai_ray.config import SchedulerConfig
@@ -58,6 +60,7 @@ class SessionState:
     # naming the cause, so its message does not change while nothing else does.
     search_reasons: dict[str, dict[str, str]] = field(default_factory=dict)
     search_skipped: dict[str, str] = field(default_factory=dict)  # job -> why no victim search ran for it
+    min_runtimes: MinRuntimes = field(default_factory=lambda: MinRuntimes({}, {}, {}))
     dra: DraView = field(default_factory=DraView)  # ResourceClaims and classes (coordinator/dra_session.py)
 
     def claims_of(self, task: Task) -> ClaimDemand:
@@ -192,6 +195,10 @@ def open_session(
         if problem:
             state.pod_notes.setdefault(task.key, problem)
     state.queues = _queue_state(state, snapshot)
+    state.min_runtimes = MinRuntimes.of(
+        snapshot.queues, config.defaultPreemptMinRuntime, config.defaultReclaimMinRuntime, config.reclaimResolveMethod
+    )
+    apply_timers(state.jobs, state.last_start, config, now)
     return state
 
 
@@ -351,7 +358,8 @@ def _queue_state(state: SessionState, snapshot: ClusterSnapshot) -> QueueState:
     table_of = np.array(sums, dtype=np.float64).reshape(n, 9)
     request, allocated, allocated_np = (tree.roll_up(table_of[:, k : k + 3].copy()) for k in (0, 3, 6))
     total = _divisible_total(state, snapshot)
-    division = divide(tree, total, request, None, state.config.kValue)
+    usage = usage_array(tree, snapshot.queue_usage) if snapshot.queue_usage else None
+    division = divide(tree, total, request, usage, state.config.kValue)
     return QueueState(tree, division.fair_share, request, allocated, allocated_np, total)
 
 

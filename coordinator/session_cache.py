@@ -18,8 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from coordinator.cluster_model import ClusterModel
-from coordinator.fairshare import QueueSpec, QueueTree, divide
+from coordinator.fairshare import QueueSpec, QueueTree, divide, usage_array
+from coordinator.job_timers import apply_timers
 from coordinator.jobs import DEFAULT_SUBGROUP, Job, PodSet, Status, Task, task_status
+from coordinator.min_runtime import MinRuntimes
 from coordinator.queue_state import QueueState
 from coordinator.session import SessionState, accepted_on, attach_placed_pods, make_placer
 from kai_ray.config import SchedulerConfig
@@ -78,6 +80,16 @@ class SessionCache:
         for key, group in self.groups.items():
             if group.last_start is not None:
                 state.last_start[key] = group.last_start
+        state.min_runtimes = MinRuntimes.of(
+            model.queues.values(),
+            config.defaultPreemptMinRuntime,
+            config.defaultReclaimMinRuntime,
+            config.reclaimResolveMethod,
+        )
+        if config.jobAging is not None:  # boosts are recomputed from scratch, as for a fresh session
+            for job in self.jobs.values():
+                job.boost = 0
+        apply_timers(self.jobs, state.last_start, config, now)
         for key, members in self.members.items():
             if key not in self.jobs:
                 for pod in members:
@@ -213,7 +225,8 @@ class SessionCache:
                 contribution = self.sums[key] = self._sums(job)
             sums[leaf] += contribution
         request, allocated, allocated_np = (tree.roll_up(sums[:, k : k + 3].copy()) for k in (0, 3, 6))
-        division = divide(tree, total, request, None, self.config.kValue)
+        usage = usage_array(tree, model.queue_usage) if model.queue_usage else None
+        division = divide(tree, total, request, usage, self.config.kValue)
         return QueueState(tree, division.fair_share, request, allocated, allocated_np, total)
 
     def _sums(self, job: Job) -> Sums:

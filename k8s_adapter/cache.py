@@ -238,6 +238,9 @@ class ClusterCache:
                 staleness_grace_seconds=raw.staleness_grace_seconds,
                 stale_since=raw.stale_since,
                 last_start=raw.last_start,
+                last_eviction=raw.last_eviction,
+                preemption_delay_seconds=raw.preemption_delay_seconds,
+                expected_runtime_seconds=raw.expected_runtime_seconds,
                 uid=raw.uid,
             )
         wanted.update(self.implicit_groups())

@@ -10,8 +10,8 @@ resourceVersion and are retried on a conflict. A rolled-back attempt takes the p
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from k8s_adapter.api import JSON, KubeApi, KubeError
 from k8s_adapter.kinds import RESOURCE_CLAIMS
@@ -37,10 +37,36 @@ def allocation_json(allocation: ClaimAllocation) -> JSON:
     return out
 
 
+def allocation_config(claim: JSON, class_configs: Mapping[str, Sequence[JSON]]) -> list[JSON]:
+    """``status.allocation.devices.config`` as Kubernetes' allocator fills it: each request's device
+    class config (source FromClass, limited to that request), then the claim's own
+    ``spec.devices.config`` (source FromClaim). The DRA driver reads its opaque parameters from
+    here when the kubelet prepares the devices, so leaving it out would silently drop them."""
+    devices = (claim.get("spec") or {}).get("devices") or {}
+    out: list[JSON] = []
+    for request in devices.get("requests") or []:
+        options = [request.get("exactly") or request, *(request.get("firstAvailable") or [])]
+        for option in options:
+            name = request["name"] if option is options[0] else f"{request['name']}/{option.get('name')}"
+            for config in class_configs.get(str(option.get("deviceClassName") or ""), ()):
+                out.append({"source": "FromClass", "requests": [name], **_device_configuration(config)})
+    for config in devices.get("config") or []:
+        entry: JSON = {"source": "FromClaim", **_device_configuration(config)}
+        if config.get("requests"):
+            entry["requests"] = list(config["requests"])
+        out.append(entry)
+    return out
+
+
+def _device_configuration(config: JSON) -> JSON:
+    return {key: value for key, value in config.items() if key not in ("requests", "source")}
+
+
 @dataclass(frozen=True, slots=True)
 class ClaimBind:
     claim: str  # the ResourceClaim's name (in the pod's namespace)
     allocation: JSON | None  # status.allocation to write; None when the claim is already allocated
+    class_configs: Mapping[str, Sequence[JSON]] = field(default_factory=dict)  # DeviceClass -> spec.config
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +91,11 @@ class ClaimWriter:
                 if not status.get("allocation"):
                     if bind.allocation is None:
                         raise KubeError(409, f"claim {bind.claim} lost its allocation before the bind")
-                    status["allocation"] = bind.allocation
+                    allocation = dict(bind.allocation)
+                    config = allocation_config(claim, bind.class_configs)
+                    if config:
+                        allocation["devices"] = {**allocation["devices"], "config": config}
+                    status["allocation"] = allocation
                     wrote = True
                 reserved = status.setdefault("reservedFor", [])
                 if not any(r.get("uid") == consumer["uid"] and r.get("name") == consumer["name"] for r in reserved):

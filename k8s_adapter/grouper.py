@@ -89,6 +89,7 @@ class PodGrouper:
                 "name": name,
                 "namespace": namespace,
                 "labels": {"kai.scheduler/created-by": "kai-ray"},
+                "annotations": _timing_annotations(top_meta, meta),
                 "ownerReferences": [_owner_reference(top, top_kind)],
             },
             "spec": {
@@ -137,6 +138,20 @@ class PodGrouper:
             if exc.status in (403, 404):
                 return None
             raise
+
+
+TIMING_ANNOTATIONS = (L.PREEMPTION_DELAY_ANNOTATION, L.STALENESS_GRACE_ANNOTATION, L.EXPECTED_RUNTIME_ANNOTATION)
+
+
+def _timing_annotations(owner: JSON, pod: JSON) -> dict[str, str]:
+    """The preemption delay, staleness grace and expected runtime a workload sets on its top
+    owner (first, as KAI's pod grouper reads them) or its pod, carried onto its PodGroup."""
+    found: dict[str, str] = {}
+    for source in (owner, pod):
+        for key, value in (source.get("annotations") or {}).items():
+            if key in TIMING_ANNOTATIONS and key not in found:
+                found[key] = str(value)
+    return found
 
 
 def _group_name(meta: JSON) -> str:

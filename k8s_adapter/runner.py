@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -26,16 +27,18 @@ from k8s_adapter.decision_log import DecisionLog
 from k8s_adapter.evictor import Evictor, EvictRequest
 from k8s_adapter.gpu_sharing import ReservationService, ReservationSettings, gpu_groups_of
 from k8s_adapter.grouper import PodGrouper
+from k8s_adapter.job_clocks import JobClockWriter
 from k8s_adapter.kinds import DRA_WATCHED, PODS, WATCHED, Kind
 from k8s_adapter.leader import Leadership
 from k8s_adapter.metrics import SECONDS_BUCKETS, SchedulerMetrics
 from k8s_adapter.reflector import Reflector
 from k8s_adapter.status import Eviction, StatusWriter, describe_evictions
+from k8s_adapter.usage_feeds import UsageFeed
 from kai_ray.deltas import ClusterDeltas
 
 log = logging.getLogger(__name__)
 RESERVATION_SWEEP_SECONDS = 60.0  # a full reservation-pod clean-up, besides the one per finished sharer
-LOOP_STEPS = ("apply", "group", "cycle", "bind", "evict", "status", "metrics", "reservations")
+LOOP_STEPS = ("apply", "group", "usage", "cycle", "bind", "evict", "clocks", "status", "metrics", "reservations")
 
 
 class CoordinatorLike(Protocol):
@@ -71,6 +74,7 @@ class SchedulerLoop:
         sync_timeout: float = 30.0,
         reservations: ReservationSettings | None = None,
         dra: bool = False,
+        usage: UsageFeed | None = None,
     ) -> None:
         self.api = api
         self.cache = cache
@@ -99,6 +103,8 @@ class SchedulerLoop:
         self._next_reservation_sweep = 0.0
         self.evictor = Evictor(api, mode=eviction_mode)
         self.status = StatusWriter(api, component=cache.scheduler_name)
+        self.clocks = JobClockWriter(api)
+        self.usage = usage  # time-based fair share (None: no usage, KAI's default)
         self.grouper = PodGrouper(api)
         kinds = WATCHED + (DRA_WATCHED if dra else ())
         self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event) for kind in kinds]
@@ -132,6 +138,8 @@ class SchedulerLoop:
         finally:
             if self._in_flight:  # let binds in flight finish: their pods are already counted as placed
                 await asyncio.wait(set(self._in_flight), timeout=30)
+            if self.usage is not None:
+                await self._step("usage", self.usage.close)  # keep the accounting for the next start
             for task in watches:
                 task.cancel()
             await asyncio.gather(*watches, return_exceptions=True)
@@ -155,12 +163,16 @@ class SchedulerLoop:
         assert coordinator is not None
         await self._step("apply", lambda: self._locked(coordinator.apply, self.cache.take_deltas()))
         await self._step("group", lambda: self.grouper.group(self.cache.ungrouped()))
-        if not self.leadership.is_leader():
+        now = time.time()
+        leader = self.leadership.is_leader()
+        if self.usage is not None:
+            await self._step("usage", lambda: self._feed_usage(coordinator, now, leader))
+        if not leader:
             return
         result: list[CycleResult] = []
 
         async def cycle() -> None:
-            result.append(await self._locked(coordinator.cycle, time.time()))
+            result.append(await self._locked(coordinator.cycle, now))
 
         await self._step("cycle", cycle)
         self.state.cycle_ok = bool(result)
@@ -176,6 +188,11 @@ class SchedulerLoop:
         # explanation matters. Their failures come back through bind_failed.
         self._background(self._step("bind", lambda: self._bind(coordinator, outcome)))
         await self._step("evict", lambda: self._evict(outcome))
+        if outcome.job_clocks or self.clocks.retry:
+            self._background(self._step("clocks", lambda: self.clocks.write(outcome.job_clocks)))
+        if self.usage is not None:
+            usage = self.usage
+            await self._step("usage", lambda: usage.after_cycle(now, outcome, self.cache.nodes.values()))
         if self._explaining is None or self._explaining.done():
             self._explaining = self._background(self._step("status", lambda: self._explain(outcome)))
         await self._step("metrics", lambda: _sync(lambda: self.metrics.observe_cycle(outcome, self.cache.queues)))
@@ -191,6 +208,12 @@ class SchedulerLoop:
         groups = gpu_groups_of(obj)
         if groups and (event == "DELETED" or (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")):
             self._background(self._step("reservations", lambda: self.reservations.sync_groups(groups)))
+
+    async def _feed_usage(self, coordinator: CoordinatorLike, now: float, leader: bool) -> None:
+        assert self.usage is not None
+        usage = await self.usage.before_cycle(now, leader)
+        if usage is not None:
+            await self._locked(coordinator.apply, ClusterDeltas(queue_usage=usage))
 
     async def _locked(self, method: Callable[..., Any], *args: Any) -> Any:
         """Coordinator calls one at a time, off the event loop (a cycle takes CPU)."""
@@ -244,7 +267,12 @@ class SchedulerLoop:
             node = self.cache.nodes.get(bind.node)
             portion = pod.gpu_share.accepted_portion(node.gpu_memory_mib if node is not None else 0.0)
             fraction = FractionBind(f"{portion:.2f}", pod.gpu_share.devices > 1)
-        claims = tuple(ClaimBind(g.claim.split("/", 1)[1], allocation_json(g.allocation)) for g in bind.claims)
+        class_configs = (
+            {name: json.loads(c.config_json) for name, c in self.cache.dra.classes.items()} if bind.claims else {}
+        )
+        claims = tuple(
+            ClaimBind(g.claim.split("/", 1)[1], allocation_json(g.allocation), class_configs) for g in bind.claims
+        )
         return BindRequest(bind.pod, pod.uid if pod is not None else "", bind.node, bind.gpu_groups, fraction, claims)
 
     async def _evict(self, outcome: CycleResult) -> None:

@@ -6,14 +6,15 @@ the bottom layer so that the shards and the coordinator can take it without impo
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kai_ray import labels as L
 from kai_ray.quantity import parse_duration
 
-ActionName = Literal["allocate", "consolidation", "reclaim", "preempt", "stalegangeviction"]
+ActionName = Literal["allocate", "consolidation", "reclaim", "preempt", "stalegangeviction", "runtimelimit"]
 DEFAULT_ACTIONS: tuple[ActionName, ...] = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
 
 
@@ -30,6 +31,154 @@ class PlacementStrategy(BaseModel):
         if self.gpuDevice is not None:
             return self.gpuDevice
         return "pack" if self.gpu == "binpack" else "spread"
+
+
+def _seconds(value: Any) -> float:
+    try:
+        return parse_duration(value)
+    except ValueError:
+        raise ValueError(f"bad duration {value!r}") from None
+
+
+def _positive(seconds: float) -> float:
+    if seconds <= 0:
+        raise ValueError("must be positive")
+    return seconds
+
+
+# Prometheus-style durations for usage windows ("1w", "30d", "12h"), as KAI's usageParams take them.
+_PROM_UNITS: tuple[tuple[str, float], ...] = (
+    ("ms", 1e-3),
+    ("y", 365 * 86400.0),
+    ("w", 7 * 86400.0),
+    ("d", 86400.0),
+    ("h", 3600.0),
+    ("m", 60.0),
+    ("s", 1.0),
+)
+
+
+def parse_window(value: Any) -> float:
+    """A Prometheus duration (``1w``, ``2d12h``, ``90m``) or a number of seconds, in seconds."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"bad duration {value!r}")
+    total, rest = 0.0, value
+    while rest:
+        digits = len(rest) - len(rest.lstrip("0123456789."))
+        unit = next((u for u in _PROM_UNITS if rest.startswith(u[0], digits)), None)
+        if digits == 0 or unit is None:
+            raise ValueError(f"bad duration {value!r}")
+        total += float(rest[:digits]) * unit[1]
+        rest = rest[digits + len(unit[0]) :]
+    return total
+
+
+# Client-specific ``usageParams.extraParams`` each usage source understands (anything else is an error).
+PROMETHEUS_EXTRA_PARAMS = {
+    "usageQueryTimeout": "10s",
+    "queryResolution": "1m",
+    "gpuAllocationMetric": "kai_queue_allocated_gpus",
+    "cpuAllocationMetric": "kai_queue_allocated_cpu_cores",
+    "memoryAllocationMetric": "kai_queue_allocated_memory_bytes",
+    "gpuCapacityMetric": 'sum(kube_node_status_capacity{resource="nvidia_com_gpu"})',
+    "cpuCapacityMetric": 'sum(kube_node_status_capacity{resource="cpu"})',
+    "memoryCapacityMetric": 'sum(kube_node_status_capacity{resource="memory"})',
+}
+ACCOUNTING_EXTRA_PARAMS = {
+    "resolution": "",  # width of one accounting bucket; default: the window / 512, at least 1m
+}
+
+
+class UsageParams(BaseModel):
+    """KAI's ``usageDBConfig.usageParams``: which past usage counts, and how much."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    windowSize: float = 7 * 86400.0  # noqa: N815 - seconds (Prometheus duration in YAML)
+    windowType: Literal["sliding", "tumbling"] = "sliding"  # noqa: N815
+    tumblingWindowStartTime: float | None = None  # noqa: N815 - epoch seconds (RFC 3339 in YAML)
+    halfLifePeriod: float = 0.0  # noqa: N815 - seconds; 0 = no decay
+    fetchInterval: float = 60.0  # noqa: N815 - seconds between usage refreshes
+    stalenessPeriod: float = 300.0  # noqa: N815 - usage older than this is not used
+    extraParams: dict[str, str] = Field(default_factory=dict)  # noqa: N815
+
+    @field_validator("windowSize", mode="before")
+    @classmethod
+    def _window(cls, value: Any) -> float:
+        return _positive(parse_window(value))
+
+    @field_validator("windowType", mode="before")
+    @classmethod
+    def _no_cron(cls, value: Any) -> Any:
+        if value == "cron":
+            raise ValueError("cron windows are not supported by kai-ray; use sliding or tumbling")
+        return value
+
+    @field_validator("halfLifePeriod", "fetchInterval", "stalenessPeriod", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> float:
+        if value in (None, ""):
+            return 0.0
+        return max(_seconds(value), 0.0)  # KAI: a non-positive half-life turns decay off
+
+    @field_validator("tumblingWindowStartTime", mode="before")
+    @classmethod
+    def _timestamp(cls, value: Any) -> float | None:
+        if value is None or isinstance(value, int | float):
+            return value
+        if isinstance(value, datetime):
+            return value.timestamp()
+        try:
+            return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            raise ValueError(f"bad RFC 3339 time {value!r}") from None
+
+    def extra(self, key: str, default: str) -> str:
+        return self.extraParams.get(key) or default
+
+
+class UsageDBConfig(BaseModel):
+    """KAI's ``usageDBConfig``: where time-based fair share takes past usage from.
+
+    ``clientType: accounting`` is kai-ray's own (allocations integrated every cycle, kept on
+    the Queues' status); ``prometheus`` queries a Prometheus server as KAI does."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    clientType: Literal["accounting", "prometheus"]  # noqa: N815
+    connectionString: str = ""  # noqa: N815 - the Prometheus base URL
+    usageParams: UsageParams = Field(default_factory=UsageParams)  # noqa: N815
+
+    @model_validator(mode="after")
+    def _known_extras(self) -> UsageDBConfig:
+        known = PROMETHEUS_EXTRA_PARAMS if self.clientType == "prometheus" else ACCOUNTING_EXTRA_PARAMS
+        for key, value in self.usageParams.extraParams.items():
+            if key not in known:
+                raise ValueError(f"usageParams.extraParams.{key}: not a parameter of clientType {self.clientType}")
+            if key in ("usageQueryTimeout", "queryResolution", "resolution"):
+                _seconds(value)
+        if self.clientType == "prometheus" and not self.connectionString:
+            raise ValueError("connectionString: the Prometheus URL is required with clientType prometheus")
+        if self.usageParams.windowType == "tumbling" and self.usageParams.tumblingWindowStartTime is None:
+            raise ValueError("usageParams.tumblingWindowStartTime: required with windowType tumbling")
+        return self
+
+
+class JobAging(BaseModel):
+    """Beyond KAI (its issue #1970): a pending job gains one priority step per ``interval`` it
+    has waited, at most ``maxBoost``, for its order in its queue and for preempt."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    interval: float  # seconds of waiting per step
+    maxBoost: int = Field(default=10, ge=1)  # noqa: N815
+
+    @field_validator("interval", mode="before")
+    @classmethod
+    def _interval(cls, value: Any) -> float:
+        return _positive(_seconds(value))
 
 
 class SchedulerConfig(BaseModel):
@@ -52,6 +201,10 @@ class SchedulerConfig(BaseModel):
     victimSearchBackoff: float = 120.0  # noqa: N815 - seconds; longest pause of a failing victim search (0: none)
     defaultPreemptMinRuntime: float = 0.0  # noqa: N815 - seconds
     defaultReclaimMinRuntime: float = 0.0  # noqa: N815 - seconds
+    reclaimResolveMethod: Literal["lca", "queue"] = "lca"  # noqa: N815 - which queue's reclaimMinRuntime applies
+    usageDBConfig: UsageDBConfig | None = None  # noqa: N815 - time-based fair share; None = no usage
+    jobAging: JobAging | None = None  # noqa: N815 - None = off (KAI's order)
+    expectedRuntimeExceeded: Literal["ignore", "preemptFirst", "stop"] = "ignore"  # noqa: N815
 
     @field_validator(
         "defaultStalenessGracePeriod",
@@ -62,10 +215,14 @@ class SchedulerConfig(BaseModel):
     )
     @classmethod
     def _duration(cls, value: Any) -> float:
-        try:
-            return parse_duration(value)
-        except ValueError:
-            raise ValueError(f"bad duration {value!r}") from None
+        return _seconds(value)
+
+    @field_validator("defaultPreemptMinRuntime", "defaultReclaimMinRuntime")
+    @classmethod
+    def _not_negative(cls, value: float) -> float:
+        if value < 0:
+            raise ValueError("must not be negative")
+        return value
 
     @field_validator("shards")
     @classmethod
@@ -76,6 +233,10 @@ class SchedulerConfig(BaseModel):
 
     @property
     def effective_actions(self) -> tuple[ActionName, ...]:
-        """KAI disables consolidation when either placement strategy is spread."""
+        """KAI disables consolidation when either placement strategy is spread; stopping jobs past
+        their expected runtime adds the ``runtimelimit`` step at the end unless it is listed."""
         spread = "spread" in (self.placementStrategy.gpu, self.placementStrategy.cpu)
-        return tuple(a for a in self.actions if not (spread and a == "consolidation"))
+        actions = tuple(a for a in self.actions if not (spread and a == "consolidation"))
+        if self.expectedRuntimeExceeded == "stop" and "runtimelimit" not in actions:
+            actions += ("runtimelimit",)
+        return actions

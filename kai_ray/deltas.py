@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kai_ray.model import ClusterSnapshot, DraChanges, Node, Pod, PodGroup, Queue
@@ -18,6 +19,8 @@ class ClusterDeltas:
     pod_groups_upserted: tuple[PodGroup, ...] = ()  # priorities and preemptibility already resolved
     pod_groups_removed: tuple[str, ...] = ()  # "namespace/name"
     dra: DraChanges = field(default_factory=DraChanges)
+    # Time-based fair share: every queue's past usage, replacing what was known (None: unchanged).
+    queue_usage: Mapping[str, tuple[float, float, float]] | None = None
 
     def __bool__(self) -> bool:
         return any(
@@ -31,6 +34,7 @@ class ClusterDeltas:
                 self.pod_groups_upserted,
                 self.pod_groups_removed,
                 self.dra,
+                self.queue_usage is not None,
             )
         )
 

@@ -25,6 +25,9 @@ RESERVATION_NAMESPACE = "kai-resource-reservation"
 STALE_TIMESTAMP_ANNOTATION = "kai.scheduler/stale-podgroup-timestamp"
 LAST_START_ANNOTATION = "kai.scheduler/last-start-timestamp"
 STALENESS_GRACE_ANNOTATION = "kai.scheduler/staleness-grace-period"
+LAST_EVICTION_ANNOTATION = "kai.scheduler/last-eviction-timestamp"
+PREEMPTION_DELAY_ANNOTATION = "kai.scheduler/preemption-delay"
+EXPECTED_RUNTIME_ANNOTATION = "kai.scheduler/expected-runtime"  # beyond KAI: the name of its PR #941
 KUBEFLOW_ROLE_LABEL = "training.kubeflow.org/job-role"
 RAY_NODE_TYPE_LABEL = "ray.io/node-type"
 

@@ -219,9 +219,9 @@ class Shard(TwoPhase):
         hold = pod_hold(self.table, pod)
         current = self.pods.get(pod.key)
         if hold is None:
-            if current is not None and pod.node is None and pod.state.value == "Pending":
-                self._drop_pod(pod.key)  # a failed bind: the pod is pending again
-            elif current is not None and (pod.node is None or pod.node not in self.table.index):
+            # Nothing held here any more: a failed bind (pending again), a pod gone to another
+            # node, or one that finished (Succeeded/Failed keep their node but free it).
+            if current is not None:
                 self._drop_pod(pod.key)
             return
         if (

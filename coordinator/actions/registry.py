@@ -9,6 +9,7 @@ from coordinator.actions.allocate import AllocateAction
 from coordinator.actions.consolidation import ConsolidationAction
 from coordinator.actions.preempt import PreemptAction
 from coordinator.actions.reclaim import ReclaimAction
+from coordinator.actions.runtime_limit import RuntimeLimitAction
 from coordinator.actions.stale_gang import StaleGangEvictionAction
 from coordinator.session import SessionState
 from coordinator.statement import Statement
@@ -26,6 +27,7 @@ ACTIONS: dict[str, type[Action]] = {
     "reclaim": ReclaimAction,
     "preempt": PreemptAction,
     "stalegangeviction": StaleGangEvictionAction,
+    "runtimelimit": RuntimeLimitAction,
 }
 
 

@@ -29,7 +29,9 @@ def job_with_tasks(job: Job, tasks: list[Task], min_from_tasks: bool = False) ->
         if min_from_tasks and not kept:
             continue
         pod_sets[name] = PodSet(name, minimum, kept)
-    return Job(job.group, job.queue, pod_sets, job.preemptible, job.priority, cacheable=False)
+    stand_in = Job(job.group, job.queue, pod_sets, job.preemptible, job.priority, cacheable=False)
+    stand_in.boost, stand_in.overrun = job.boost, job.overrun  # its place in the job order
+    return stand_in
 
 
 @dataclass(slots=True)

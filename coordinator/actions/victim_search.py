@@ -27,9 +27,18 @@ from coordinator.actions.search_pruning import FailedSearches, search_failed, sh
 from coordinator.actions.solver import JobSolver, SearchBudget, Validator
 from coordinator.actions.victims import VictimPool
 from coordinator.job_order import JobOrder
+from coordinator.job_timers import delay_message, within_preemption_delay
 from coordinator.jobs import Job
 from coordinator.session import SessionState
 from coordinator.statement import Statement
+
+
+def _delayed(state: SessionState, job: Job) -> bool:
+    """KAI v0.17: a job inside its preemption delay window triggers no evictions yet."""
+    if not within_preemption_delay(job, state.now):
+        return False
+    job.fit_errors["preemption delay"] = delay_message(job)
+    return True
 
 
 class Precheck(enum.Enum):
@@ -56,7 +65,11 @@ class VictimSearchAction:
         if not self.enabled(state):
             return
         order = JobOrder(state.queues, lambda j: state.job_request(j, real=False))
-        order.push_all(eligible_jobs(state, pending_only=True, preemptible_only=self.preemptible_jobs_only))
+        order.push_all(
+            job
+            for job in eligible_jobs(state, pending_only=True, preemptible_only=self.preemptible_jobs_only)
+            if not _delayed(state, job)
+        )
         budget = SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
         pool = VictimPool(state)
         failed = FailedSearches(per_queue=self.signatures_per_queue)

@@ -49,11 +49,3 @@ class VictimPool:
         for entries in by_queue.values():
             entries.sort()
         return by_queue
-
-
-def min_runtime_protected(state: SessionState, job: Job, minimum: float | None) -> bool:
-    """A victim that started less than ``minimum`` seconds ago is protected (KAI's minruntime)."""
-    if not minimum:
-        return False
-    started = state.last_start.get(job.key)
-    return started is not None and state.now - started < minimum

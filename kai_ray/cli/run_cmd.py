@@ -85,6 +85,7 @@ async def _main(args: argparse.Namespace, config: object) -> int:
     from k8s_adapter.leader import Leadership
     from k8s_adapter.metrics import new_registry
     from k8s_adapter.runner import SchedulerLoop
+    from k8s_adapter.usage_feeds import make_feed
     from kai_ray.cli.ports import port_error
     from kai_ray.config import SchedulerConfig
     from kai_ray.runtime import make_coordinator
@@ -109,6 +110,7 @@ async def _main(args: argparse.Namespace, config: object) -> int:
             timeout=args.reservation_timeout,
         ),
         dra=args.dra,
+        usage=make_feed(config.usageDBConfig, api) if config.usageDBConfig else None,
     )
     alive = stalled_after(max(60.0, 30 * args.period), lambda: loop.state.last_iteration)
     # A failed cycle (a shard actor died, say) fails the check until cycles succeed again and for a

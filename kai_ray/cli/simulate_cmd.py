@@ -27,7 +27,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="node shards; 2 or more run as Ray actors (default: 2, and one more per 5,000 nodes above 10,000)",
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of the cluster and the workload")
-    parser.add_argument("--hours", type=float, default=4.0, help="simulated hours to run")
+    parser.add_argument(
+        "--scenario",
+        choices=sorted(SCENARIO_NAMES),
+        help="a fixed cluster and workload instead of the synthetic ones: kai-time-based-fairshare is KAI's "
+        "time-based fair-share example (two queues, one 16-GPU node, 16-GPU jobs; its own config, hours "
+        "and period unless given)",
+    )
+    parser.add_argument("--hours", type=float, help="simulated hours to run (default: 4, or the scenario's)")
     parser.add_argument(
         "--load",
         type=float,
@@ -35,7 +42,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="offered load: the jobs' GPU-hours over what the GPUs can run while they arrive "
         "(1.0 keeps the cluster just busy; more builds queues, so reclaim has work)",
     )
-    parser.add_argument("--period", type=float, default=10.0, help="simulated seconds between scheduling cycles")
+    parser.add_argument(
+        "--period", type=float, help="simulated seconds between scheduling cycles (default: 10, or the scenario's)"
+    )
     parser.add_argument("--config", help="scheduler config YAML (schema: docs/architecture.md#scheduler-config)")
     parser.add_argument("--json", metavar="FILE", help="write the report as JSON (with the Prometheus metrics)")
     parser.add_argument("--plot", metavar="DIR", help="write utilization and queue-share PNGs into DIR")
@@ -48,6 +57,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run)
+
+
+SCENARIO_NAMES = ("kai-time-based-fairshare",)  # kai_ray.sim.scenarios.SCENARIOS, without importing the simulator
 
 
 def default_shards(nodes: int) -> int:
@@ -65,19 +77,23 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--shards: must be at least 1")
     config = load_config(args.config)
     from kai_ray.sim.run import SimulationRun
+    from kai_ray.sim.scenarios import SCENARIOS
 
-    shards = args.shards if args.shards is not None else default_shards(args.nodes)
+    scenario = SCENARIOS[args.scenario]() if args.scenario else None
+    shards = args.shards if args.shards is not None else (1 if scenario else default_shards(args.nodes))
     outcome = SimulationRun(
         config,
         nodes=args.nodes,
         jobs=args.jobs,
         shards=shards,
         seed=args.seed,
-        hours=args.hours,
+        hours=args.hours or (scenario.hours if scenario else 4.0),
         load=args.load,
-        period=args.period,
+        period=args.period or (scenario.period if scenario else 10.0),
         progress=not args.no_progress,
         dra_share=args.dra_share,
+        scenario=args.scenario,
+        config_given=args.config is not None,
     ).execute()
     print(outcome.text())
     if args.json:

@@ -8,6 +8,7 @@ older clusters load too. Malformed fields are one-line InputErrors naming the ob
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -57,7 +58,10 @@ def parse_resource_slice(reader: ObjectReader) -> ResourceSlice:
 def parse_device_class(reader: ObjectReader) -> DeviceClass:
     selectors = _selectors(reader, "spec.selectors", reader.sequence("spec.selectors", False), False)
     extended = reader.get("spec.extendedResourceName")
-    return DeviceClass(reader.name, selectors, str(extended) if extended else None)
+    config = reader.sequence("spec.config", False)
+    return DeviceClass(
+        reader.name, selectors, str(extended) if extended else None, json.dumps(config, sort_keys=True, default=str)
+    )
 
 
 def parse_resource_claim(reader: ObjectReader) -> ResourceClaim:
@@ -84,20 +88,57 @@ def parse_resource_claim(reader: ObjectReader) -> ResourceClaim:
     )
     labels = tuple(sorted(reader.string_map("metadata.labels").items()))
     return ResourceClaim(
-        reader.namespace, reader.name, str(reader.meta.get("uid") or ""), requests, allocation, reserved, labels, owner
+        reader.namespace,
+        reader.name,
+        str(reader.meta.get("uid") or ""),
+        requests,
+        allocation,
+        reserved,
+        labels,
+        owner,
+        _unsupported_fields(reader),
     )
+
+
+# Parts of a claim's spec that change which devices are acceptable but that the allocator does not
+# evaluate yet. Allocating while ignoring them could hand out devices the user ruled out, so a claim
+# that uses one waits with a reason instead (an allocation made by someone else is still honoured).
+_UNSUPPORTED_SPEC = ("constraints",)
+_UNSUPPORTED_REQUEST = ("adminAccess", "capacity")
+
+
+def _unsupported_fields(reader: ObjectReader) -> tuple[str, ...]:
+    devices = reader.get("spec.devices")
+    if not isinstance(devices, Mapping):
+        return ()
+    found = [f"spec.devices.{key}" for key in _UNSUPPORTED_SPEC if devices.get(key)]
+    for i, raw in enumerate(devices.get("requests") or []):
+        if not isinstance(raw, Mapping):
+            continue
+        bodies = [raw, raw.get("exactly") or {}, *(raw.get("firstAvailable") or [])]
+        for key in _UNSUPPORTED_REQUEST:
+            if any(isinstance(body, Mapping) and body.get(key) for body in bodies):
+                found.append(f"spec.devices.requests[{i}].{key}")
+    return tuple(found)
 
 
 def parse_claim_template(reader: ObjectReader) -> ResourceClaim:
     """A ResourceClaimTemplate as the claim it stamps out (its ``spec.spec``)."""
     inner = reader.mapping("spec.spec")
     claim = parse_resource_claim(ObjectReader({"kind": reader.kind, "metadata": reader.meta, "spec": inner}, 0))
-    return ResourceClaim(claim.namespace, claim.name, requests=claim.requests)
+    return ResourceClaim(claim.namespace, claim.name, requests=claim.requests, unsupported=claim.unsupported)
 
 
 def claim_from_template(template: ResourceClaim, pod: str, pod_claim: str, uid: str = "") -> ResourceClaim:
     """The claim Kubernetes' resource-claim controller makes from a template for one pod."""
-    return ResourceClaim(template.namespace, f"{pod}-{pod_claim}", uid, template.requests, owner_pod=pod)
+    return ResourceClaim(
+        template.namespace,
+        f"{pod}-{pod_claim}",
+        uid,
+        template.requests,
+        owner_pod=pod,
+        unsupported=template.unsupported,
+    )
 
 
 def parse_pod_claims(reader: ObjectReader) -> tuple[PodClaim, ...]:

@@ -93,6 +93,19 @@ class RawPodGroup:
     staleness_grace_seconds: float | None
     stale_since: float | None
     last_start: float | None
+    last_eviction: float | None = None
+    preemption_delay_seconds: float | None = None
+    expected_runtime_seconds: float | None = None
+
+
+def _duration_field(reader: ObjectReader, path: str, raw: Any, negative_ok: bool = True) -> float | None:
+    try:
+        seconds = None if raw in (None, "") else parse_duration(raw)
+    except ValueError:
+        raise reader.fail(path, f"bad duration {raw!r}") from None
+    if seconds is not None and seconds < 0 and not negative_ok:
+        raise reader.fail(path, f"must not be negative, got {raw!r}")
+    return seconds
 
 
 def parse_pod_group(reader: ObjectReader) -> RawPodGroup:
@@ -114,10 +127,15 @@ def parse_pod_group(reader: ObjectReader) -> RawPodGroup:
     if preemptibility not in (None, "preemptible", "non-preemptible"):
         raise reader.fail("spec.preemptibility", f"must be preemptible or non-preemptible, got {preemptibility!r}")
     grace_raw = spec.get("stalenessGracePeriod") or annotations.get(L.STALENESS_GRACE_ANNOTATION)
-    try:
-        grace = None if not grace_raw else parse_duration(grace_raw)
-    except ValueError:
-        raise reader.fail("spec.stalenessGracePeriod", f"bad duration {grace_raw!r}") from None
+    grace = _duration_field(reader, "spec.stalenessGracePeriod", grace_raw)
+    delay_raw = spec.get("preemptionDelay") or annotations.get(L.PREEMPTION_DELAY_ANNOTATION)
+    delay = _duration_field(reader, "spec.preemptionDelay", delay_raw, negative_ok=False)
+    expected = _duration_field(
+        reader,
+        f"metadata.annotations.{L.EXPECTED_RUNTIME_ANNOTATION}",
+        annotations.get(L.EXPECTED_RUNTIME_ANNOTATION),
+        negative_ok=False,
+    )
     return RawPodGroup(
         namespace=reader.namespace,
         name=reader.name,
@@ -137,4 +155,9 @@ def parse_pod_group(reader: ObjectReader) -> RawPodGroup:
         last_start=reader.timestamp(
             f"metadata.annotations.{L.LAST_START_ANNOTATION}", annotations.get(L.LAST_START_ANNOTATION)
         ),
+        last_eviction=reader.timestamp(
+            f"metadata.annotations.{L.LAST_EVICTION_ANNOTATION}", annotations.get(L.LAST_EVICTION_ANNOTATION)
+        ),
+        preemption_delay_seconds=delay or None,
+        expected_runtime_seconds=expected or None,
     )

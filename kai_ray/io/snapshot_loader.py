@@ -173,6 +173,9 @@ def _resolve_groups(
                 staleness_grace_seconds=raw.staleness_grace_seconds,
                 stale_since=raw.stale_since,
                 last_start=raw.last_start,
+                last_eviction=raw.last_eviction,
+                preemption_delay_seconds=raw.preemption_delay_seconds,
+                expected_runtime_seconds=raw.expected_runtime_seconds,
             )
         )
     groups.extend(_implicit_groups(pods, owners, classes, warnings, scheduler_name))

@@ -45,6 +45,9 @@ class DeviceClass:
     name: str
     selectors: tuple[str, ...] = ()  # CEL expressions every device of the class satisfies
     extended_resource_name: str | None = None
+    # spec.config as canonical JSON: opaque driver parameters the allocator copies into every
+    # allocation of the class (source FromClass); the scheduler never reads them.
+    config_json: str = "[]"
 
     @property
     def counts_as_gpu(self) -> bool:
@@ -99,6 +102,9 @@ class ResourceClaim:
     reserved_for: tuple[str, ...] = ()  # names of the pods it is reserved for
     labels: tuple[tuple[str, str], ...] = ()
     owner_pod: str | None = None  # a claim made from a template for one pod: that pod's name
+    # Fields of the claim that kai-ray's allocator does not honour yet (paths, e.g.
+    # "spec.devices.constraints"): such a claim is never allocated by kai-ray, only waits.
+    unsupported: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:

@@ -168,6 +168,9 @@ class PodGroup:
     stale_since: float | None = None  # kai.scheduler/stale-podgroup-timestamp
     last_start: float | None = None  # kai.scheduler/last-start-timestamp
     uid: str = ""
+    last_eviction: float | None = None  # kai.scheduler/last-eviction-timestamp
+    preemption_delay_seconds: float | None = None  # spec.preemptionDelay: no evicting before it passed
+    expected_runtime_seconds: float | None = None  # kai.scheduler/expected-runtime (beyond KAI)
 
     @property
     def key(self) -> str:

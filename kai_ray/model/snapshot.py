@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kai_ray.model.dra import DraObjects
@@ -25,3 +26,6 @@ class ClusterSnapshot:
     priority_classes: tuple[PriorityClass, ...] = ()
     report: LoadReport = field(default_factory=LoadReport)
     dra: DraObjects = field(default_factory=DraObjects)  # ResourceSlices, DeviceClasses, ResourceClaims
+    # Past usage per queue for time-based fair share: (gpu, cpu, memory), each normalized to the
+    # cluster's capacity over the usage window (KAI's usage/capacity); empty = no usage.
+    queue_usage: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)

@@ -32,6 +32,7 @@ from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import DraChanges, DraObjects, Node, Pod, PodGroup, PodState, Queue, ResourceClaim
 from kai_ray.sim.dra import CLAIM, DeviceLedger, claim_for, claimed
 from kai_ray.sim.report import SimMetrics
+from kai_ray.sim.usage import SimUsage
 from kai_ray.sim.workload import NAMESPACE, JobSpec, Workload
 
 
@@ -71,8 +72,10 @@ class Simulation:
         settings: SimSettings | None = None,
         on_step: Callable[[float], None] | None = None,
         dra: DraObjects | None = None,
+        usage: SimUsage | None = None,
     ) -> None:
         self.scheduler = scheduler
+        self.usage = usage  # time-based fair share: usage accounted in simulated time
         self.nodes = {n.name: n for n in nodes}
         self.workload = workload
         self._specs = {job.name: job for job in workload.jobs}
@@ -236,7 +239,8 @@ class Simulation:
         while now <= settings.horizon:
             self._due(now)
             pending = any(p.state is PodState.PENDING for p in self.pods.values())
-            if self._deltas or changed or (pending and now - last_cycle >= settings.recheck):
+            refresh = self.usage is not None and pending and self.usage.due(now)  # fair shares move with time
+            if self._deltas or changed or refresh or (pending and now - last_cycle >= settings.recheck):
                 changed = self._cycle(now)
                 last_cycle = now
             self.metrics.sample(now)
@@ -254,10 +258,15 @@ class Simulation:
 
     def _cycle(self, now: float) -> bool:
         deltas = self._deltas.take()
+        usage = self.usage.for_cycle(now) if self.usage is not None else None
+        if usage is not None:
+            deltas = replace(deltas, queue_usage=usage)
         wall = time.perf_counter()
         result = self.scheduler.step(deltas, now)
         wall = time.perf_counter() - wall
         self.last_result = result
+        if self.usage is not None:
+            self.usage.after(now, result)
         self.metrics.cycle(now, wall, result)
         self._take(result, now)
         return bool(result.binds or result.evictions)
@@ -271,6 +280,8 @@ class Simulation:
         upcoming = [self._events[0][0]] if self._events else []
         if pending:
             upcoming.append(last_cycle + self.settings.recheck)
+            if self.usage is not None:
+                upcoming.append(self.usage.next_time())
         if not upcoming:
             return self.settings.horizon + step
         return max(now + step, math.ceil(min(upcoming) / step) * step)

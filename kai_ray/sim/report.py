@@ -29,6 +29,7 @@ from kai_ray.process_memory import rss_bytes
 
 if TYPE_CHECKING:
     from coordinator.coordinator import CycleResult
+    from kai_ray.sim.usage import SimUsage
     from kai_ray.sim.workload import JobSpec, Workload
 
 TOLERANCE = 1e-6
@@ -79,6 +80,7 @@ class SimMetrics:
         self.simulated_seconds = 0.0
         self.wall_seconds = 0.0
         self.rss_bytes = 0
+        self.usage: SimUsage | None = None  # set when time-based fair share is on
 
     # ------------------------------------------------------------------ cycles
     def cycle(self, now: float, wall: float, result: CycleResult) -> None:
@@ -254,5 +256,31 @@ class SimMetrics:
             "pendingReasons": dict(self.pending_reasons.most_common(10)),
             "waitingJobs": [{"job": j, "pendingPods": n, "reason": r} for j, n, r in self.waiting_jobs[:10]],
             "queueWait": waits,
+            "queueHistory": self.queue_history(),
             "metrics": exposition(self.registry).decode(),
         }
+
+    # ------------------------------------------------------------------ queues over time
+    def gpu_hours(self, name: str) -> float:
+        """GPU-hours a leaf queue held over the run (from the sampled allocations)."""
+        samples = self.queue_timeline.get(name, [])
+        total = sum(a * (t1 - t0) for (t0, a, _), (t1, _, _) in zip(samples, samples[1:], strict=False))
+        return total / 3600
+
+    def queue_history(self) -> dict[str, Any]:
+        """Per leaf queue: GPUs allocated and fair share over time (only where they change), its
+        GPU-hours, and with time-based fair share its usage over time."""
+        out: dict[str, Any] = {}
+        total = sum(self.gpu_hours(name) for name in self.leaves) or 1.0
+        for name in self.leaves:
+            samples = self.queue_timeline.get(name, [])
+            changes = [s for i, s in enumerate(samples) if i == 0 or s[1:] != samples[i - 1][1:]]
+            entry: dict[str, Any] = {
+                "gpuHours": self.gpu_hours(name),
+                "shareOfGpuHours": self.gpu_hours(name) / total,
+                "allocatedAndFairShare": [[t, a, f] for t, a, f in changes],
+            }
+            if self.usage is not None:
+                entry["usage"] = [[t, u] for t, u in self.usage.timeline.get(name, [])]
+            out[name] = entry
+        return out

@@ -8,11 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from kai_ray.config import SchedulerConfig
+from kai_ray.model import DraObjects
 from kai_ray.sim.cluster import model_nodes
 from kai_ray.sim.dra import with_dra_nodes
 from kai_ray.sim.engine import Scheduler, SimSettings, Simulation
 from kai_ray.sim.report import SimMetrics
+from kai_ray.sim.scenarios import SCENARIOS, Scenario
 from kai_ray.sim.summary import render_text
+from kai_ray.sim.usage import SimUsage
 from kai_ray.sim.workload import Workload, generate, offered_load
 
 
@@ -63,7 +66,12 @@ class SimulationRun:
         period: float = 10.0,
         progress: bool = True,
         dra_share: float = 0.0,
+        scenario: str | None = None,
+        config_given: bool = True,
     ) -> None:
+        self.scenario: Scenario | None = SCENARIOS[scenario]() if scenario else None
+        if self.scenario is not None and not config_given:
+            config = self.scenario.config  # the scenario's own settings unless a config file says otherwise
         self.config = config
         self.node_count = nodes
         self.jobs = jobs
@@ -76,19 +84,25 @@ class SimulationRun:
 
     def execute(self) -> SimOutcome:
         started = time.perf_counter()
-        nodes, dra = with_dra_nodes(model_nodes(self.node_count, taint=True), self.dra_share)
-        gpus = sum(n.allocatable.gpu for n in nodes) + sum(len(s.devices) for s in dra.slices)
-        # Without a job count, jobs arrive over the first two thirds of the run, so most can finish.
-        window = None if self.jobs is not None else self.settings.horizon * 2 / 3
-        workload = generate(
-            gpus,
-            self.seed,
-            jobs=self.jobs,
-            arrival_window=window,
-            load=self.load,
-            has_gpu_nodes=gpus > 0,
-            dra_share=self.dra_share,
-        )
+        if self.scenario is not None:
+            nodes, workload = list(self.scenario.nodes), self.scenario.workload
+            dra = DraObjects()
+            self.node_count = len(nodes)
+        else:
+            nodes, dra = with_dra_nodes(model_nodes(self.node_count, taint=True), self.dra_share)
+            gpus = sum(n.allocatable.gpu for n in nodes) + sum(len(s.devices) for s in dra.slices)
+            # Without a job count, jobs arrive over the first two thirds of the run, so most can finish.
+            window = None if self.jobs is not None else self.settings.horizon * 2 / 3
+            workload = generate(
+                gpus,
+                self.seed,
+                jobs=self.jobs,
+                arrival_window=window,
+                load=self.load,
+                has_gpu_nodes=gpus > 0,
+                dra_share=self.dra_share,
+            )
+        usage = SimUsage(self.config.usageDBConfig, nodes) if self.config.usageDBConfig is not None else None
         scheduler, close = self._scheduler()
         setup = time.perf_counter() - started
         bar = self._bar()
@@ -100,7 +114,9 @@ class SimulationRun:
                 self.settings,
                 on_step=None if bar is None else _advance(bar, self.settings.horizon),
                 dra=dra,
+                usage=usage,
             )
+            simulation.metrics.usage = usage
             metrics = simulation.run()
         finally:
             if bar is not None:

@@ -25,7 +25,11 @@ def render_text(m: SimMetrics, nodes: int, shards: int, setup_seconds: float, lo
     mode = "in one process" if shards <= 1 else f"coordinator + {shards} shard actors on Ray"
     lines = [
         f"kai-ray simulate: {nodes:,} nodes ({m.gpu_capacity:,.0f} GPUs), {m.jobs:,} jobs / {m.pods_total:,} pods "
-        f"offering {load:.2f}x the GPU-hours the cluster has while they arrive; {mode}",
+        + (
+            f"offering {load:.2f}x the GPU-hours the cluster has while they arrive; {mode}"
+            if load > 0
+            else f"all submitted at the start; {mode}"
+        ),
         f"  simulated {m.simulated_seconds / 3600:.1f} h in {m.wall_seconds:.1f} s wall "
         f"(+{setup_seconds:.1f} s setup), {len(m.cycle_walls):,} scheduling cycles",
         "",
@@ -64,6 +68,25 @@ def render_text(m: SimMetrics, nodes: int, shards: int, setup_seconds: float, lo
     lines.append(
         format_table(["queue", "jobs started", "wait p50", "wait p90", "wait max", "|alloc - fair share| (GPUs)"], rows)
     )
+    if m.usage is not None:
+        lines += ["", "time-based fair share (usage: the queue's GPU-time over the cluster's, over the window)"]
+        history = report["queueHistory"]
+        usage_rows = []
+        for name, entry in history.items():
+            samples = entry["allocatedAndFairShare"]
+            usage = entry.get("usage") or [[0.0, 0.0]]
+            usage_rows.append(
+                [
+                    name,
+                    f"{entry['gpuHours']:,.1f}",
+                    f"{entry['shareOfGpuHours']:.1%}",
+                    f"{samples[-1][2]:g}" if samples else "-",
+                    f"{usage[-1][1]:.3f}",
+                ]
+            )
+        lines.append(
+            format_table(["queue", "GPU-hours", "share of GPU-hours", "fair share now", "usage now"], usage_rows)
+        )
     if m.waiting_jobs:
         lines += ["", f"why jobs still wait ({len(m.waiting_jobs):,} jobs; the largest first)"]
         lines += [f"  {job} ({n} pods): {_shorten(reason)}" for job, n, reason in m.waiting_jobs[:5]]

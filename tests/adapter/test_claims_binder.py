@@ -57,3 +57,30 @@ async def test_a_claim_write_that_keeps_failing_binds_nothing(env: Env) -> None:
     )
     assert not outcome.ok
     assert not env.cluster.get("", "v1", "pods", "p", "default")["spec"].get("nodeName")
+
+
+async def test_the_allocation_carries_the_class_and_claim_config_the_driver_reads(env: Env) -> None:
+    """The kubelet hands the DRA driver only what status.allocation.devices.config holds (e.g. the
+    ComputeDomainChannelConfig of KAI's IMEX example): class config first, per request, then the claim's."""
+    opaque = {"opaque": {"driver": "gpu.nvidia.com", "parameters": {"kind": "GpuConfig", "sharing": "TimeSlicing"}}}
+    spec = {
+        "devices": {
+            "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}],
+            "config": [{"requests": ["gpu"], **opaque}],
+        }
+    }
+    await env.create(CLAIMS, {"metadata": {"name": "c"}, "spec": spec})
+    manifest = pod("p", gpus=0)
+    manifest["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "c"}]
+    uid = str((await env.create("/api/v1/namespaces/default/pods", manifest))["metadata"]["uid"])
+    class_config = {"opaque": {"driver": "gpu.nvidia.com", "parameters": {"kind": "ClassDefaults"}}}
+    [outcome] = await Binder(env.api, base_delay=0.01).bind_all(
+        [BindRequest("default/p", uid, NODE, claims=(ClaimBind("c", ALLOCATION, {"gpu.nvidia.com": [class_config]}),))]
+    )
+    assert outcome.ok
+    devices = _claim(env)["allocation"]["devices"]  # type: ignore[index]
+    assert devices["results"] == ALLOCATION["devices"]["results"]
+    assert devices["config"] == [
+        {"source": "FromClass", "requests": ["gpu"], **class_config},
+        {"source": "FromClaim", "requests": ["gpu"], **opaque},
+    ]

@@ -30,7 +30,6 @@ CYCLES = 4
 def _fresh_decides(coordinator: Coordinator, now: float, shards: int) -> object:
     fresh = in_process_coordinator(config(), shards)
     fresh.apply(ClusterDeltas.of_snapshot(coordinator.model.snapshot()))
-    fresh.model.started.update(coordinator.model.started)
     fresh.search_backoff = copy.deepcopy(coordinator.search_backoff)  # which victim searches wait
     return comparable(fresh.cycle(now, ACTIONS).decisions)
 

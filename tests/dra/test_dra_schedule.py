@@ -79,6 +79,24 @@ def test_a_claim_no_node_can_allocate_keeps_its_pod_pending_with_the_request_nam
     assert "no free device for claim gpu, request big-gpu (1 × gpu.nvidia.com)" in pod["reason"]
 
 
+def test_a_claim_with_constraints_kai_ray_cannot_evaluate_waits_and_says_so(kai_ray: RunCli, tmp_path: Path) -> None:
+    """Never drop meaning: a matchAttribute constraint ignored could hand out GPUs on different NVLink
+    domains; the claim waits, naming the field, and an unconstrained neighbour still binds."""
+    constrained = d.claim("c", d.request("gpu", 2))
+    constrained["spec"]["devices"]["constraints"] = [{"requests": ["gpu"], "matchAttribute": "gpu.nvidia.com/uuid"}]
+    objects = gpu_cluster(("n", 8, 80))
+    objects += [
+        constrained,
+        d.with_claims(m.pod("p", "q"), {"gpu": "c"}),
+        d.claim("plain", d.request("gpu", 1)),
+        d.with_claims(m.pod("other", "q"), {"gpu": "plain"}),
+    ]
+    pods = decide(kai_ray, tmp_path, objects)["pods"]
+    assert pods["team/p"]["status"] == "Pending"
+    assert "spec.devices.constraints, which kai-ray does not honour yet" in pods["team/p"]["reason"]
+    assert pods["team/other"]["status"] == "Binding"
+
+
 def test_dra_gpus_count_toward_the_queue_and_its_limit(kai_ray: RunCli, tmp_path: Path) -> None:
     limited = {
         "gpu": {"quota": 2, "limit": 2, "overQuotaWeight": 1},

@@ -14,14 +14,17 @@ from typing import Any
 
 import pytest
 
+from coordinator import JobClock
 from k8s_adapter.api import KubeError, Response
 from k8s_adapter.binder import Binder, BindRequest, FractionBind
 from k8s_adapter.claims import ClaimBind, ClaimChange, ClaimWriter
 from k8s_adapter.evictor import Evictor, EvictRequest
 from k8s_adapter.grouper import PodGrouper
+from k8s_adapter.job_clocks import JobClockWriter
 from k8s_adapter.kinds import DRA_WATCHED, OWNER_KINDS, WATCHED, Kind
 from k8s_adapter.reflector import Reflector
 from k8s_adapter.status import StatusWriter
+from k8s_adapter.usage_store import QueueUsageStore
 from tests.adapter.fake_api import FakeApi, ok
 from tests.helm.chart import NAMESPACE, RELEASE, find, one, render
 
@@ -37,6 +40,7 @@ CORE: set[Permission] = {
     ("", "pods/status", "patch"),  # PodScheduled=False on pending pods; DisruptionTarget before an eviction
     *(("scheduling.run.ai", r, v) for r in ("queues", "podgroups") for v in ("get", "list", "watch")),
     ("scheduling.run.ai", "podgroups/status", "patch"),
+    ("scheduling.run.ai", "podgroups", "patch"),
     ("scheduling.run.ai", "queues/status", "patch"),
     ("", "events", "create"),
     ("", "events", "patch"),  # an unchanged situation raises its Event's count
@@ -192,6 +196,20 @@ async def _explaining() -> set[Permission]:
     return recorded(api)
 
 
+async def _keeping_clocks() -> set[Permission]:
+    api = FakeApi(lambda m, p, q, b: ok())
+    await JobClockWriter(api).write({"ns/pg": JobClock(1.0, None, 2.0)})  # type: ignore[arg-type]
+    return recorded(api)
+
+
+async def _keeping_usage() -> set[Permission]:
+    api = FakeApi(lambda m, p, q, b: ok({"items": [], "status": {"usageHistory": {}}}))
+    store = QueueUsageStore(api)  # type: ignore[arg-type]
+    await store.load()
+    await store.save({"q": {"version": 1}})
+    return recorded(api)
+
+
 async def _grouping() -> set[Permission]:
     """One pod under each owner kind the grouper knows, so it reads every kind of owner once."""
     api = FakeApi(lambda m, p, q, b: ok({"metadata": {"name": "owner", "uid": "o"}, "spec": {}}))
@@ -261,6 +279,8 @@ def adapter_requests() -> dict[str, frozenset[Permission]]:
                 "evict": _evicting("eviction"),
                 "evict-delete": _evicting("delete"),
                 "explain": _explaining(),
+                "clocks": _keeping_clocks(),
+                "usage": _keeping_usage(),
                 "group": _grouping(),
                 "lease": _leasing(),
                 "dra": _dra(),
@@ -276,7 +296,7 @@ def needed(values: dict[str, Any]) -> tuple[set[Permission], set[Permission]]:
     """(cluster-wide, release-namespace) permissions the adapter uses with these values."""
     used = adapter_requests()
     eviction = values.get("eviction", {})
-    cluster = set(used["watch"] | used["bind"] | used["explain"])
+    cluster = set(used["watch"] | used["bind"] | used["explain"] | used["clocks"] | used["usage"])
     cluster |= used["evict-delete" if eviction.get("mode") == "delete" else "evict"]
     if values.get("podGrouper", {}).get("enabled", True):
         cluster |= used["group"]
@@ -327,6 +347,7 @@ VALUE_SETS = {
     "every-option-on": {"gpuSharing": {"enabled": True}, "dra": {"enabled": True}},
     "delete-eviction": {"eviction": {"mode": "delete"}},
     "fractions-without-grouper": {"gpuSharing": {"enabled": True}, "podGrouper": {"enabled": False}},
+    "usage-accounting": {"scheduler": {"config": {"usageDBConfig": {"clientType": "accounting"}}}},
 }
 
 
