@@ -34,7 +34,7 @@ from coordinator.actions.allocate import explain_unplaced
 from coordinator.actions.registry import build_actions
 from coordinator.binding import BindCommit, ShardLost, check, retry_next_cycle
 from coordinator.cluster_model import ClusterModel
-from coordinator.decisions import Decisions, collect
+from coordinator.decisions import Decisions, Settled, collect
 from coordinator.job_timers import remember_clocks
 from coordinator.jobs import Job, Status
 from coordinator.node_mirror import NodeMirror
@@ -85,6 +85,7 @@ class Coordinator:
         self._memo: _Memo | None = None
         self.mirror = NodeMirror()
         self.sessions = SessionCache(config)
+        self.settled: Settled = {}  # decisions that follow from a pod record alone (decisions.collect)
 
     @property
     def epoch(self) -> int:
@@ -187,7 +188,7 @@ class Coordinator:
         result = CycleResult(Decisions(), stats=stats)
         self._commit(state, stmt, placer, now + (closing - started), result)
         stats.commit_seconds = time.perf_counter() - closing
-        result.decisions = collect(state, stmt.evictions)
+        result.decisions = collect(state, stmt.evictions, self.settled)
         for job_key, why in result.refused.items():
             retry_next_cycle(state, job_key, why, result)
         result.pod_queues = {key: job.queue for key, job in state.jobs_by_task.items()}

@@ -71,6 +71,7 @@ _FLAGS = {
     )
     for status in Status
 }
+_COUNTED = {status: tuple(i for i, flag in enumerate(flags) if flag) for status, flags in _FLAGS.items()}
 
 
 class Task:
@@ -190,12 +191,15 @@ class PodSet:
 
     def _count(self, status: Status, sign: int) -> None:
         counts = self._counts
-        for i, flag in enumerate(_FLAGS[status]):
-            counts[i] += sign * flag
+        for i in _COUNTED[status]:
+            counts[i] += sign
 
     def moved(self, task: Task, old: Status, new: Status) -> None:
-        self._count(old, -1)
-        self._count(new, 1)
+        counts = self._counts
+        for i in _COUNTED[old]:
+            counts[i] -= 1
+        for i in _COUNTED[new]:
+            counts[i] += 1
         if new is Status.PENDING or new is Status.RELEASING:
             self.may_allocate(task)
 

@@ -13,6 +13,7 @@ single pass over the pods that finds what changed.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +57,8 @@ class SessionCache:
         self.tree = QueueTree.build([])
         self.min_gpu_memory = 100.0
         self.device_mib: dict[str, float] = {}
+        self.ready: set[str] = set()  # ready nodes
+        self.ready_total = [0.0, 0.0, 0.0]  # their allocatable GPU, CPU, memory
         self.nodes_seen: dict[str, object] = {}
 
     def open(self, model: ClusterModel, now: float, table: NodeTable, placer_type: type[Placer]) -> SessionState:
@@ -102,12 +105,25 @@ class SessionCache:
     def _nodes(self, model: ClusterModel) -> None:
         if self.nodes_seen.get("version") == model.nodes_version:
             return
-        gpu_mems = [n.gpu_memory_mib for n in model.nodes.values() if n.allocatable.gpu > 0]
-        min_gpu_memory = min(gpu_mems) if gpu_mems else 100.0
+        smallest = math.inf
+        device_mib: dict[str, float] = {}
+        ready: set[str] = set()
+        gpu = cpu = memory = 0.0
+        for name, node in model.nodes.items():  # one pass: this runs whenever any node changed
+            allocatable, mib = node.allocatable, node.gpu_memory_mib
+            device_mib[name] = mib
+            if allocatable.gpu > 0 and mib < smallest:
+                smallest = mib
+            if node.ready:
+                ready.add(name)
+                gpu += allocatable.gpu
+                cpu += allocatable.cpu
+                memory += allocatable.memory
+        min_gpu_memory = smallest if smallest != math.inf else 100.0
         if min_gpu_memory != self.min_gpu_memory:
             self.sums.clear()  # pending fractions of GPU memory count in the smallest GPU's units
         self.min_gpu_memory = min_gpu_memory
-        self.device_mib = {n.name: n.gpu_memory_mib for n in model.nodes.values()}
+        self.device_mib, self.ready, self.ready_total = device_mib, ready, [gpu, cpu, memory]
         self.nodes_seen = {"version": model.nodes_version}
 
     # ------------------------------------------------------------------ tasks
@@ -115,13 +131,8 @@ class SessionCache:
         """Tasks for our pods (kept where the record is the same), the jobs whose members
         changed, and the capacity the fair share divides (ready nodes less other schedulers' use)."""
         ours = self.config.schedulerName
-        ready = {name for name, node in model.nodes.items() if node.ready}
-        total = [0.0, 0.0, 0.0]
-        for name in ready:
-            a = model.nodes[name].allocatable
-            total[0] += a.gpu
-            total[1] += a.cpu
-            total[2] += a.memory
+        ready = self.ready
+        total = list(self.ready_total)
         dirty: set[str] = set()
         seen = 0
         made = self.made
@@ -140,7 +151,7 @@ class SessionCache:
                 continue
             if known is not None:
                 self._forget(key, known, dirty)
-            made[key] = self._new_task(pod)
+            made[key] = self._new_task(pod, known)
             if pod.pod_group:
                 group = f"{pod.namespace}/{pod.pod_group}"
                 self.members.setdefault(group, set()).add(key)
@@ -151,10 +162,13 @@ class SessionCache:
                 self._forget(key, made.pop(key), dirty)
         return dirty, np.array(total)
 
-    def _new_task(self, pod: Pod) -> _Made:
+    def _new_task(self, pod: Pod, known: _Made | None = None) -> _Made:
         status = task_status(pod)
-        shape = TaskShape.of_pod(pod)
-        shape = self.shapes.setdefault(shape, shape)
+        if known is not None and _same_shape(known.pod, pod):  # e.g. a bind: only state and node changed
+            shape = known.task.shape
+        else:
+            shape = TaskShape.of_pod(pod)
+            shape = self.shapes.setdefault(shape, shape)
         task = Task(pod, shape, status, pod.node, pod.gpu_groups, original_status=status, original_node=pod.node)
         if pod.node is not None and status.active_used:
             task.accepted = accepted_on(task, self.device_mib.get(pod.node, 100.0))
@@ -252,6 +266,18 @@ class SessionCache:
                 row[1] += pod.requests.cpu
                 row[2] += pod.requests.memory
         return (row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8])
+
+
+def _same_shape(old: Pod, new: Pod) -> bool:
+    """The fields ``TaskShape.of_pod`` reads are the very same objects (records copied for a
+    change of state keep them), so the shape is the same."""
+    return (
+        old.requests is new.requests
+        and old.gpu_share is new.gpu_share
+        and old.node_selector is new.node_selector
+        and old.affinity is new.affinity
+        and old.tolerations is new.tolerations
+    )
 
 
 def _reset(made: _Made) -> None:

@@ -37,11 +37,14 @@ class BenchRow:
     shard_cpu: float = 0.0  # CPU seconds the shards reported for it
 
     def predicted(self, cores: int) -> float | None:
-        """Pods/s these CPU figures allow on ``cores`` cores: the coordinator on one, the shards
-        spread over the rest (a lower bound on the time: round trips and queueing not counted)."""
+        """Pods/s these CPU figures allow on ``cores`` cores: the coordinator on one core, the
+        shards' work split over the others. A round is synchronous (the coordinator waits for
+        the shards), so the two add up. Optimistic in two ways: round trips and queueing are
+        not counted, and the shards' total CPU is taken to stay the same however many shards
+        share it (splitting adds a little per shard)."""
         if not self.coordinator_cpu or not self.pods:
             return None
-        per_pod = max(self.coordinator_cpu, self.shard_cpu / max(cores - 1, 1)) / self.pods
+        per_pod = (self.coordinator_cpu + self.shard_cpu / max(cores - 1, 1)) / self.pods
         return 1.0 / per_pod if per_pod > 0 else None
 
     @property

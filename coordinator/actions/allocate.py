@@ -195,7 +195,9 @@ def _place_single_pod(
         total[0] += accepted[0]
         total[1] += accepted[1]
         total[2] += accepted[2]
-    if not job.should_pipeline() and not already_running:
+    # job.should_pipeline(), worked out: its only pipelined pod is this one, and the others
+    # allocated before it are ``active``.
+    if not (pick.pipelined and active < pod_set.min_available) and not already_running:
         state.last_start[job.key] = state.now
     return True
 
