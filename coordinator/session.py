@@ -8,7 +8,7 @@ schedulers' pods.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -335,32 +335,37 @@ def _queue_state(state: SessionState, snapshot: ClusterSnapshot) -> QueueState:
         leaf = tree.index.get(job.queue)
         if leaf is None:
             continue
-        row = sums[leaf]
-        for task in job.tasks:
-            status = task.status
-            if status.counts_as_queue_allocation:
-                g, c, m = task.accepted
-                row[0] += g
-                row[1] += c
-                row[2] += m
-                row[3] += g
-                row[4] += c
-                row[5] += m
-                if not job.preemptible:
-                    row[6] += g
-                    row[7] += c
-                    row[8] += m
-            elif status is Status.PENDING:
-                g, c, m = state.requested_quota(task)
-                row[0] += g
-                row[1] += c
-                row[2] += m
+        add_queue_sums(sums[leaf], job, state.requested_quota)
     table_of = np.array(sums, dtype=np.float64).reshape(n, 9)
     request, allocated, allocated_np = (tree.roll_up(table_of[:, k : k + 3].copy()) for k in (0, 3, 6))
     total = _divisible_total(state, snapshot)
     usage = usage_array(tree, snapshot.queue_usage) if snapshot.queue_usage else None
     division = divide(tree, total, request, usage, state.config.kValue)
     return QueueState(tree, division.fair_share, request, allocated, allocated_np, total)
+
+
+def add_queue_sums(row: list[float], job: Job, requested: Callable[[Task], Quota]) -> None:
+    """Add a job's pods to its leaf queue's sums: what they request (placed or pending), what
+    they hold, and what they hold without being preemptible (3 x gpu, cpu, memory)."""
+    for task in job.tasks:
+        status = task.status
+        if status.counts_as_queue_allocation:
+            g, c, m = task.accepted
+            row[0] += g
+            row[1] += c
+            row[2] += m
+            row[3] += g
+            row[4] += c
+            row[5] += m
+            if not job.preemptible:
+                row[6] += g
+                row[7] += c
+                row[8] += m
+        elif status is Status.PENDING:
+            g, c, m = requested(task)
+            row[0] += g
+            row[1] += c
+            row[2] += m
 
 
 def _divisible_total(state: SessionState, snapshot: ClusterSnapshot) -> np.ndarray:

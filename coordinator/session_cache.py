@@ -21,10 +21,10 @@ import numpy as np
 from coordinator.cluster_model import ClusterModel
 from coordinator.fairshare import QueueSpec, QueueTree, divide, usage_array
 from coordinator.job_timers import apply_timers
-from coordinator.jobs import DEFAULT_SUBGROUP, Job, PodSet, Status, Task, task_status
+from coordinator.jobs import DEFAULT_SUBGROUP, Job, PodSet, Task, task_status
 from coordinator.min_runtime import MinRuntimes
 from coordinator.queue_state import QueueState
-from coordinator.session import SessionState, accepted_on, attach_placed_pods, make_placer
+from coordinator.session import SessionState, accepted_on, add_queue_sums, attach_placed_pods, make_placer
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import Pod, PodGroup
 from shards.node_table import NodeTable
@@ -244,28 +244,15 @@ class SessionCache:
         return QueueState(tree, division.fair_share, request, allocated, allocated_np, total)
 
     def _sums(self, job: Job) -> Sums:
+        """The job's contribution to its queue's sums; its tasks are as their pod records say."""
         row = [0.0] * 9
-        for task in job.tasks:
-            status = task.original_status
-            if status.counts_as_queue_allocation:
-                g, c, m = task.accepted
-                row[0] += g
-                row[1] += c
-                row[2] += m
-                row[3] += g
-                row[4] += c
-                row[5] += m
-                if not job.preemptible:
-                    row[6] += g
-                    row[7] += c
-                    row[8] += m
-            elif status is Status.PENDING:
-                pod = task.pod
-                gpu = pod.requests.gpu + (pod.gpu_share.quota_gpus(self.min_gpu_memory) if pod.gpu_share else 0.0)
-                row[0] += gpu
-                row[1] += pod.requests.cpu
-                row[2] += pod.requests.memory
+        add_queue_sums(row, job, self._requested)
         return (row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8])
+
+    def _requested(self, task: Task) -> tuple[float, float, float]:
+        pod = task.pod
+        gpu = pod.requests.gpu + (pod.gpu_share.quota_gpus(self.min_gpu_memory) if pod.gpu_share else 0.0)
+        return (gpu, pod.requests.cpu, pod.requests.memory)
 
 
 def _same_shape(old: Pod, new: Pod) -> bool:
