@@ -205,7 +205,7 @@ class Coordinator:
         self.search_backoff.record(
             now,
             state.search_failed,
-            {k for k, j in state.jobs.items() if j.has_pending()},
+            {j.key for j in state.pending_jobs() if j.has_pending()},
             {key: _search_reasons(state.jobs[key]) for key in state.search_failed if key in state.jobs},
         )
         if self.model.version == version and not (result.binds or result.evictions or stats.prepared_jobs):

@@ -142,7 +142,9 @@ def job_reason(state: SessionState, job: Job) -> str:
 
 
 def _decide_job(state: SessionState, job: Job) -> PodDecision:
-    statuses = [t.status for t in job.tasks]
+    sets = job.pod_sets
+    tasks = next(iter(sets.values())).tasks if len(sets) == 1 else job.tasks
+    statuses = [t.status for t in tasks]
     if not statuses:
         return PodDecision("Pending", None, (), "the PodGroup has no pods yet")
     if any(s is Status.PENDING for s in statuses):

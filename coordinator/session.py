@@ -62,6 +62,16 @@ class SessionState:
     search_skipped: dict[str, str] = field(default_factory=dict)  # job -> why no victim search ran for it
     min_runtimes: MinRuntimes = field(default_factory=lambda: MinRuntimes({}, {}, {}))
     dra: DraView = field(default_factory=DraView)  # ResourceClaims and classes (coordinator/dra_session.py)
+    pending_seen: list[Job] | None = None  # see pending_jobs
+
+    def pending_jobs(self) -> list[Job]:
+        """The jobs that may have pending pods: those that had some when first asked. A session
+        only takes pods out of Pending (an undo puts back what was pending before), so no other
+        job can gain one; callers still ask each job (``has_pending``). Saves every action a
+        walk over every job of the cluster."""
+        if self.pending_seen is None:
+            self.pending_seen = [job for job in self.jobs.values() if job.has_pending()]
+        return self.pending_seen
 
     def claims_of(self, task: Task) -> ClaimDemand:
         """What the pod's claims ask now: allocations and deallocations made in this session count."""

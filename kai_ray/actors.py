@@ -117,6 +117,9 @@ class _CoordinatorHost:
     """What runs inside the coordinator actor: a Coordinator wired to shard actors."""
 
     def __init__(self, config: SchedulerConfig, shards: int) -> None:
+        from kai_ray.runtime import tune_gc_for_long_runs
+
+        tune_gc_for_long_runs()  # this actor's process keeps the coordinator for its lifetime
         strategy = config.placementStrategy
         policy = PlacementPolicy(strategy.gpu, strategy.cpu, strategy.gpu_device)
         self.coordinator = Coordinator(config, ShardSet(RayTransport(shards, policy)))

@@ -205,10 +205,10 @@ def _place_single_pod(
 def eligible_jobs(state: SessionState, pending_only: bool, preemptible_only: bool = False) -> list[Job]:
     """KAI's job filters: ready, with pending pods, in an existing leaf queue."""
     out = []
-    for job in state.jobs.values():
-        if not job.ready_for_scheduling():
-            continue
+    for job in state.pending_jobs() if pending_only else state.jobs.values():
         if pending_only and not job.has_pending():
+            continue
+        if not job.ready_for_scheduling():
             continue
         if preemptible_only and not job.preemptible:
             continue
