@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from coordinator.dra_model import DraModel
 from coordinator.dra_session import ClaimGrant
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.model import ClusterSnapshot, DraObjects, Node, Pod, PodGroup, PodState, Queue
+from kai_ray.model import ClusterSnapshot, DraObjects, Node, Pod, PodGroup, PodState, Queue, Topology
 
 T = TypeVar("T")
 
@@ -44,6 +44,7 @@ class ClusterModel:
         self.pods: dict[str, Pod] = {}
         self.pod_groups: dict[str, PodGroup] = {}
         self.queues: dict[str, Queue] = {}
+        self.topologies: dict[str, Topology] = {}
         self.queue_usage: dict[str, tuple[float, float, float]] = {}
         self.version = 0  # counts every change: the same version is the same cluster
         self.nodes_version = 0  # ... every change to the nodes
@@ -83,6 +84,10 @@ class ClusterModel:
             self.pod_groups[group.key] = group
         for key in deltas.pod_groups_removed:
             self.pod_groups.pop(key, None)
+        for topology in deltas.topologies_upserted:
+            self.topologies[topology.name] = topology
+        for name in deltas.topologies_removed:
+            self.topologies.pop(name, None)
         if deltas.queue_usage is not None:
             self.queue_usage = dict(deltas.queue_usage)
             self.queues_version += 1
@@ -107,6 +112,7 @@ class ClusterModel:
             pods=tuple(self.pods.values()),
             pod_groups=tuple(self.pod_groups.values()),
             queues=tuple(self.queues.values()),
+            topologies=tuple(self.topologies.values()),
             dra=self.dra.objects() if self.dra else DraObjects(),
             queue_usage=self.queue_usage,
         )

@@ -45,6 +45,7 @@ from coordinator.session import SessionState, open_session, rebase_session
 from coordinator.session_cache import SessionCache
 from coordinator.shard_set import ShardSet
 from coordinator.statement import Statement
+from coordinator.topology import SessionDomains, wanted_topologies
 from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
 from shards.node_table import NodeTable
@@ -217,11 +218,24 @@ class Coordinator:
     def _open_session(self, now: float, stats: CycleStats) -> SessionState:
         """The session: kept from earlier cycles and placing through the shards; or, when the
         cluster has DRA objects, opened from scratch on every node's row (a claim's devices are
-        allocated by the session's own device book, which the shards' streams do not carry)."""
+        allocated by the session's own device book, which the shards' streams do not carry).
+        A pending job with a sub-group tree or a topology constraint chooses among domains and
+        node sets, so its session also moves onto every node's row, with the shards' domains."""
         if self.model.dra:
             stats.full_table = True
-            return open_session(self.model.snapshot(), self.config, now, self._whole_table(), self.placer_type)
-        return self.sessions.open(self.model, now, self._session_table(), self.placer_type)
+            state = open_session(self.model.snapshot(), self.config, now, self._whole_table(), self.placer_type)
+        else:
+            state = self.sessions.open(self.model, now, self._session_table(), self.placer_type)
+            if not any(job.tree is not None for job in state.pending_jobs()):
+                return state
+            if not stats.full_table and not len(state.table):
+                rebase_session(state, self._whole_table())
+            stats.full_table = True
+        topologies = wanted_topologies((job.group for job in state.pending_jobs()), state.topologies)
+        if topologies:
+            reports = check(self.shards.domains(topologies), "domains")
+            state.domains = SessionDomains.from_reports(topologies, [reports[sid] for sid in sorted(reports)])
+        return state
 
     def _session_table(self) -> NodeTable:
         """The table a session starts on: none, since the shards place (see ``_whole_cluster``)."""

@@ -105,6 +105,11 @@ def _decide_task(state: SessionState, task: Task, reasons: dict[str, str]) -> Po
     reason = ""
     if status is Status.PENDING:
         reason = _pending_reason(state, task, reasons)
+    if status is Status.RELEASING and task.evicted_in_session:
+        # An evicted pod stops where it was when the session began (a pod that an earlier step
+        # moved, or pipelined, and a later one evicted is deleted there, not on the node it was
+        # pipelined to).
+        return PodDecision(status.value, task.original_node, task.pod.gpu_groups, reason)
     claims = tuple((g.claim.split("/", 1)[1], tuple(r.key for r in g.allocation.results)) for g in task.claims)
     return PodDecision(status.value, task.node, task.gpu_groups, reason, claims if status.active_allocated else ())
 

@@ -11,11 +11,14 @@ import enum
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kai_ray.model import Pod, PodGroup, PodState
 from shards.node_table import Holding
 from shards.shapes import TaskShape
+
+if TYPE_CHECKING:
+    from coordinator.subgroups import SubGroupTree
 
 DEFAULT_SUBGROUP = "default"
 T = TypeVar("T")
@@ -300,6 +303,7 @@ class Job:
     version: int = 0  # bumped whenever one of its tasks changes status (caches below key on it)
     cacheable: bool = True  # stand-ins for part of a job are not versioned: they never cache
     _cache: dict[object, tuple[int, object]] = field(default_factory=dict)
+    tree: SubGroupTree | None = None  # sub-group tree and topology constraints (coordinator/subgroups.py)
     key: str = field(init=False)  # "namespace/name" of its pod group, worked out once
 
     def __post_init__(self) -> None:
@@ -345,9 +349,16 @@ class Job:
         return any(ps.pending for ps in self.pod_sets.values())
 
     def ready_for_scheduling(self) -> bool:
+        if self.tree is not None and not self.tree.flat:
+            return self.cached("ready", self.tree.root.ready)
         return all(ps.alive >= ps.min_available for ps in self.pod_sets.values())
 
     def gang_satisfied(self) -> bool:
+        if self.tree is not None and not self.tree.flat:
+            from coordinator.subgroups import used
+
+            tree = self.tree
+            return self.cached("gang", lambda: tree.root.met(used))
         return all(ps.gang_satisfied() for ps in self.pod_sets.values())
 
     def active_used(self) -> int:
@@ -376,6 +387,10 @@ class Job:
         return self.cached(("to_allocate", real), lambda: self._tasks_to_allocate(real))
 
     def _tasks_to_allocate(self, real: bool) -> list[Task]:
+        if self.tree is not None and not self.tree.flat:
+            from coordinator.subgroups import collect
+
+            return collect(self.tree, real)
         sets = sorted(self.pod_sets.values(), key=PodSet.order_key)
         unsatisfied = sum(1 for ps in sets if ps.active_allocated < ps.min_available)
         max_sets = unsatisfied if unsatisfied else 1
@@ -396,6 +411,11 @@ class Job:
     def tasks_to_evict(self) -> tuple[list[Task], bool]:
         """KAI's GetTasksToEvict: one surplus pod of an elastic job, else the whole gang;
         plus whether the job keeps other allocated pods after that."""
+        if self.tree is not None and not self.tree.flat:
+            from coordinator.subgroups import evictable
+
+            picked = evictable(self.tree)
+            return picked, len(picked) < self.active_allocated()
         # Only pod sets with something allocated can give pods back: an empty optional sub-group
         # (minimum 0) sorts first here, and choosing it would offer no victim while still
         # reporting more to come, so the victims queue would offer the same job forever.

@@ -81,8 +81,13 @@ def victim_chunks(victims: dict[str, list[Task]], jobs: dict[str, Job], ignore_m
             else:
                 core.extend(set_tasks[:minimum])
                 elastic.extend(set_tasks[minimum:])
-        chunks = [_given_back([t], ignore_moved) for t in elastic] + [_given_back(core, ignore_moved)]
-        by_queue.setdefault(job.queue, []).extend(c for c in chunks if c is not None)
+        chunks = [
+            c
+            for c in [_given_back([t], ignore_moved) for t in elastic] + [_given_back(core, ignore_moved)]
+            if c is not None
+        ]
+        if chunks:  # a job that only moves gives nothing back: KAI leaves its queue out of the rules
+            by_queue.setdefault(job.queue, []).extend(chunks)
     return by_queue
 
 

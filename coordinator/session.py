@@ -20,9 +20,10 @@ from coordinator.job_timers import apply_timers
 from coordinator.jobs import DEFAULT_SUBGROUP, Job, PodSet, Status, Task, task_status
 from coordinator.min_runtime import MinRuntimes
 from coordinator.queue_state import QueueState
+from coordinator.subgroups import build_tree, leaf_pod_sets, needs_tree
 from kai_ray import labels as L
 from kai_ray.config import SchedulerConfig
-from kai_ray.model import ClusterSnapshot, Pod, PodGroup, ResourceVector
+from kai_ray.model import ClusterSnapshot, Pod, PodGroup, ResourceVector, Topology
 from shards.dra_demand import ClaimDemand
 from shards.node_table import Holding, Kind, NodeTable
 from shards.placement import Diagnosis, PlacementPolicy, Placer
@@ -31,6 +32,9 @@ from shards.shapes import GPU, ResourceSchema, TaskShape
 
 if TYPE_CHECKING:
     from coordinator.rounds import Pick, RoundPlacer
+
+if TYPE_CHECKING:
+    from coordinator.topology import SessionDomains
 
 Quota = tuple[float, float, float]
 
@@ -60,6 +64,8 @@ class SessionState:
     # naming the cause, so its message does not change while nothing else does.
     search_reasons: dict[str, dict[str, str]] = field(default_factory=dict)
     search_skipped: dict[str, str] = field(default_factory=dict)  # job -> why no victim search ran for it
+    topologies: dict[str, Topology] = field(default_factory=dict)
+    domains: SessionDomains | None = None  # topology domains, merged from the shards' reports
     min_runtimes: MinRuntimes = field(default_factory=lambda: MinRuntimes({}, {}, {}))
     dra: DraView = field(default_factory=DraView)  # ResourceClaims and classes (coordinator/dra_session.py)
     pending_seen: list[Job] | None = None  # see pending_jobs
@@ -191,6 +197,7 @@ def open_session(
         all_pods={p.key: p for p in snapshot.pods},
         min_gpu_memory=min_gpu_memory,
         placer_type=placer_type,
+        topologies={t.name: t for t in snapshot.topologies},
         dra=dra,
     )
     table.devices.users = users
@@ -305,6 +312,9 @@ def _build_jobs(state: SessionState, groups: Iterable[PodGroup], ours: list[Pod]
     for group in groups:
         known.add(group.key)
         tasks = members.get(group.key, [])
+        if needs_tree(group):
+            _build_tree_job(state, group, tasks)
+            continue
         if group.sub_groups:
             pod_sets = {s.name: PodSet(s.name, s.min_member, tracked=True) for s in group.sub_groups}
         else:
@@ -322,6 +332,22 @@ def _build_jobs(state: SessionState, groups: Iterable[PodGroup], ours: list[Pod]
         if key not in known:
             for task in tasks:
                 state.pod_notes[task.key] = f"PodGroup {key} does not exist"
+
+
+def _build_tree_job(state: SessionState, group: PodGroup, tasks: list[Task]) -> None:
+    """A job with a sub-group tree or topology constraints (coordinator/subgroups.py); pods that
+    name no leaf of it wait with KAI's reason."""
+    pod_sets, invalid = leaf_pod_sets(group, tasks)
+    job = Job(group, group.queue, pod_sets, group.preemptible, group.priority, stale_since=group.stale_since)
+    job.tree = build_tree(group, pod_sets)
+    state.jobs[group.key] = job
+    for task in tasks:
+        if task.key in invalid:
+            state.pod_notes[task.key] = invalid[task.key]
+        else:
+            state.jobs_by_task[task.key] = job
+    if group.last_start is not None:
+        state.last_start[group.key] = group.last_start
 
 
 def _queue_state(state: SessionState, snapshot: ClusterSnapshot) -> QueueState:

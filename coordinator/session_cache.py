@@ -25,6 +25,7 @@ from coordinator.jobs import DEFAULT_SUBGROUP, Job, PodSet, Task, task_status
 from coordinator.min_runtime import MinRuntimes
 from coordinator.queue_state import QueueState
 from coordinator.session import SessionState, accepted_on, add_queue_sums, attach_placed_pods, make_placer
+from coordinator.subgroups import build_tree, leaf_pod_sets, needs_tree
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import Pod, PodGroup
 from shards.node_table import NodeTable
@@ -51,6 +52,7 @@ class SessionCache:
         self.jobs: dict[str, Job] = {}
         self.jobs_by_task: dict[str, Job] = {}
         self.members: dict[str, set[str]] = {}  # pod group -> its pods (keys)
+        self.invalid: dict[str, dict[str, str]] = {}  # tree job -> its pods that name no leaf, and why
         self.sums: dict[str, Sums] = {}  # job -> its contribution to its queue's sums
         self.shapes: dict[TaskShape, TaskShape] = {}
         self.queues_version = -1
@@ -79,7 +81,10 @@ class SessionCache:
             all_pods=dict(model.pods),  # as of the session's start
             min_gpu_memory=self.min_gpu_memory,
             placer_type=placer_type,
+            topologies=dict(model.topologies),
         )
+        for notes in self.invalid.values():
+            state.pod_notes.update(notes)
         for key, group in self.groups.items():
             if group.last_start is not None:
                 state.last_start[key] = group.last_start
@@ -193,6 +198,7 @@ class SessionCache:
             del self.jobs[key]
             self.groups.pop(key, None)
             self.sums.pop(key, None)
+            self.invalid.pop(key, None)
             for pod in self.members.get(key, ()):
                 self.jobs_by_task.pop(pod, None)
         for key, group in groups.items():
@@ -209,6 +215,10 @@ class SessionCache:
                 self.sums.pop(key, None)
 
     def _build(self, group: PodGroup) -> None:
+        self.invalid.pop(group.key, None)
+        if needs_tree(group):
+            self._build_tree(group)
+            return
         if group.sub_groups:
             pod_sets = {s.name: PodSet(s.name, s.min_member, tracked=True) for s in group.sub_groups}
         else:
@@ -219,6 +229,24 @@ class SessionCache:
             name = task.subgroup if task.subgroup in pod_sets else DEFAULT_SUBGROUP
             pod_sets.setdefault(name, PodSet(name, 0, tracked=True)).add(task)
             self.jobs_by_task[pod_key] = job
+        self.jobs[group.key] = job
+        self.groups[group.key] = group
+        self.sums.pop(group.key, None)
+
+    def _build_tree(self, group: PodGroup) -> None:
+        """A job with a sub-group tree or topology constraints, as ``session._build_tree_job``
+        makes it; pods that name no leaf wait with KAI's reason."""
+        members = sorted(self.members.get(group.key, ()))
+        pod_sets, invalid = leaf_pod_sets(group, (self.made[k].task for k in members))
+        job = Job(group, group.queue, pod_sets, group.preemptible, group.priority, stale_since=group.stale_since)
+        job.tree = build_tree(group, pod_sets)
+        for pod_key in members:
+            if pod_key in invalid:
+                self.jobs_by_task.pop(pod_key, None)
+            else:
+                self.jobs_by_task[pod_key] = job
+        if invalid:
+            self.invalid[group.key] = invalid
         self.jobs[group.key] = job
         self.groups[group.key] = group
         self.sums.pop(group.key, None)

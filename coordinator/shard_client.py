@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar, cast
 
-from kai_ray.model import Node, Pod
+from kai_ray.model import Node, Pod, Topology
 from shards.handover import ShardHandover
 from shards.messages import ClaimHold, NodeDevices, PrepareItem, PrepareReply, RowChanges, ShardDeltas
 from shards.protocol import (
@@ -32,12 +32,13 @@ from shards.protocol import (
     Changes,
     Commit,
     Describe,
+    Domains,
     Expire,
     HandOver,
     Load,
     Prepare,
     Round,
-    Rows,
+    RowsOf,
     Settle,
     ShardDown,
     ShardInfo,
@@ -48,6 +49,7 @@ from shards.protocol import (
 from shards.rows import NodeRows
 from shards.shard import Shard
 from shards.stream_messages import RoundReply, RoundRequest, SettleReply, SettleRequest
+from shards.topology_domains import DomainReport
 
 R = TypeVar("R")
 
@@ -179,7 +181,11 @@ class ShardClient:
         return Answers({sid: reply[0] for sid, reply in answers.replies.items()}, answers.down)
 
     def rows(self, shards: Sequence[int], names: tuple[str, ...] | None = None) -> Answers[NodeRows]:
-        return cast(Answers[NodeRows], self._each({sid: Rows(names) for sid in shards}))
+        return cast(Answers[NodeRows], self._each({sid: RowsOf(names) for sid in shards}))
+
+    def domains(self, shards: Sequence[int], topologies: Sequence[Topology]) -> Answers[list[DomainReport]]:
+        asked = Domains(tuple(topologies))
+        return cast(Answers[list[DomainReport]], self._each({sid: asked for sid in shards}))
 
     def changes(self, since: Mapping[int, tuple[int, int]]) -> Answers[RowChanges]:
         """Rows changed per shard since (incarnation, stamp)."""

@@ -16,12 +16,13 @@ from typing import Any
 from coordinator.cluster_model import ClusterModel
 from coordinator.shard_client import Answers, ShardClient, ShardTransport
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.model import Pod
+from kai_ray.model import Pod, Topology
 from shards import partitioner
 from shards.messages import ClaimHold, NodeDevices, PrepareItem, PrepareReply, RowChanges, ShardDeltas
 from shards.protocol import ShardInfo, ShardRequest
 from shards.rows import NodeRows
 from shards.stream_messages import RoundReply, RoundRequest, SettleReply, SettleRequest
+from shards.topology_domains import DomainReport
 
 Verdicts = dict[str, bool]
 
@@ -130,6 +131,10 @@ class ShardSet:
     # ------------------------------------------------------------------ phases
     def rows(self) -> Answers[NodeRows]:
         return self.client.rows(self.ids)
+
+    def domains(self, topologies: Sequence[Topology]) -> Answers[list[DomainReport]]:
+        """Each shard's report of its nodes' domains, one per Topology asked for."""
+        return self.client.domains(self.ids, topologies)
 
     def changes(self, since: Mapping[int, tuple[int, int]]) -> Answers[RowChanges]:
         return self.client.changes(since)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 Undo = Callable[[], None]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Eviction:
     task: Task
     action: str
@@ -50,6 +50,7 @@ class Statement:
     evictions: list[Eviction] = field(default_factory=list)
     source: PickSource | None = None  # allocate's placements come from the shards' streams
     picks: dict[str, Pick] = field(default_factory=dict)  # task -> its stream placement this session
+    _evicted: dict[str, list[Undo]] = field(default_factory=dict)  # task -> reversals of its evictions here
 
     def checkpoint(self) -> int:
         return len(self.undo_log)
@@ -61,6 +62,7 @@ class Statement:
     def commit(self) -> None:
         """Keep everything done so far; later rollbacks cannot go behind this point."""
         self.undo_log.clear()
+        self._evicted.clear()
 
     # ---------------------------------------------------------- operations
     def place(
@@ -94,7 +96,7 @@ class Statement:
                 undo_claims()
                 task.claims = previous_claims
             self.queues.add_allocation(job.queue, accepted, job.preemptible, sign=-1.0)
-            task.holdings.remove(holding)
+            _drop(task, holding)
             self.table.release(holding)
             task.status, task.node, task.gpu_groups, task.accepted = previous
 
@@ -159,44 +161,74 @@ class Statement:
 
     def evict(self, task: Task, action: str, preemptor: str | None) -> None:
         """The pod is evicted in this session: what it held is now releasing."""
+        self._evicted.setdefault(task.key, []).append(self._evict(task, action, preemptor))
+
+        def undo() -> None:
+            reversals = self._evicted.get(task.key)
+            if reversals:  # none left when the eviction was already taken back (unevict)
+                reversals.pop()()
+
+        self.undo_log.append(undo)
+
+    def is_back_home(self, task: Task, choice: Choice) -> bool:
+        """A victim of this statement placed again on a node that still lists it: where it runs
+        (or, for a pod an earlier job moved, where it was pipelined), on the same shared GPUs."""
+        if task.status is not Status.RELEASING or not self._evicted.get(task.key):
+            return False
+        held_here = [h for h in task.holdings if h.node == choice.node]
+        if not held_here or task.pod.gpu_share is None:
+            return bool(held_here)
+        groups = tuple(g for g, _ in choice.shares)
+        return any(tuple(g for g, _ in h.shares) == groups for h in held_here)
+
+    def unevict(self, task: Task) -> None:
+        """KAI's Statement.Pipeline of a victim onto the node it was evicted from: no move, the
+        eviction is taken back and the pod keeps running where it runs."""
+        reversal = self._evicted[task.key].pop()
+        record = next(e for e in reversed(self.evictions) if e.task is task)  # the one being taken back
+        action, preemptor = record.action, record.preemptor
+        reversal()
+
+        def undo() -> None:
+            self._evicted.setdefault(task.key, []).append(self._evict(task, action, preemptor))
+
+        self.undo_log.append(undo)
+
+    def _evict(self, task: Task, action: str, preemptor: str | None) -> Undo:
+        """Evicts ``task``; returns what takes the eviction back."""
         job = self.jobs_by_task[task.key]
         job.version += 1
         previous_status = task.status
         current = next((h for h in task.holdings if h.kind is not Kind.RELEASING), None)
         replacement = None
-        if current is not None and current.kind is Kind.ACTIVE:
+        if current is not None:
+            # A pipelined pod evicted later in the session leaves releasing capacity behind, as in
+            # KAI's node books: the node is not idle for it, pods can only be pipelined there.
             replacement = self._rehold(task, current, Kind.RELEASING)
-        elif current is not None:  # pipelined pods free nothing: they simply stop waiting
-            task.holdings.remove(current)
-            self.table.release(current)
         accepted = task.accepted
         self.queues.add_allocation(job.queue, accepted, job.preemptible, sign=-1.0)
         task.status = Status.RELEASING
         was_evicted = task.evicted_in_session
         task.evicted_in_session = True
-        self.evictions.append(Eviction(task, action, preemptor))
+        record = Eviction(task, action, preemptor)
+        self.evictions.append(record)
         undo_claims, charges = evict_claims(self.table.devices, task.pod) if task.pod.resource_claims else (None, [])
         undo_charges = [self._charge(payer, gpus) for payer, gpus in charges if gpus]
 
-        def undo() -> None:
+        def reverse() -> None:
             job.version += 1
             for undo_charge in reversed(undo_charges):
                 undo_charge()
             if undo_claims is not None:
                 undo_claims()
-            self.evictions.pop()
+            self.evictions.remove(record)
             task.evicted_in_session = was_evicted
             task.status = previous_status
             self.queues.add_allocation(job.queue, accepted, job.preemptible)
             if replacement is not None and current is not None:
                 self._swap(task, replacement, current)
-            elif current is not None:
-                restored = self.table.hold(
-                    current.pod, current.node, current.kind, current.vector, current.shares, current.created_groups
-                )
-                task.holdings.append(restored)
 
-        self.undo_log.append(undo)
+        return reverse
 
     def _charge(self, pod_key: str, gpus: float) -> Undo:
         """A shared claim's GPUs move to the user that pays for them now (same claim, same count)."""
@@ -223,12 +255,22 @@ class Statement:
     def _rehold(self, task: Task, old: Holding, kind: Kind) -> Holding:
         new = self.table.hold(old.pod, old.node, kind, np.array(old.vector), old.shares, old.created_groups)
         self.table.release(old)
-        task.holdings.remove(old)
+        _drop(task, old)
         task.holdings.append(new)
         return new
 
     def _swap(self, task: Task, current: Holding, back: Holding) -> None:
         restored = self.table.hold(back.pod, back.node, back.kind, back.vector, back.shares, back.created_groups)
         self.table.release(current)
-        task.holdings.remove(current)
+        _drop(task, current)
         task.holdings.append(restored)
+
+
+def _drop(task: Task, holding: Holding) -> None:
+    """Remove this very holding: a pod moved in the session holds on two nodes, and holdings
+    compare by value (numpy vectors), so list.remove would compare arrays."""
+    for i, held in enumerate(task.holdings):
+        if held is holding:
+            del task.holdings[i]
+            return
+    raise ValueError(f"{task.key} does not hold {holding}")

@@ -66,6 +66,7 @@ KAI_CRDS = (
         ),
     ),
     crd("scheduling.run.ai", "PodGroup", "podgroups", "Namespaced", "v2alpha2", short_names=("pg",)),
+    crd("kai.scheduler", "Topology", "topologies", "Cluster", "v1alpha1"),
 )
 
 

@@ -1,4 +1,4 @@
-"""Just enough OpenAPI v3 for kubectl's default ``--validate=strict``.
+"""Just enough OpenAPI for kubectl's default ``--validate=strict``: v3, and v2 for Lists.
 
 Before ``create``/``apply``/``replace``, kubectl downloads ``/openapi/v3`` and looks in the
 group version's document for the object's kind with a ``fieldValidation`` query parameter on
@@ -6,6 +6,12 @@ its write operations. Finding it, kubectl leaves validation to the server and se
 ``fieldValidation=Strict``; without any OpenAPI it refuses to send the object at all. The
 documents therefore list each served resource's write paths with that parameter and no
 schemas; the dev cluster accepts the parameter and does not check unknown fields.
+
+A ``kind: List`` (what ``kubectl get -o json`` prints for several objects) is a different path:
+kubectl knows that no server validates a List, so it checks each item itself against the
+OpenAPI v2 models, which it downloads from ``/openapi/v2`` as protobuf. Without that endpoint
+``kubectl create -f`` of a List fails. The v2 document here names no models, so kubectl skips
+the client-side check of every item, as it does for a kind a real server has no schema for.
 """
 
 from __future__ import annotations
@@ -81,3 +87,47 @@ def document(catalog: Catalog, prefix: str) -> Obj | None:
         "paths": paths,
         "components": {"schemas": {}},
     }
+
+
+# kubectl asks with the "@" spelling; the answer's Content-Type uses "." (an "@" is no valid MIME token).
+V2_PROTOBUF_ACCEPTED = (
+    "com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    "com.github.proto-openapi.spec.v2.v1.0+protobuf",
+)
+V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+
+
+def _pb_string(field: int, text: str) -> bytes:
+    """A length-delimited protobuf field (wire type 2) holding ``text``."""
+    data = text.encode()
+    return _varint(field << 3 | 2) + _varint(len(data)) + data
+
+
+def _pb_message(field: int, body: bytes) -> bytes:
+    return _varint(field << 3 | 2) + _varint(len(body)) + body
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        low = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(low | 0x80)
+        else:
+            out.append(low)
+            return bytes(out)
+
+
+def v2_document() -> Obj:
+    """``/openapi/v2`` as JSON: a Swagger 2.0 document without paths or models."""
+    return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": VERSION["gitVersion"]}, "paths": {}}
+
+
+def v2_protobuf() -> bytes:
+    """The same document in gnostic's ``openapi_v2.Document`` protobuf, which kubectl asks for.
+
+    Fields: swagger = 1, info = 2 (title = 1, version = 2), paths = 8 (empty).
+    """
+    info = _pb_string(1, "Kubernetes") + _pb_string(2, str(VERSION["gitVersion"]))
+    return _pb_string(1, "2.0") + _pb_message(2, info) + _pb_message(8, b"")

@@ -91,12 +91,30 @@ class ApiServer:
         parts = [p for p in request.path.split("/") if p]
         catalog = self.registry.catalog
         if not parts:
-            return respond({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]})
+            return respond(
+                {
+                    "paths": [
+                        "/api",
+                        "/api/v1",
+                        "/apis",
+                        "/healthz",
+                        "/livez",
+                        "/openapi/v2",
+                        "/openapi/v3",
+                        "/readyz",
+                        "/version",
+                    ]
+                }
+            )
         head = parts[0]
         if head == "version":
             return respond(discovery.VERSION)
         if head in ("healthz", "livez", "readyz"):
             return web.Response(text="ok")
+        if head == "openapi" and parts[1:] == ["v2"]:
+            if any(kind in request.headers.get("Accept", "") for kind in openapi.V2_PROTOBUF_ACCEPTED):
+                return web.Response(body=openapi.v2_protobuf(), content_type=openapi.V2_PROTOBUF)
+            return respond(openapi.v2_document())
         if head == "openapi" and parts[1:2] == ["v3"]:
             doc = openapi.index(catalog) if len(parts) == 2 else openapi.document(catalog, "/".join(parts[2:]))
             return respond(doc or _raise(NOT_FOUND))

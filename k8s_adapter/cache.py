@@ -14,7 +14,17 @@ from typing import Any
 
 from k8s_adapter.api import JSON
 from k8s_adapter.dra_cache import DraCache
-from k8s_adapter.kinds import DRA_WATCHED, NODES, POD_GROUPS, PODS, PRIORITY_CLASSES, QUEUES, Kind, resource_version
+from k8s_adapter.kinds import (
+    DRA_WATCHED,
+    NODES,
+    POD_GROUPS,
+    PODS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    TOPOLOGIES,
+    Kind,
+    resource_version,
+)
 from kai_ray import labels as L
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.errors import InputError
@@ -22,7 +32,8 @@ from kai_ray.grouping import OwnerRef, implicit_group, needs_pod_grouper
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
-from kai_ray.model import Node, Pod, PodGroup, PriorityClass, Queue
+from kai_ray.io.parse_topology import parse_topology
+from kai_ray.model import Node, Pod, PodGroup, PriorityClass, Queue, Topology
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +50,10 @@ class ClusterCache:
         self.owners: dict[str, tuple[OwnerRef, ...]] = {}
         self.raw_ungrouped: dict[str, JSON] = {}
         self.decode_errors = 0
-        self._changed: dict[str, set[str]] = {k: set() for k in ("Node", "Pod", "Queue", "PodGroup")}
-        self._removed: dict[str, set[str]] = {k: set() for k in ("Node", "Pod", "Queue", "PodGroup")}
+        self.topologies: dict[str, Topology] = {}
+        kinds = ("Node", "Pod", "Queue", "PodGroup", "Topology")
+        self._changed: dict[str, set[str]] = {k: set() for k in kinds}
+        self._removed: dict[str, set[str]] = {k: set() for k in kinds}
         self._classes_changed = False
         self._sent_groups: dict[str, PodGroup] = {}
         self._sent_queues: set[str] = set()
@@ -94,6 +107,7 @@ class ClusterCache:
             QUEUES.name: self.queues,
             POD_GROUPS.name: self.raw_groups,
             PRIORITY_CLASSES.name: self.classes,
+            TOPOLOGIES.name: self.topologies,
         }
         store: dict[str, object] = stores[kind.name]
         return store
@@ -123,7 +137,12 @@ class ClusterCache:
                 warnings: list[str] = []
                 self.queues[key] = parse_queue(reader, warnings)
             elif kind is POD_GROUPS:
-                self.raw_groups[key] = parse_pod_group(reader)
+                notes: list[str] = []
+                self.raw_groups[key] = parse_pod_group(reader, notes)
+                for note in notes:
+                    log.warning("%s", note)
+            elif kind is TOPOLOGIES:
+                self.topologies[key] = parse_topology(reader)
             elif kind is PRIORITY_CLASSES:
                 self.classes[key] = parse_priority_class(reader)
                 self._classes_changed = True
@@ -163,6 +182,8 @@ class ClusterCache:
             queues_removed=queues_down,
             pod_groups_upserted=groups[0],
             pod_groups_removed=groups[1],
+            topologies_upserted=tuple(self.topologies[k] for k in self._changed["Topology"] if k in self.topologies),
+            topologies_removed=tuple(self._removed["Topology"]),
             dra=self.dra.take(),
         )
         for bucket in (*self._changed.values(), *self._removed.values()):
@@ -242,6 +263,8 @@ class ClusterCache:
                 preemption_delay_seconds=raw.preemption_delay_seconds,
                 expected_runtime_seconds=raw.expected_runtime_seconds,
                 uid=raw.uid,
+                min_sub_group=raw.min_sub_group,
+                topology=raw.topology,
             )
         wanted.update(self.implicit_groups())
         upserted = tuple(g for k, g in wanted.items() if self._sent_groups.get(k) != g)

@@ -37,10 +37,16 @@ class EvictionReport:
 
 class Evictor:
     def __init__(
-        self, api: KubeApi, mode: str = "eviction", grace_seconds: int | None = None, retry_after: float = 5.0
+        self,
+        api: KubeApi,
+        mode: str = "eviction",
+        grace_seconds: int | None = None,
+        retry_after: float = 5.0,
+        mark: bool = True,
     ) -> None:
         self.api = api
         self.mode = mode
+        self.mark = mark  # off when pods/status patch is not granted: no request that is bound to be refused
         self.grace_seconds = grace_seconds
         self.retry_after = retry_after
         self.waiting: dict[str, tuple[EvictRequest, float]] = {}  # pod -> request, next attempt
@@ -65,7 +71,8 @@ class Evictor:
 
     async def _evict(self, request: EvictRequest) -> str:
         namespace, name = request.pod.split("/", 1)
-        await self._mark(request, namespace, name)
+        if self.mark:
+            await self._mark(request, namespace, name)
         options = {"gracePeriodSeconds": self.grace_seconds} if self.grace_seconds is not None else None
         try:
             if self.mode == "delete":

@@ -2,9 +2,10 @@
 
 For a pod of this scheduler without ``pod-group-name``, the grouper finds the pod's top
 owner (following controller references through the API), creates ``pg-<owner>-<uid>``
-sized for the workload kind, and annotates the pod. Distributed kinds (PyTorchJob,
-MPIJob, JobSet, Ray, LeaderWorkerSet) get their whole gang as ``minMember`` and are not
-scheduled before their PodGroup exists; batch Jobs get 1; serving kinds one group per pod.
+shaped by KAI's rules for the workload kind (``kai_ray/workloads.py``: the gang size, the
+sub-groups of a PyTorchJob and its segments, the topology constraint from the owner's
+annotations), and annotates the pod (and labels it with its sub-group). Distributed kinds are
+not scheduled before their PodGroup exists; serving kinds get one group per pod.
 """
 
 from __future__ import annotations
@@ -14,38 +15,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from k8s_adapter.api import JSON, KubeApi, KubeError
-from k8s_adapter.kinds import OWNER_KINDS, POD_GROUPS, PODS, Kind
+from k8s_adapter.kinds import KNATIVE_REVISION, OWNER_KINDS, POD_GROUPS, PODS, Kind
 from kai_ray import labels as L
+from kai_ray.workloads import KNATIVE_REVISION_LABEL, WorkloadError, WorkloadGroup, workload_group
 
 log = logging.getLogger(__name__)
 PER_POD_KINDS = {"Deployment", "ReplicaSet", "StatefulSet"}
 SERVING_KINDS = {"Deployment", "ReplicaSet", "StatefulSet"}
 MAX_DEPTH = 5
-
-
-def gang_size(kind: str, owner: JSON) -> int:
-    """How many pods the workload needs together (KAI's per-kind podgrouper rules)."""
-    spec = owner.get("spec") or {}
-    override = ((owner.get("metadata") or {}).get("annotations") or {}).get("kai.scheduler/batch-min-member")
-    if override and str(override).isdigit():
-        return max(1, int(override))
-    if kind == "PyTorchJob":
-        return sum(int((r or {}).get("replicas") or 1) for r in (spec.get("pytorchReplicaSpecs") or {}).values())
-    if kind == "MPIJob":
-        return sum(int((r or {}).get("replicas") or 1) for r in (spec.get("mpiReplicaSpecs") or {}).values())
-    if kind in ("RayCluster", "RayJob"):
-        cluster = spec.get("rayClusterSpec") if kind == "RayJob" else spec
-        workers = (cluster or {}).get("workerGroupSpecs") or []
-        return 1 + sum(int(w.get("minReplicas") or w.get("replicas") or 0) for w in workers)
-    if kind == "JobSet":
-        total = 0
-        for job in spec.get("replicatedJobs") or []:
-            parallelism = ((job.get("template") or {}).get("spec") or {}).get("parallelism") or 1
-            total += int(job.get("replicas") or 1) * int(parallelism)
-        return max(total, 1)
-    if kind == "LeaderWorkerSet":
-        return int(((spec.get("leaderWorkerTemplate") or {}).get("size")) or 1)
-    return 1
 
 
 class PodGrouper:
@@ -77,9 +54,14 @@ class PodGrouper:
         name = _group_name(named_after.get("metadata") or {})
         top_meta = top.get("metadata") or {}
         labels = {**(meta.get("labels") or {}), **(top_meta.get("labels") or {})}
+        serving = top is not pod and top_kind in PER_POD_KINDS
+        shape = WorkloadGroup(1) if serving else await self._shape(top_kind, top, pod, namespace)
+        if shape.name:
+            name = shape.name
         priority_class = (
             labels.get(L.PRIORITY_CLASS_LABEL)
             or (pod.get("spec") or {}).get("priorityClassName")
+            or shape.priority_class
             or ("inference" if top_kind in SERVING_KINDS else "train")
         )
         group = {
@@ -93,9 +75,10 @@ class PodGrouper:
                 "ownerReferences": [_owner_reference(top, top_kind)],
             },
             "spec": {
-                "minMember": 1 if per_pod else gang_size(top_kind, top),
+                "minMember": shape.min_member,
                 "queue": labels.get(L.QUEUE_LABEL) or labels.get(L.LEGACY_QUEUE_LABEL) or L.DEFAULT_QUEUE,
                 "priorityClassName": priority_class,
+                **pod_group_shape(shape),
             },
         }
         try:
@@ -106,9 +89,27 @@ class PodGrouper:
         await self.api.request(
             "PATCH",
             PODS.item(str(meta.get("name")), namespace),
-            body={"metadata": {"annotations": {L.POD_GROUP_ANNOTATION: name}}},
+            body={"metadata": _pod_patch(name, shape.subgroup)},
             content_type="application/merge-patch+json",
         )
+
+    async def _shape(self, kind: str, top: JSON, pod: JSON, namespace: str) -> WorkloadGroup:
+        """KAI's rules for the workload kind; a workload they refuse gets a plain group of one,
+        with the reason logged, so its pods still wait visibly rather than not at all."""
+        related = None
+        revision = ((pod.get("metadata") or {}).get("labels") or {}).get(KNATIVE_REVISION_LABEL)
+        if kind == "Service" and revision:
+            related = await self._get(KNATIVE_REVISION, str(revision), namespace)
+        try:
+            shape = workload_group(kind, top, pod, related)
+        except WorkloadError as exc:
+            log.warning(
+                "%s %s: %s; grouping its pods with minMember 1", kind, (top.get("metadata") or {}).get("name"), exc
+            )
+            return WorkloadGroup(1)
+        for note in shape.notes:
+            log.warning("%s", note)
+        return shape
 
     async def _top_owner(self, obj: JSON, namespace: str) -> tuple[str, JSON]:
         kind, current = "Pod", obj
@@ -176,3 +177,43 @@ def _owner_reference(owner: JSON, kind: str) -> JSON:
         "controller": False,
         "blockOwnerDeletion": False,
     }
+
+
+def pod_group_shape(shape: WorkloadGroup) -> JSON:
+    """The PodGroup spec fields for sub-groups and topology, as KAI's grouper writes them."""
+    out: dict[str, Any] = {}
+    if shape.topology is not None:
+        out["topologyConstraint"] = _constraint(shape.topology)
+    if shape.min_sub_group is not None:
+        out["minSubGroup"] = shape.min_sub_group
+    subs = []
+    for sub in shape.sub_groups:
+        entry: dict[str, Any] = {"name": sub.name}
+        if sub.parent:
+            entry["parent"] = sub.parent
+        if sub.min_sub_group is not None:
+            entry["minSubGroup"] = sub.min_sub_group
+        else:
+            entry["minMember"] = sub.min_member
+        if sub.topology is not None:
+            entry["topologyConstraint"] = _constraint(sub.topology)
+        subs.append(entry)
+    if subs:
+        out["subGroups"] = subs
+    return out
+
+
+def _constraint(constraint: Any) -> JSON:
+    out = {"topology": constraint.topology}
+    if constraint.required:
+        out["requiredTopologyLevel"] = constraint.required
+    if constraint.preferred:
+        out["preferredTopologyLevel"] = constraint.preferred
+    return out
+
+
+def _pod_patch(name: str, subgroup: str | None) -> JSON:
+    meta: dict[str, Any] = {"annotations": {L.POD_GROUP_ANNOTATION: name}}
+    if subgroup:
+        meta["labels"] = {L.SUBGROUP_LABEL: subgroup}
+    return meta

@@ -34,6 +34,7 @@ PODS = Kind("Pod", "", "v1", "pods", True)
 QUEUES = Kind("Queue", "scheduling.run.ai", "v2", "queues", False)
 POD_GROUPS = Kind("PodGroup", "scheduling.run.ai", "v2alpha2", "podgroups", True)
 PRIORITY_CLASSES = Kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False)
+TOPOLOGIES = Kind("Topology", "kai.scheduler", "v1alpha1", "topologies", False)
 EVENTS = Kind("Event", "", "v1", "events", True)
 LEASES = Kind("Lease", "coordination.k8s.io", "v1", "leases", True)
 CONFIG_MAPS = Kind("ConfigMap", "", "v1", "configmaps", True)  # a fraction's GPU environment
@@ -42,7 +43,7 @@ RESOURCE_SLICES = Kind("ResourceSlice", "resource.k8s.io", "v1", "resourceslices
 DEVICE_CLASSES = Kind("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False)
 RESOURCE_CLAIMS = Kind("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True)
 
-WATCHED = (NODES, PODS, QUEUES, POD_GROUPS, PRIORITY_CLASSES)
+WATCHED = (NODES, PODS, QUEUES, POD_GROUPS, PRIORITY_CLASSES, TOPOLOGIES)
 DRA_WATCHED = (RESOURCE_SLICES, DEVICE_CLASSES, RESOURCE_CLAIMS)  # with `run --dra`
 
 # Owners the pod grouper walks to find a workload's top owner.
@@ -61,7 +62,17 @@ OWNER_KINDS = {
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): Kind(
         "LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", True
     ),
+    ("kubeflow.org/v1", "TFJob"): Kind("TFJob", "kubeflow.org", "v1", "tfjobs", True),
+    ("kubeflow.org/v1", "XGBoostJob"): Kind("XGBoostJob", "kubeflow.org", "v1", "xgboostjobs", True),
+    ("kubeflow.org/v1", "JAXJob"): Kind("JAXJob", "kubeflow.org", "v1", "jaxjobs", True),
+    ("kubeflow.org/v1beta1", "Notebook"): Kind("Notebook", "kubeflow.org", "v1beta1", "notebooks", True),
+    ("serving.knative.dev/v1", "Configuration"): Kind(
+        "Configuration", "serving.knative.dev", "v1", "configurations", True
+    ),
+    ("serving.knative.dev/v1", "Service"): Kind("Service", "serving.knative.dev", "v1", "services", True),
+    ("serving.knative.dev/v1", "Revision"): Kind("Revision", "serving.knative.dev", "v1", "revisions", True),
 }
+KNATIVE_REVISION = OWNER_KINDS[("serving.knative.dev/v1", "Revision")]
 
 
 def resource_version(obj: dict[str, Any]) -> int | None:

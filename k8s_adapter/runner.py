@@ -75,6 +75,8 @@ class SchedulerLoop:
         reservations: ReservationSettings | None = None,
         dra: bool = False,
         usage: UsageFeed | None = None,
+        pod_grouper: bool = True,
+        mark_disruption_target: bool = True,
     ) -> None:
         self.api = api
         self.cache = cache
@@ -101,11 +103,12 @@ class SchedulerLoop:
         self.binder = Binder(api, reservations=self.reservations)
         cache.listeners.append(self._watch_sharers)
         self._next_reservation_sweep = 0.0
-        self.evictor = Evictor(api, mode=eviction_mode)
+        self.evictor = Evictor(api, mode=eviction_mode, mark=mark_disruption_target)
         self.status = StatusWriter(api, component=cache.scheduler_name)
         self.clocks = JobClockWriter(api)
         self.usage = usage  # time-based fair share (None: no usage, KAI's default)
         self.grouper = PodGrouper(api)
+        self.pod_grouper = pod_grouper  # off: no PodGroup creates or pod patches (the chart may not grant them)
         kinds = WATCHED + (DRA_WATCHED if dra else ())
         self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event) for kind in kinds]
         self.state = LoopState()
@@ -162,7 +165,8 @@ class SchedulerLoop:
         coordinator = self.coordinator
         assert coordinator is not None
         await self._step("apply", lambda: self._locked(coordinator.apply, self.cache.take_deltas()))
-        await self._step("group", lambda: self.grouper.group(self.cache.ungrouped()))
+        if self.pod_grouper:
+            await self._step("group", lambda: self.grouper.group(self.cache.ungrouped()))
         now = time.time()
         leader = self.leadership.is_leader()
         if self.usage is not None:

@@ -23,4 +23,5 @@ __all__ = [
     "quantity",
     "runtime",
     "sim",
+    "workloads",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kai_ray.model import ClusterSnapshot, DraChanges, Node, Pod, PodGroup, Queue
+from kai_ray.model import ClusterSnapshot, DraChanges, Node, Pod, PodGroup, Queue, Topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +18,8 @@ class ClusterDeltas:
     queues_removed: tuple[str, ...] = ()
     pod_groups_upserted: tuple[PodGroup, ...] = ()  # priorities and preemptibility already resolved
     pod_groups_removed: tuple[str, ...] = ()  # "namespace/name"
+    topologies_upserted: tuple[Topology, ...] = ()
+    topologies_removed: tuple[str, ...] = ()
     dra: DraChanges = field(default_factory=DraChanges)
     # Time-based fair share: every queue's past usage, replacing what was known (None: unchanged).
     queue_usage: Mapping[str, tuple[float, float, float]] | None = None
@@ -33,6 +35,8 @@ class ClusterDeltas:
                 self.queues_removed,
                 self.pod_groups_upserted,
                 self.pod_groups_removed,
+                self.topologies_upserted,
+                self.topologies_removed,
                 self.dra,
                 self.queue_usage is not None,
             )
@@ -46,5 +50,6 @@ class ClusterDeltas:
             pods_upserted=snapshot.pods,
             queues_upserted=snapshot.queues,
             pod_groups_upserted=snapshot.pod_groups,
+            topologies_upserted=snapshot.topologies,
             dra=DraChanges.of_objects(snapshot.dra),
         )

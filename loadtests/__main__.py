@@ -68,6 +68,17 @@ def targets(rows: Sequence[BenchRow], quick: bool) -> list[tuple[str, str, bool]
     idle = row("idle cycle")
     if idle is not None and idle.workload.endswith("nothing new"):
         out.append(("a cycle with nothing new <= 20 ms", f"{idle.seconds * 1000:.1f} ms", idle.seconds <= 0.02))
+    topology = row("topology:")
+    if topology is not None:
+        out.append(
+            (
+                ">= 5,000 pods/s for gangs with a required rack",
+                f"{topology.pods_per_second:,.0f} ({topology.system})",
+                topology.pods_per_second >= 5_000,
+            )
+        )
+        clean = all("rack violations 0" in r.notes for r in rows if r.workload.startswith("topology:"))
+        out.append(("0 rack constraint violations", "0" if clean else "some (see notes)", clean))
     return out
 
 

@@ -207,13 +207,11 @@ def run(quick: bool) -> list[BenchRow]:
     return rows
 
 
+FOOTER = "p99 ms = per gang: from the start of the cycle that first saw the gang until its commit returned"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    return bench_main(
-        argv,
-        __doc__,
-        run,
-        footer="p99 ms = per gang: from the start of the cycle that first saw the gang until its commit returned",
-    )
+    return bench_main(argv, __doc__, run, footer=FOOTER)
 
 
 if __name__ == "__main__":

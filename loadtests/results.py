@@ -20,7 +20,7 @@ from kai_ray.process_memory import rss_bytes
 
 __all__ = ["BenchRow", "bench_main", "compare", "flagged", "rss_bytes", "table"]
 
-FLAGS = ("DIFFERENT", "PARTIAL", "NOT PLACED")  # notes that mark a row as disagreeing with its baseline
+FLAGS = ("DIFFERENT", "PARTIAL", "NOT PLACED", "VIOLATED")  # notes that mark a row as disagreeing with its baseline
 
 
 @dataclass(slots=True)

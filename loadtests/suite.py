@@ -147,7 +147,8 @@ def run(quick: bool) -> Iterator[list[BenchRow]]:
     for row in rows:
         row.workload = "shard scaling: " + row.workload
     yield rows
-    from loadtests import bench_core, bench_gangs
+    from loadtests import bench_core, bench_gangs, bench_topology
 
     yield bench_gangs.run(quick)
+    yield bench_topology.run(quick)
     yield bench_core.run(quick)

@@ -8,6 +8,7 @@ a module.
 
 from shards import partitioner, wire
 from shards.constraints import tolerates_all
+from shards.domain_index import Rows, best_in
 from shards.dra_cel import SELECTORS
 from shards.dra_demand import ClaimDemand, ClaimSpec, RequestSpec, claim_demand, claim_key
 from shards.dra_devices import Allocation, DeviceBook, Held
@@ -24,12 +25,13 @@ from shards.protocol import (
     Changes,
     Commit,
     Describe,
+    Domains,
     Expire,
     HandOver,
     Load,
     Prepare,
     Round,
-    Rows,
+    RowsOf,
     Settle,
     ShardDown,
     ShardInfo,
@@ -52,6 +54,7 @@ from shards.stream_messages import (
     Shares,
     Taken,
 )
+from shards.topology_domains import DomainReport, domain_report
 
 __all__ = [
     "CPU",
@@ -72,6 +75,7 @@ __all__ = [
     "Choice",
     "Constraints",
     "Diagnosis",
+    "DomainReport",
     "Holding",
     "Kind",
     "Mask",
@@ -89,6 +93,7 @@ __all__ = [
     "Changes",
     "Commit",
     "Describe",
+    "Domains",
     "Expire",
     "HandOver",
     "Load",
@@ -96,7 +101,7 @@ __all__ = [
     "Reservation",
     "ReservationState",
     "Round",
-    "Rows",
+    "RowsOf",
     "Settle",
     "ShardHandover",
     "Shares",
@@ -116,10 +121,13 @@ __all__ = [
     "StaleEpoch",
     "Taken",
     "ResourceSchema",
+    "Rows",
     "ShapeIndex",
     "Shard",
     "ShardDeltas",
     "TaskShape",
+    "best_in",
+    "domain_report",
     "merge_rows",
     "partitioner",
     "pod_hold",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kai_ray.model import Node, Pod
+from kai_ray.model import Node, Pod, Topology
 from shards.handover import ShardHandover
 from shards.messages import ClaimHold, NodeDevices, PrepareItem, ShardDeltas
 from shards.stream_messages import RoundRequest, SettleRequest
@@ -44,10 +44,17 @@ class Load:
 
 
 @dataclass(frozen=True, slots=True)
-class Rows:
+class RowsOf:
     """The current rows of these nodes (None: every node); reply: ``NodeRows``."""
 
     names: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Domains:
+    """This shard's nodes' domains in each of these Topologies; reply: ``list[DomainReport]``."""
+
+    topologies: tuple[Topology, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +131,8 @@ class Describe:
 ShardRequest = (
     ApplyDeltas
     | Load
-    | Rows
+    | RowsOf
+    | Domains
     | Changes
     | Round
     | Settle

@@ -69,16 +69,22 @@ class ShapeIndex:
                     heapq.heappush(frontier, (heap[child], child))
         return None
 
-    def _sync(self) -> None:
+    def _changed_rows(self) -> list[int]:
+        """Rows changed since the last look (none after a rebuild, which re-scores every row)."""
         table = self.placer.table
         if table.static_epoch != self.epoch:  # labels, taints or the node set changed: start over
             self._build()
-            return
+            return []
         log = table.track_changes()
-        if self.cursor == len(log):
-            return
         fresh = log[self.cursor :]
         self.cursor = len(log)
+        return fresh
+
+    def _sync(self) -> None:
+        fresh = self._changed_rows()
+        if not fresh:
+            return
+        table = self.placer.table
         if len(fresh) <= 8:  # the common case, one pod placed: plain Python beats numpy here
             placer, version, name_rank = self.placer, table.version, table.name_rank
             for row in set(fresh):

@@ -10,11 +10,12 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
 
-from kai_ray.model import Node, Pod, ResourceVector
+from kai_ray.model import Node, Pod, ResourceVector, Topology
 from shards.dra_devices import apply_dra
 from shards.handover import ShardHandover, give_nodes, take_nodes
 from shards.messages import ClaimHold, NodeDevices, RowChanges, ShardDeltas
@@ -30,12 +31,13 @@ from shards.protocol import (
     Changes,
     Commit,
     Describe,
+    Domains,
     Expire,
     HandOver,
     Load,
     Prepare,
     Round,
-    Rows,
+    RowsOf,
     Settle,
     ShardInfo,
     ShardRequest,
@@ -45,6 +47,7 @@ from shards.reservations import ReservationBook, ReservationState
 from shards.rows import NodeRows, export_rows
 from shards.shapes import ResourceSchema
 from shards.stream_messages import RoundReply, RoundRequest, SettleReply, SettleRequest, Taken
+from shards.topology_domains import DomainCache, DomainReport
 from shards.two_phase import TwoPhase
 from shards.wire import pack_diagnoses
 
@@ -73,6 +76,7 @@ class Shard(TwoPhase):
         self.placer = Placer(self.table, self.policy)
         self.pods: dict[str, Holding] = {}  # what each placed pod holds here
         self.book = ReservationBook()
+        self.domain_cache = DomainCache(self.table)
         self.claim_holds: dict[str, list[str]] = {}  # prepared reservation -> DRA claims it allocated
         self.keeper = ProposalKeeper(self.table, self.placer)
         self.proposal: Proposal | None = None  # what this cycle placed and holds
@@ -103,7 +107,7 @@ class Shard(TwoPhase):
                 self.load(nodes, pods, devices, claims)
                 self.applied_seq = seq
                 return None
-            case Rows(names=names):
+            case RowsOf(names=names):
                 return self.rows(None if names is None else list(names))
             case Changes(stamp=stamp, incarnation=incarnation):
                 return self.changes(stamp, incarnation)
@@ -124,6 +128,8 @@ class Shard(TwoPhase):
                 return self.place_round(round_request)
             case Settle(request=settle_request):
                 return self.settle(settle_request)
+            case Domains(topologies=topologies):
+                return self.domains(topologies)
             case Describe():
                 return self.describe()
         raise TypeError(f"shard {self.shard_id}: unknown request {type(request).__name__}")
@@ -245,6 +251,10 @@ class Shard(TwoPhase):
         holding = self.pods.pop(key, None)
         if holding is not None:
             self.table.release(holding)
+
+    def domains(self, topologies: Sequence[Topology]) -> list[DomainReport]:
+        """This shard's nodes' domains in each Topology (the coordinator merges every shard's)."""
+        return [self.domain_cache.report(topology) for topology in topologies]
 
     def rows(self, names: list[str] | None = None) -> NodeRows:
         """Current state of some (default: all present) nodes."""

@@ -28,7 +28,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "kai_ray.labels",
         "kai_ray.quantity",
     ),
-    "readers": ("kai_ray.io", "kai_ray.grouping"),
+    "readers": ("kai_ray.io", "kai_ray.grouping", "kai_ray.workloads"),
     "shards": ("shards",),
     "coordinator": ("coordinator",),
     "adapter": ("k8s_adapter",),

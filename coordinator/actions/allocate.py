@@ -9,6 +9,7 @@ that still have pods to place go back into the order and get one more pod per tu
 
 from __future__ import annotations
 
+from coordinator.actions.topology_allocate import TreeAllocation
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job, Status, Task
 from coordinator.session import SessionState, accepted_on
@@ -35,6 +36,8 @@ def allocate_job(
             job.fit_errors["allocate"] = f"{verdict.reason}: {verdict.message}"
         return False
     checkpoint = stmt.checkpoint()
+    if job.tree is not None:  # the coordinator opens such sessions on every node's row
+        return _allocate_tree(state, stmt, job, tasks, pipeline_only, allowed, checkpoint)
     if stmt.source is not None and allowed is None and not pipeline_only:
         return _place_from_streams(state, stmt, job, tasks, checkpoint)
     for placed, task in enumerate(tasks):
@@ -51,6 +54,9 @@ def allocate_job(
                 job.fit_errors["allocate"] = _task_failure(state, job, task, placed, shape)
             stmt.rollback(checkpoint)
             return False
+        if pipeline_only and stmt.is_back_home(task, choice):
+            stmt.unevict(task)  # KAI: a victim put back where it ran was not moved, it keeps running
+            continue
         claims = state.claims_of(task) if task.pod.resource_claims else None
         stmt.place(task, choice, state.accepted_quota(task, choice.node), claims)
     return True
@@ -76,6 +82,30 @@ def _place_from_streams(state: SessionState, stmt: Statement, job: Job, tasks: l
 def explain_unplaced(state: SessionState, job: Job, task: Task, placed: int, why: str) -> None:
     """The allocate reason of a job the shards found no room for, once their diagnosis is in."""
     job.fit_errors["allocate"] = _failure_text(job, task, placed, why)
+
+
+def _allocate_tree(
+    state: SessionState,
+    stmt: Statement,
+    job: Job,
+    tasks: list[Task],
+    pipeline_only: bool,
+    allowed: Mask | None,
+    checkpoint: int,
+) -> bool:
+    """A job with a sub-group tree or topology constraints (coordinator/actions/topology_allocate.py)."""
+    attempt = TreeAllocation(state, stmt, job, pipeline_only)
+    if attempt.run(tasks, allowed):
+        return True
+    stmt.rollback(checkpoint)
+    failure = attempt.failure
+    if not pipeline_only:
+        if failure.task is not None:
+            why = _task_failure(state, job, failure.task, failure.placed, state.shape_for(failure.task))
+            job.fit_errors["allocate"] = f"{why} (within {failure.where})" if failure.where else why
+        else:
+            job.fit_errors["allocate"] = failure.topology or "no node set satisfies the job's topology constraints"
+    return False
 
 
 def _task_failure(state: SessionState, job: Job, task_failed: Task, placed: int, shape: TaskShape) -> str:

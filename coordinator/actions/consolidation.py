@@ -30,9 +30,10 @@ class ConsolidationAction(VictimSearchAction):
 
     def precheck(self, state: SessionState, job: Job, request: np.ndarray) -> Precheck:
         # Moves leave every queue's allocation as it was, so a job its queue cannot take now
-        # (over a limit) is not helped by any of them: no search.
+        # (over a limit) is not helped by any of them: no search. It counts as a failed one, as
+        # in KAI (whose search fails for it), for the jobs that look like it.
         if not state.queues.check_capacity(job.queue, request, job.preemptible).ok:
-            return Precheck.SKIP
+            return Precheck.FAILED
         limit = state.config.maxConsolidationPreemptees
         if _enough_gpus(state, job) and _moves_could_make_room(state, job, limit):
             return Precheck.SEARCH

@@ -14,6 +14,7 @@ import numpy as np
 
 from coordinator.jobs import Job, PodSet, Task
 from coordinator.session import SessionState
+from coordinator.subgroups import clone_tree
 from shards.constraints import tolerates_all
 from shards.shapes import GPU
 
@@ -31,6 +32,8 @@ def job_with_tasks(job: Job, tasks: list[Task], min_from_tasks: bool = False) ->
         pod_sets[name] = PodSet(name, minimum, kept)
     stand_in = Job(job.group, job.queue, pod_sets, job.preemptible, job.priority, cacheable=False)
     stand_in.boost, stand_in.overrun = job.boost, job.overrun  # its place in the job order
+    if job.tree is not None:
+        stand_in.tree = clone_tree(job.tree, pod_sets, min_from_tasks)
     return stand_in
 
 

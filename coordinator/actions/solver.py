@@ -17,6 +17,7 @@ import numpy as np
 
 from coordinator.actions.allocate import allocate_job
 from coordinator.actions.scenario import IdleGpuFilter, NodeAffinityFilter, Scenario, gpu_headroom_all, job_with_tasks
+from coordinator.actions.topology_filter import TopologyGpuFilter
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job, Status, Task
 from coordinator.session import SessionState
@@ -114,6 +115,7 @@ class JobSolver:
         nodes = set(feasible) | {t.node for t in scenario.recorded_tasks if t.node}
         idle_gpus = IdleGpuFilter(self.state, scenario)
         affinity = NodeAffinityFilter(self.state, scenario, nodes)
+        topology = TopologyGpuFilter(self.state, partial, pending)
         queue = self.victims_queue()
         recorded_keys = {t.key for t in scenario.recorded_tasks}
         first = True
@@ -122,6 +124,8 @@ class JobSolver:
                 return None
             first = False
             if not idle_gpus.passes(scenario) or (affinity.active() and not affinity.passes(scenario)):
+                continue
+            if topology.active() and not topology.passes(scenario):
                 continue
             if not self.budget.take():
                 return None  # searched enough for this cycle; the job is tried again next cycle

@@ -57,6 +57,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="Dynamic Resource Allocation: watch resource.k8s.io/v1 slices, classes and claims (Kubernetes 1.34+)",
     )
     parser.add_argument(
+        "--pod-grouper",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="create PodGroups for workloads whose pods name none (needs podgroups create and pods patch)",
+    )
+    parser.add_argument(
+        "--mark-disruption-target",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="give a pod a DisruptionTarget condition before evicting it (needs pods/status patch)",
+    )
+    parser.add_argument(
         "-v", "--verbose", action="store_true", help="log every decision (bind, pipeline, evict, pending) in one line"
     )
     parser.add_argument("--log-format", choices=FORMATS, default="text", help="text lines, or one JSON object per line")
@@ -111,6 +123,8 @@ async def _main(args: argparse.Namespace, config: object) -> int:
         ),
         dra=args.dra,
         usage=make_feed(config.usageDBConfig, api) if config.usageDBConfig else None,
+        pod_grouper=args.pod_grouper,
+        mark_disruption_target=args.mark_disruption_target,
     )
     alive = stalled_after(max(60.0, 30 * args.period), lambda: loop.state.last_iteration)
     # A failed cycle (a shard actor died, say) fails the check until cycles succeed again and for a

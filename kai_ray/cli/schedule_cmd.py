@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 from kai_ray.cli.output import format_table, print_json
 from kai_ray.config import DEFAULT_ACTIONS, SchedulerConfig
 from kai_ray.errors import InputError
-from kai_ray.io.config import load_config
+from kai_ray.io.config import config_from_mapping, load_config
 from kai_ray.io.fields import parse_time
+from kai_ray.io.kai_snapshot import is_kai_snapshot, read_kai_snapshot
 from kai_ray.io.snapshot_loader import load_snapshot
 from kai_ray.model import ClusterSnapshot
 
@@ -23,7 +24,11 @@ if TYPE_CHECKING:  # the coordinator is imported when a session runs, not to par
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("schedule", help="run one scheduling session on a cluster snapshot")
-    parser.add_argument("--snapshot", required=True, help="Kubernetes List or multi-document YAML/JSON")
+    parser.add_argument(
+        "--snapshot",
+        required=True,
+        help="Kubernetes List or multi-document YAML/JSON, or the ZIP of KAI's /get-snapshot (its config applies)",
+    )
     parser.add_argument("--config", help="scheduler config YAML (schema: docs/architecture.md#scheduler-config)")
     parser.add_argument("--actions", help="comma-separated actions to run instead of the config's, or 'none'")
     parser.add_argument("--now", help="the session's clock, RFC 3339 (default: the current time)")
@@ -78,6 +83,8 @@ def decide(
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    if args.config is None and is_kai_snapshot(args.snapshot):  # KAI's ZIP carries its own configuration
+        config = config_from_mapping(read_kai_snapshot(args.snapshot).config, f"{args.snapshot}: config")
     actions = _actions(args.actions)
     try:
         now = parse_time(args.now) if args.now else time.time()

@@ -8,7 +8,8 @@ from typing import Any
 
 from kai_ray import labels as L
 from kai_ray.io.fields import ObjectReader
-from kai_ray.model import UNLIMITED, PriorityClass, Queue, QueueResource, SubGroup
+from kai_ray.io.parse_subgroups import read_gang_spec
+from kai_ray.model import UNLIMITED, PriorityClass, Queue, QueueResource, SubGroup, TopologyConstraint
 from kai_ray.quantity import parse_duration
 
 MEMORY_UNIT = 1_000_000  # Queue memory is in 10^6 bytes
@@ -93,6 +94,8 @@ class RawPodGroup:
     staleness_grace_seconds: float | None
     stale_since: float | None
     last_start: float | None
+    min_sub_group: int | None = None
+    topology: TopologyConstraint | None = None
     last_eviction: float | None = None
     preemption_delay_seconds: float | None = None
     expected_runtime_seconds: float | None = None
@@ -108,21 +111,11 @@ def _duration_field(reader: ObjectReader, path: str, raw: Any, negative_ok: bool
     return seconds
 
 
-def parse_pod_group(reader: ObjectReader) -> RawPodGroup:
+def parse_pod_group(reader: ObjectReader, warnings: list[str] | None = None) -> RawPodGroup:
     spec = reader.mapping("spec")
     pg_labels = reader.string_map("metadata.labels")
     annotations = reader.string_map("metadata.annotations")
-    min_member = reader.integer("spec.minMember", 1)
-    if min_member < 0:
-        raise reader.fail("spec.minMember", "must be at least 0")
-    sub_groups = []
-    for i, sub in enumerate(reader.sequence("spec.subGroups")):
-        if not isinstance(sub, Mapping) or not sub.get("name"):
-            raise reader.fail(f"spec.subGroups[{i}].name", "missing")
-        sub_min = sub.get("minMember", 1)
-        if isinstance(sub_min, bool) or not isinstance(sub_min, int) or sub_min < 0:
-            raise reader.fail(f"spec.subGroups[{i}].minMember", f"must be a whole number >= 0, got {sub_min!r}")
-        sub_groups.append(SubGroup(str(sub["name"]), sub_min))
+    gang = read_gang_spec(reader, [] if warnings is None else warnings)
     preemptibility = spec.get("preemptibility") or pg_labels.get(L.PREEMPTIBILITY_LABEL) or None
     if preemptibility not in (None, "preemptible", "non-preemptible"):
         raise reader.fail("spec.preemptibility", f"must be preemptible or non-preemptible, got {preemptibility!r}")
@@ -145,8 +138,8 @@ def parse_pod_group(reader: ObjectReader) -> RawPodGroup:
         if spec.get("priorityClassName")
         else pg_labels.get(L.PRIORITY_CLASS_LABEL) or None,
         preemptibility=preemptibility,
-        min_member=min_member,
-        sub_groups=tuple(sub_groups),
+        min_member=gang.min_member,
+        sub_groups=gang.sub_groups,
         created=reader.timestamp("metadata.creationTimestamp", reader.meta.get("creationTimestamp")) or 0.0,
         staleness_grace_seconds=grace,
         stale_since=reader.timestamp(
@@ -155,6 +148,8 @@ def parse_pod_group(reader: ObjectReader) -> RawPodGroup:
         last_start=reader.timestamp(
             f"metadata.annotations.{L.LAST_START_ANNOTATION}", annotations.get(L.LAST_START_ANNOTATION)
         ),
+        min_sub_group=gang.min_sub_group,
+        topology=gang.topology,
         last_eviction=reader.timestamp(
             f"metadata.annotations.{L.LAST_EVICTION_ANNOTATION}", annotations.get(L.LAST_EVICTION_ANNOTATION)
         ),

@@ -16,16 +16,24 @@ from typing import Any
 
 from kai_ray import labels as L
 from kai_ray.errors import InputError
-from kai_ray.grouping import OwnerRef, implicit_group
+from kai_ray.grouping import WORKLOAD_DOC_KINDS, OwnerRef, implicit_group, top_owner
 from kai_ray.io.documents import iter_objects, parse_documents, read_text
 from kai_ray.io.dra_snapshot import DRA_KINDS, DraReader
 from kai_ray.io.fields import ObjectReader
+from kai_ray.io.kai_snapshot import is_kai_snapshot, read_kai_snapshot
 from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
-from kai_ray.model import ClusterSnapshot, LoadReport, Node, Pod, PodGroup, PriorityClass, Queue
+from kai_ray.io.parse_topology import parse_topology
+from kai_ray.model import ClusterSnapshot, LoadReport, Node, Pod, PodGroup, PodState, PriorityClass, Queue, Topology
 
 
 def load_snapshot(path: str | Path, scheduler_name: str = L.DEFAULT_SCHEDULER_NAME) -> ClusterSnapshot:
+    """A List or stream of manifests; a KAI ``/get-snapshot`` ZIP is read with its objects (its
+    configuration is the caller's business: ``kai_ray.io.kai_snapshot``)."""
+    if is_kai_snapshot(path):
+        kai = read_kai_snapshot(path)
+        snapshot = snapshot_from_documents(kai.documents, str(path), scheduler_name)
+        return replace(snapshot, report=replace(snapshot.report, warnings=(*kai.warnings, *snapshot.report.warnings)))
     text = read_text(path)
     documents = parse_documents(text, str(path))
     if not documents:
@@ -46,6 +54,9 @@ def snapshot_from_documents(
     raw_groups: dict[str, RawPodGroup] = {}
     queues: dict[str, Queue] = {}
     classes: dict[str, PriorityClass] = {}
+    binding: dict[str, tuple[str, tuple[str, ...]]] = {}  # pod -> (node, GPU groups) of its BindRequest
+    topologies: dict[str, Topology] = {}
+    workloads: dict[tuple[str, str, str], Any] = {}  # owner objects, for KAI's per-kind grouping rules
     skipped: Counter[str] = Counter()
     warnings: list[str] = []
     dra = DraReader()
@@ -66,17 +77,26 @@ def snapshot_from_documents(
         elif kind == "Queue" and api_group == "scheduling.run.ai":
             _put(queues, reader.name, parse_queue(reader, warnings), reader, False)
         elif kind == "PodGroup" and api_group == "scheduling.run.ai":
-            group = parse_pod_group(reader)
+            group = parse_pod_group(reader, warnings)
             _put(raw_groups, f"{group.namespace}/{group.name}", group, reader, True)
         elif kind == "PriorityClass" and api_group == "scheduling.k8s.io":
             _put(classes, reader.name, parse_priority_class(reader), reader, False)
+        elif kind == "BindRequest" and api_group == "scheduling.run.ai":
+            request = _bind_request(reader)
+            if request is not None:
+                binding[request[0]] = request[1]
+        elif kind == "Topology" and api_group == "kai.scheduler":
+            _put(topologies, reader.name, parse_topology(reader), reader, False)
         elif api_group == "resource.k8s.io" and kind in DRA_KINDS:
             dra.add(kind, reader)
         else:
             skipped[kind] += 1
+            if kind in WORKLOAD_DOC_KINDS and (kind != "Service" or api_group == "serving.knative.dev"):
+                workloads[(reader.namespace, kind, reader.name)] = doc
+    _apply_bind_requests(pods, binding)
     resolved = dra.resolve(pods)
     kept_queues = _valid_queue_tree(queues, warnings)
-    groups = _resolve_groups(raw_groups, pods, owners, classes, warnings, scheduler_name)
+    groups = _resolve_groups(raw_groups, pods, owners, classes, warnings, scheduler_name, workloads, skipped)
     return ClusterSnapshot(
         nodes=tuple(nodes.values()),
         pods=tuple(pods.values()),
@@ -84,6 +104,7 @@ def snapshot_from_documents(
         queues=tuple(kept_queues),
         priority_classes=tuple(classes.values()),
         report=LoadReport(dict(sorted(skipped.items())), tuple(warnings)),
+        topologies=tuple(topologies.values()),
         dra=resolved,
     )
 
@@ -97,6 +118,25 @@ def _put(store: dict[str, Any], key: str, value: Any, reader: ObjectReader, name
     if key in store:
         raise reader.fail("metadata.name", "appears twice in the snapshot", namespaced)
     store[key] = value
+
+
+def _bind_request(reader: ObjectReader) -> tuple[str, tuple[str, tuple[str, ...]]] | None:
+    """A BindRequest KAI's binder has not failed: (pod key, (selected node, selected GPU groups))."""
+    if reader.get("status.phase") == "Failed":
+        return None
+    pod, node = reader.get("spec.podName"), reader.get("spec.selectedNode")
+    if not pod or not node:
+        raise reader.fail("spec.selectedNode" if pod else "spec.podName", "missing")
+    groups = tuple(str(g) for g in reader.sequence("spec.selectedGPUGroups"))
+    return f"{reader.namespace}/{pod}", (str(node), groups)
+
+
+def _apply_bind_requests(pods: dict[str, Pod], binding: Mapping[str, tuple[str, tuple[str, ...]]]) -> None:
+    """KAI holds a pod's place from its BindRequest until the pod is bound: the pod is Binding there."""
+    for key, (node, groups) in binding.items():
+        pod = pods.get(key)
+        if pod is not None and pod.state is PodState.PENDING:
+            pods[key] = replace(pod, state=PodState.BINDING, node=node, gpu_groups=groups or pod.gpu_groups)
 
 
 def _owner_refs(reader: ObjectReader) -> tuple[OwnerRef, ...]:
@@ -146,6 +186,8 @@ def _resolve_groups(
     classes: Mapping[str, PriorityClass],
     warnings: list[str],
     scheduler_name: str,
+    workloads: Mapping[tuple[str, str, str], Any],
+    skipped: Counter[str],
 ) -> list[PodGroup]:
     members: dict[str, list[Pod]] = {}
     for pod in pods.values():
@@ -173,12 +215,14 @@ def _resolve_groups(
                 staleness_grace_seconds=raw.staleness_grace_seconds,
                 stale_since=raw.stale_since,
                 last_start=raw.last_start,
+                min_sub_group=raw.min_sub_group,
+                topology=raw.topology,
                 last_eviction=raw.last_eviction,
                 preemption_delay_seconds=raw.preemption_delay_seconds,
                 expected_runtime_seconds=raw.expected_runtime_seconds,
             )
         )
-    groups.extend(_implicit_groups(pods, owners, classes, warnings, scheduler_name))
+    groups.extend(_implicit_groups(pods, owners, classes, warnings, scheduler_name, workloads, skipped))
     return groups
 
 
@@ -188,13 +232,24 @@ def _implicit_groups(
     classes: Mapping[str, PriorityClass],
     warnings: list[str],
     scheduler_name: str,
+    workloads: Mapping[tuple[str, str, str], Any],
+    skipped: Counter[str],
 ) -> Iterable[PodGroup]:
-    """PodGroups for our pods that name none, as KAI's pod grouper would create them."""
+    """PodGroups for our pods that name none, as KAI's pod grouper would create them: shaped by
+    KAI's rules for the top owner's kind when the snapshot holds the owner object."""
     created: dict[str, PodGroup] = {}
+    used: set[tuple[str, str, str]] = set()
     for key, pod in list(pods.items()):
         if pod.pod_group or pod.scheduler_name != scheduler_name:
             continue
-        spec = implicit_group(pod, owners.get(key, ()))
+        chain, top_doc = top_owner(pod.namespace, owners.get(key, ()), workloads)
+        revision = pod.labels.get("serving.knative.dev/revision")
+        related = workloads.get((pod.namespace, "Revision", revision)) if revision else None
+        spec = implicit_group(pod, chain, top_doc, related)
+        if top_doc is not None:
+            used.add((pod.namespace, chain[-1].kind, chain[-1].name))
+        if spec.note and spec.note not in warnings:
+            warnings.append(spec.note)
         group_key = f"{pod.namespace}/{spec.name}"
         if group_key not in created:
             priority = _priority(spec.priority_class_name, classes, f"Pod {key}", warnings)
@@ -207,8 +262,15 @@ def _implicit_groups(
                 min_member=spec.min_member,
                 priority_class_name=spec.priority_class_name,
                 created=pod.created,
+                sub_groups=spec.sub_groups,
+                min_sub_group=spec.min_sub_group,
+                topology=spec.topology,
             )
-        pods[key] = replace(pod, pod_group=spec.name)
+        pods[key] = replace(pod, pod_group=spec.name, subgroup=spec.subgroup or pod.subgroup)
+    for _, kind, _ in used:  # owner objects that shaped a group were read, not skipped
+        skipped[kind] -= 1
+        if skipped[kind] <= 0:
+            del skipped[kind]
     return created.values()
 
 

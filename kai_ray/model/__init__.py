@@ -40,6 +40,7 @@ from kai_ray.model.resources import (
     ResourceVector,
 )
 from kai_ray.model.snapshot import ClusterSnapshot, LoadReport
+from kai_ray.model.topology import Topology, TopologyConstraint, TopologyLevel
 
 __all__ = [
     "ALL_DEVICES",
@@ -76,5 +77,8 @@ __all__ = [
     "SubGroup",
     "Taint",
     "Toleration",
+    "Topology",
+    "TopologyConstraint",
+    "TopologyLevel",
     "fairshare",
 ]

@@ -14,6 +14,7 @@ from types import MappingProxyType
 
 from kai_ray.model.dra import PodClaim
 from kai_ray.model.resources import ZERO, GpuShare, ResourceVector
+from kai_ray.model.topology import TopologyConstraint
 
 NO_LABELS: Mapping[str, str] = MappingProxyType({})
 UNLIMITED = -1.0
@@ -149,8 +150,14 @@ class Pod:
 
 @dataclass(frozen=True, slots=True)
 class SubGroup:
+    """One entry of ``spec.subGroups``: a leaf gathers pods (``minMember`` of them); a sub-group
+    that other sub-groups name as ``parent`` needs ``minSubGroup`` of its children (all when unset)."""
+
     name: str
     min_member: int
+    parent: str | None = None
+    min_sub_group: int | None = None
+    topology: TopologyConstraint | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +170,8 @@ class PodGroup:
     min_member: int = 1
     sub_groups: tuple[SubGroup, ...] = ()
     priority_class_name: str | None = None
+    min_sub_group: int | None = None  # how many direct sub-groups must be satisfied (all when unset)
+    topology: TopologyConstraint | None = None  # spec.topologyConstraint (None when it names no Topology)
     created: float = 0.0
     staleness_grace_seconds: float | None = None  # None: the scheduler default
     stale_since: float | None = None  # kai.scheduler/stale-podgroup-timestamp

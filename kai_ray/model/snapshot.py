@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from kai_ray.model.dra import DraObjects
 from kai_ray.model.objects import Node, Pod, PodGroup, PriorityClass, Queue
+from kai_ray.model.topology import Topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,7 @@ class ClusterSnapshot:
     queues: tuple[Queue, ...] = ()
     priority_classes: tuple[PriorityClass, ...] = ()
     report: LoadReport = field(default_factory=LoadReport)
+    topologies: tuple[Topology, ...] = ()
     dra: DraObjects = field(default_factory=DraObjects)  # ResourceSlices, DeviceClasses, ResourceClaims
     # Past usage per queue for time-based fair share: (gpu, cpu, memory), each normalized to the
     # cluster's capacity over the usage window (KAI's usage/capacity); empty = no usage.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,8 +102,8 @@ def pod(
     }
 
 
-async def until(check: Any, timeout: float = 10.0) -> None:
-    """Wait until ``check()`` (sync or async) is true."""
+async def until(check: Any, timeout: float = 10.0, every: float = 0.05) -> None:
+    """Wait until ``check()`` (sync or async) is true, asking every ``every`` seconds."""
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         value = check()
@@ -112,4 +113,14 @@ async def until(check: Any, timeout: float = 10.0) -> None:
             return
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(every)
+
+
+@contextlib.asynccontextmanager
+async def running(loop: SchedulerLoop) -> AsyncIterator[SchedulerLoop]:
+    task = asyncio.create_task(loop.run())
+    try:
+        yield loop
+    finally:
+        loop.stop()
+        await asyncio.wait_for(task, 15)

@@ -147,3 +147,22 @@ async def test_create_get_watch_and_delete_with_kubectl(kube: Kube, tmp_path: Pa
     await kubectl(kube, tmp_path, "delete", "-f", str(manifests), "--ignore-not-found")
     await eventually(lambda: kube.cluster.objects("scheduling.run.ai", "v2", "queues") == [])
     assert kube.cluster.get("", "v1", "nodes", "manual-node") is None
+
+
+async def test_kubectl_creates_a_list_it_printed(kube: Kube, tmp_path: Path) -> None:
+    """kubectl checks a List's items against /openapi/v2 (protobuf) before creating them."""
+    manifests = tmp_path / "objects.yaml"
+    manifests.write_text(MANIFESTS)
+    await kubectl(kube, tmp_path, "create", "-f", str(manifests))
+    listed = tmp_path / "list.json"
+    listed.write_text(await kubectl(kube, tmp_path, "get", "queue/team-a", "podgroup/train-1", "-o", "json"))
+    assert yaml.safe_load(listed.read_text())["kind"] == "List"
+    await kubectl(kube, tmp_path, "delete", "queue/team-a", "podgroup/train-1")
+    created = await kubectl(kube, tmp_path, "create", "-f", str(listed))
+    assert created.split() == [
+        "queue.scheduling.run.ai/team-a",
+        "created",
+        "podgroup.scheduling.run.ai/train-1",
+        "created",
+    ]
+    assert kube.cluster.get("scheduling.run.ai", "v2", "queues", "team-a")["spec"]["priority"] == 100

@@ -45,6 +45,7 @@ CORE: set[Permission] = {
     ("", "events", "create"),
     ("", "events", "patch"),  # an unchanged situation raises its Event's count
     *(("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")),
+    *(("kai.scheduler", "topologies", v) for v in ("get", "list", "watch")),
 }
 LEASE: set[Permission] = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
 

@@ -15,6 +15,7 @@ from tests.helm.chart import (
     KUBE_VERSIONS,
     MONITORING_API,
     NAMESPACE,
+    RELEASE,
     crds,
     one,
     problems_of,
@@ -158,6 +159,18 @@ def test_the_defaults_run_two_leader_elected_replicas_that_evict_politely() -> N
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     assert "RAY_ADDRESS" not in env  # embedded Ray
     assert one(objects, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+
+
+@pytest.mark.parametrize("grouper", [False, True])
+def test_the_scheduler_only_does_what_its_role_grants(grouper: bool) -> None:
+    """The pod grouper is switched on exactly when the ClusterRole grants its writes (kube-apiserver's
+    RBAC refused them otherwise: tests/e2e/test_rbac.py); pods/status, for the DisruptionTarget mark,
+    is always granted."""
+    objects = render({"podGrouper": {"enabled": grouper}})
+    args = build_parser().parse_args(scheduler_container(objects)["args"])
+    assert (args.pod_grouper, args.mark_disruption_target) == (grouper, True)
+    rules = one(objects, "ClusterRole", RELEASE)["rules"]
+    assert any("pods/status" in r["resources"] and "patch" in r["verbs"] for r in rules)
 
 
 def test_probes_use_the_health_endpoints_of_the_metrics_port() -> None:

@@ -53,3 +53,19 @@ def test_cpu_figures_predict_more_cores_until_the_coordinator_is_the_limit() -> 
     assert row.predicted(4) == pytest.approx(1_000 / (0.02 + 0.1))
     assert row.predicted(16) == pytest.approx(1_000 / (0.02 + 0.02))
     assert row.predicted(1_000) == pytest.approx(1_000 / 0.02, rel=0.02)  # the coordinator is the limit
+
+
+def test_the_topology_benchmark_keeps_every_gang_in_one_rack_and_matches_its_baseline() -> None:
+    from kai_ray.config import SchedulerConfig
+    from loadtests.baseline import FullScanCoordinator
+    from loadtests.bench_gangs import in_process, measure
+    from loadtests.bench_topology import topology_workload, violations
+
+    workload, rack_of = topology_workload(nodes=60, racks=6, gangs=12, waves=3)
+    config = SchedulerConfig()
+    base = measure("baseline", *in_process(config, 1, FullScanCoordinator), workload)
+    kai = measure("kai-ray", *in_process(config, 1), workload)
+    assert base.row.pods == kai.row.pods == 12 * 8
+    assert kai.run.placements == base.run.placements
+    assert violations(kai.run.placements, rack_of) == 0
+    assert violations({"bench/gang-00000-0": "node-00000", "bench/gang-00000-1": "node-00059"}, rack_of) == 1

@@ -5,7 +5,6 @@ and a replay server that answers recorded query responses of the same HTTP API."
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import threading
@@ -54,9 +53,7 @@ def exporter(
 
 
 @contextmanager
-def prometheus(target_port: int, tmp: Path) -> Iterator[str]:
-    binary = shutil.which("prometheus")
-    assert binary is not None
+def prometheus(target_port: int, tmp: Path, binary: str) -> Iterator[str]:
     port = free_port()
     config = tmp / "prometheus.yml"
     config.write_text(

@@ -1,16 +1,12 @@
-"""Queue usage from Prometheus, queried as KAI queries it: against a real Prometheus when the
-machine has one (Debian's ``prometheus``), and always against responses recorded from one.
-
-Set KAI_RAY_RECORD_PROMETHEUS=1 to refresh the recording from the live test.
+"""Queue usage from Prometheus, queried as KAI queries it, against responses recorded from a real
+Prometheus. The live test is in the e2e tier (tests/e2e/test_prometheus_live.py); run it with
+KAI_RAY_RECORD_PROMETHEUS=1 to refresh the recording.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 from urllib.request import urlopen
@@ -21,7 +17,7 @@ from k8s_adapter.prometheus_usage import PrometheusUsageClient, UsageQueries, Us
 from k8s_adapter.usage_feeds import PrometheusFeed
 from kai_ray.config import UsageDBConfig
 from kai_ray.model.fairshare import RESOURCES
-from tests.timing.prometheus_server import RECORDED, exporter, prometheus, replay
+from tests.timing.prometheus_server import RECORDED, replay
 
 # Two queues on a 16-GPU, 64-core, 256 GB cluster (cpu in cores, memory in bytes, as the metrics are).
 ALLOCATED = {"research": (12.0, 24.0, 96e9), "team": (4.0, 8.0, 32e9)}
@@ -61,28 +57,7 @@ def _approx(usage: dict[str, tuple[float, float, float]]) -> dict[str, Any]:
     return {q: pytest.approx(v, rel=1e-6) for q, v in usage.items()}
 
 
-@pytest.mark.skipif(shutil.which("prometheus") is None, reason="no prometheus binary (apt-get install prometheus)")
-@pytest.mark.timeout(120)
-def test_usage_from_a_real_prometheus(tmp_path: Path) -> None:
-    with exporter(ALLOCATED, CAPACITY) as port, prometheus(port, tmp_path) as url:
-        client = PrometheusUsageClient(usage_config(url))
-        deadline = time.monotonic() + 60
-        while True:
-            now = time.time()
-            try:
-                usage = client.fetch(now)
-                if set(usage) == set(EXPECTED) and time.monotonic() > deadline - 50:  # a few scrapes in
-                    break
-            except UsageQueryError:
-                pass  # no capacity sample yet
-            assert time.monotonic() < deadline, "prometheus never had the samples"
-            time.sleep(0.5)
-        assert usage == _approx(EXPECTED)
-        if os.environ.get("KAI_RAY_RECORD_PROMETHEUS"):
-            _record(url, client.queries, now, usage)
-
-
-def _record(url: str, queries: UsageQueries, now: float, usage: dict[str, tuple[float, float, float]]) -> None:
+def record(url: str, queries: UsageQueries, now: float, usage: dict[str, tuple[float, float, float]]) -> None:
     answers = {}
     for resource in RESOURCES:
         for metric in (queries.capacity[resource], queries.allocation[resource]):

@@ -1,0 +1,85 @@
+"""The long differential run: seeded random clusters through kai-ray and the KAI oracle.
+
+    python -m tests.oracle                          # 2,000 clusters, every focus
+    python -m tests.oracle --count 200 --first 5000 # other seeds
+    python -m tests.oracle --seeds 17,42 --shrink --out /tmp/mismatches
+
+Prints one line per disagreement and a table by focus; exit 1 when any case is a
+mismatch. ``--shrink`` reduces each mismatch to a small case and ``--out`` writes them
+as case files (the format of ``tests/oracle/cases/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from tests.oracle.cases import write_case
+from tests.oracle.clusters import FOCI, Case, generate
+from tests.oracle.compare import check
+from tests.oracle.harness import Oracle, OracleUnavailable, ensure_built
+from tests.oracle.shrink import shrink
+
+
+def _seeds(args: argparse.Namespace) -> list[int]:
+    if args.seeds:
+        return [int(s) for s in args.seeds.split(",") if s.strip()]
+    return list(range(args.first, args.first + args.count))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.oracle", description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=2000, help="clusters to compare (default 2000)")
+    parser.add_argument("--first", type=int, default=0, help="first seed (default 0)")
+    parser.add_argument("--seeds", help="comma-separated seeds instead of --first/--count")
+    parser.add_argument("--focus", choices=FOCI, help="one focus for every seed (default: by seed)")
+    parser.add_argument("--shrink", action="store_true", help="shrink each mismatch to a small case")
+    parser.add_argument("--out", type=Path, help="write shrunk mismatches as case files here")
+    args = parser.parse_args(argv)
+    try:
+        binary = ensure_built()
+    except OracleUnavailable as error:
+        print(f"oracle: {error}", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    table: Counter[tuple[str, str]] = Counter()
+    mismatches: list[Case] = []
+    deliberate: Counter[str] = Counter()
+    with Oracle(binary) as oracle:
+        for seed in _seeds(args):
+            case = generate(seed, args.focus)
+            result, diffs, _, _ = check(oracle, case)
+            table[(case.focus, result.split(":")[0])] += 1
+            if result.startswith("deliberate"):
+                deliberate[result.split(":")[1]] += 1
+            if result in ("mismatch", "kai-hang", "kai-crash"):
+                print(f"{result.upper()} {case.case_id}: {'; '.join(diffs[:3])}", flush=True)
+            if result != "mismatch":
+                continue
+            mismatches.append(case)
+            if args.shrink:
+                small = shrink(case, lambda c: check(oracle, c)[0] == "mismatch")
+                _, diffs, kai, ray = check(oracle, small)
+                print(f"  shrunk to {len(small.documents)} objects: {'; '.join(diffs[:4])}", flush=True)
+                if args.out and kai is not None:
+                    args.out.mkdir(parents=True, exist_ok=True)
+                    write_case(args.out / f"{small.case_id}.yaml", small, kai, ray, diffs)
+    seconds = time.monotonic() - started
+    columns = ("same", "equivalent", "kai-varies", "deliberate", "mismatch", "kai-hang", "kai-crash")
+    print("\n" + f"{'focus':<20}" + "".join(f"{c:>12}" for c in columns))
+    for focus in FOCI:
+        row = [table[(focus, c)] for c in columns]
+        if any(row):
+            print(f"{focus:<20}" + "".join(f"{n:>12}" for n in row))
+    for name, count in sorted(deliberate.items()):
+        print(f"deliberate difference {name}: {count}")
+    total = sum(table.values())
+    print(f"{total} clusters in {seconds:.0f} s, {len(mismatches)} mismatches")
+    return 1 if mismatches else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

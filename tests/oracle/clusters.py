@@ -1,0 +1,317 @@
+"""Seeded random clusters as Kubernetes manifests, the input both kai-ray and the KAI oracle read.
+
+One seed gives one ``Case``: nodes with whole and shared GPUs, a queue tree with quotas,
+weights, limits and priorities, priority classes, running, terminating and pending jobs
+(gangs, elastic jobs, sub-groups, fractions, CPU jobs, node affinity), the time-stamps that
+decide minimum runtime and stale gangs, a scheduler config and the actions to run. Every
+running pod was placed by a first-fit packer that respects the node's capacity (shared GPUs
+and their reservation pod slots included), so the cluster is one a real scheduler could
+have left behind.
+
+The seed also picks a *focus* (``FOCI``): the action whose situations the cluster is
+steered towards, so that each action meets clusters where it has something to do.
+
+Times avoid the edges: runtimes and staleness ages are never within a minute or 20 s of
+the thresholds they are compared with, so a few seconds of wall-clock drift in the oracle
+cannot tip a decision.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tests.coordinator.random_clusters import _NodeRoom as Room  # the same first-fit packer
+
+NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
+GIB = 2**30
+FOCI = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction", "all")
+EVICTING = ("consolidation", "reclaim", "preempt", "all")  # foci whose actions pick victims
+ALL_ACTIONS = "allocate,consolidation,reclaim,preempt,stalegangeviction"
+PRIORITY_CLASSES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
+NODE_KINDS = {  # name: (gpus, cpu millicores, memory GiB)
+    "gpu8": (8, 64_000, 512),
+    "gpu4": (4, 32_000, 256),
+    "gpu2": (2, 16_000, 128),
+    "cpu": (0, 32_000, 128),
+}
+
+Doc = dict[str, Any]
+
+
+@dataclass
+class Case:
+    seed: int
+    focus: str
+    documents: list[Doc]
+    config: Doc
+    actions: str
+    now: str = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    @property
+    def case_id(self) -> str:
+        return f"seed-{self.seed}-{self.focus}"
+
+
+def stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _node(name: str, kind: str, pool: str, pods: int, gpu_memory: int) -> Doc:
+    gpus, cpu, memory = NODE_KINDS[kind]
+    allocatable = {"cpu": f"{cpu}m", "memory": f"{memory}Gi", "pods": str(pods)}
+    labels = {"pool": pool, "node-kind": kind}
+    if gpus:
+        allocatable["nvidia.com/gpu"] = str(gpus)
+        labels["nvidia.com/gpu.memory"] = str(gpu_memory)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": {
+            "allocatable": allocatable,
+            "capacity": dict(allocatable),
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def _resources(rng: random.Random, kind: str) -> Doc:
+    def one(quota: float, weight: float, limit: float) -> Doc:
+        return {"quota": quota, "overQuotaWeight": weight, "limit": limit}
+
+    if kind == "department":
+        gpu = one(rng.choice((-1, 0, 4, 8, 16)), rng.choice((1, 1, 2, 0)), rng.choice((-1, -1, 6, 12)))
+    else:
+        gpu = one(rng.choice((0, 0, 1, 2, 4, 8)), rng.choice((1, 1, 2, 0)), rng.choice((-1, -1, -1, 4, 8)))
+    cpu = one(-1, 1, -1) if rng.random() < 0.8 else one(rng.choice((8000, 32000)), 1, rng.choice((-1, 48000)))
+    memory = one(-1, 1, -1)
+    return {"gpu": gpu, "cpu": cpu, "memory": memory}
+
+
+def _queues(rng: random.Random, focus: str) -> tuple[list[Doc], list[str]]:
+    # Two levels, departments above leaf queues: KAI v0.12 (the oracle) schedules only leaf queues
+    # whose parent is a top-level queue (a case file pins the other shapes).
+    departments = rng.choice((1, 1, 2))
+    leaves = rng.randint(2 if focus == "reclaim" else 1, 4)
+    docs: list[Doc] = []
+    for i in range(departments):
+        docs.append(_queue(f"dept{i}", None, rng.choice((100, 100, 200)), _resources(rng, "department"), i))
+    names = []
+    for i in range(leaves):
+        parent = f"dept{rng.randrange(departments)}" if departments else None
+        names.append(f"q{i}")
+        priority = rng.choice((100, 100, 100, 50, 200))
+        docs.append(_queue(f"q{i}", parent, priority, _resources(rng, "leaf"), departments + i))
+        if rng.random() < 0.15:
+            spec = docs[-1]["spec"]
+            spec[rng.choice(("preemptMinRuntime", "reclaimMinRuntime"))] = rng.choice(("5m", "30m"))
+    return docs, names
+
+
+def _queue(name: str, parent: str | None, priority: int, resources: Doc, order: int) -> Doc:
+    spec: Doc = {"priority": priority, "resources": resources}
+    if parent:
+        spec["parentQueue"] = parent
+    created = stamp(datetime(2025, 1, 1, tzinfo=UTC) + timedelta(seconds=order))
+    return {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": name, "creationTimestamp": created},
+        "spec": spec,
+    }
+
+
+@dataclass
+class _Job:
+    name: str
+    queue: str
+    priority_class: str
+    preemptibility: str | None
+    pods: int
+    min_member: int
+    shape: str  # whole | fraction | cpu
+    gpus: int
+    fraction: float | None
+    cpu: int
+    memory: int
+    age_minutes: int
+    running: int
+    releasing: int
+    affinity_pool: str | None = None
+    sub_groups: list[tuple[str, int]] = field(default_factory=list)
+    runtime_minutes: int | None = None  # since kai.scheduler/last-start-timestamp
+    stale_seconds: int | None = None  # since kai.scheduler/stale-podgroup-timestamp
+    placed: list[tuple[str, str]] = field(default_factory=list)  # (node, gpu group) of running/releasing pods
+
+
+def _job(rng: random.Random, index: int, leaves: list[str], focus: str, shapes: tuple[str, ...]) -> _Job:
+    pods = rng.choice((1, 1, 1, 2, 2, 3, 4))
+    shape = rng.choice(shapes)
+    if focus == "consolidation" and rng.random() < 0.6:
+        shape = "whole"
+    gpus = rng.choice((1, 1, 2, 4, 8)) if shape == "whole" else 0
+    fraction = rng.choice((0.5, 0.25, 0.75)) if shape == "fraction" else None
+    classes = list(PRIORITY_CLASSES)
+    if focus in ("consolidation", "reclaim"):
+        classes = ["train", "train", "build-preemptible", "build"]
+    sub_groups: list[tuple[str, int]] = []
+    if pods >= 2 and rng.random() < 0.15:
+        sub_groups = [("a", rng.randint(1, (pods + 1) // 2)), ("b", rng.randint(0, pods // 2))]
+        min_member = sum(m for _, m in sub_groups)
+    else:
+        min_member = rng.randint(1, pods)
+    running = rng.choice((0, 0, pods, pods, min_member, max(min_member - 1, 0)))
+    if focus in ("reclaim", "preempt", "consolidation") and rng.random() < 0.4:
+        running = pods
+    releasing = rng.choice((0, 0, 0, 0, 1)) if running < pods else 0
+    preemptibility = rng.choice((None, None, None, None, "preemptible", "non-preemptible"))
+    if shape == "fraction" and focus in EVICTING:
+        # Shared-GPU pods are never victims here: KAI v0.12's books for a shared GPU whose pods
+        # are evicted or moved in a victim search go out of balance (a case file pins one).
+        preemptibility = "non-preemptible"
+    job = _Job(
+        name=f"j{index}",
+        queue=rng.choice(leaves),
+        priority_class=rng.choice(classes),
+        preemptibility=preemptibility,
+        pods=pods,
+        min_member=min_member,
+        shape=shape,
+        gpus=gpus,
+        fraction=fraction,
+        cpu=rng.choice((500, 2000, 4000, 8000)),
+        memory=rng.choice((1, 4, 16, 32)) * GIB,
+        age_minutes=10 + 7 * index + rng.randint(0, 5),
+        running=running,
+        releasing=min(releasing, pods - running),
+        affinity_pool=rng.choice((None, None, None, None, "a", "b")),
+        sub_groups=sub_groups,
+    )
+    if running:
+        job.runtime_minutes = rng.choice((1, 2, 3, 8, 15, 20, 45, 90))
+    stale_candidate = running and (running < min_member or focus == "stalegangeviction")
+    if stale_candidate and rng.random() < 0.8:
+        job.stale_seconds = rng.choice((10, 30, 100, 300, 900))
+    return job
+
+
+def _place(rng: random.Random, job: _Job, rooms: dict[str, Room], pools: dict[str, str]) -> None:
+    order = sorted(rooms)
+    rng.shuffle(order)
+    if job.affinity_pool:
+        order = [n for n in order if pools[n] == job.affinity_pool]
+    for _ in range(job.running + job.releasing):
+        for name in order:
+            group = rooms[name].take(job.cpu, job.memory, job.gpus, job.fraction, name)
+            if group is not None:
+                job.placed.append((name, group))
+                break
+
+
+def _pod_group(job: _Job) -> Doc:
+    created = NOW - timedelta(minutes=job.age_minutes)
+    annotations: Doc = {}
+    if job.runtime_minutes is not None and job.placed:
+        annotations["kai.scheduler/last-start-timestamp"] = stamp(NOW - timedelta(minutes=job.runtime_minutes))
+    if job.stale_seconds is not None:
+        annotations["kai.scheduler/stale-podgroup-timestamp"] = stamp(NOW - timedelta(seconds=job.stale_seconds))
+    spec: Doc = {"minMember": job.min_member, "queue": job.queue, "priorityClassName": job.priority_class}
+    if job.preemptibility:
+        spec["preemptibility"] = job.preemptibility
+    if job.sub_groups:
+        spec["subGroups"] = [{"name": n, "minMember": m} for n, m in job.sub_groups]
+    meta: Doc = {"name": job.name, "namespace": "default", "creationTimestamp": stamp(created)}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": meta, "spec": spec}
+
+
+def _pods(job: _Job) -> list[Doc]:
+    docs = []
+    created = stamp(NOW - timedelta(minutes=job.age_minutes))
+    for i in range(job.pods):
+        requests: Doc = {"cpu": f"{job.cpu}m", "memory": str(job.memory)}
+        annotations: Doc = {"pod-group-name": job.name}
+        labels: Doc = {"kai.scheduler/queue": job.queue}
+        container: Doc = {"name": "main", "image": "busybox", "resources": {"requests": requests}}
+        if job.gpus:
+            requests["nvidia.com/gpu"] = str(job.gpus)
+            container["resources"]["limits"] = {"nvidia.com/gpu": str(job.gpus)}
+        if job.fraction is not None:
+            annotations["gpu-fraction"] = str(job.fraction)
+        if job.sub_groups:
+            labels["kai.scheduler/subgroup-name"] = job.sub_groups[i % len(job.sub_groups)][0]
+        spec: Doc = {"schedulerName": "kai-scheduler", "containers": [container]}
+        if job.affinity_pool:
+            term = {"matchExpressions": [{"key": "pool", "operator": "In", "values": [job.affinity_pool]}]}
+            spec["affinity"] = {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+            }
+        meta: Doc = {"name": f"{job.name}-{i}", "namespace": "default", "creationTimestamp": created}
+        status: Doc = {"phase": "Pending"}
+        if i < len(job.placed):
+            node, group = job.placed[i]
+            spec["nodeName"] = node
+            status = {"phase": "Running"}
+            if group:
+                labels["runai-gpu-group"] = group
+            if i >= job.running:
+                meta["deletionTimestamp"] = stamp(NOW - timedelta(seconds=5))
+        meta["labels"] = labels
+        meta["annotations"] = annotations
+        docs.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status})
+    return docs
+
+
+def _config(rng: random.Random, focus: str) -> tuple[Doc, str]:
+    config: Doc = {"kValue": 0}
+    roll = rng.random()
+    if roll < 0.12:
+        config["placementStrategy"] = {"gpu": "spread", "cpu": "binpack"}
+    elif roll < 0.2:
+        config["placementStrategy"] = {"gpu": "binpack", "cpu": "spread"}
+    if rng.random() < 0.25:
+        config["defaultPreemptMinRuntime"] = rng.choice(("5m", "10m"))
+    if rng.random() < 0.25:
+        config["defaultReclaimMinRuntime"] = rng.choice(("5m", "10m"))
+    if focus == "stalegangeviction" and rng.random() < 0.3:
+        config["defaultStalenessGracePeriod"] = rng.choice(("60s", "200s"))
+    actions = ALL_ACTIONS if focus == "all" else focus
+    return config, actions
+
+
+def generate(seed: int, focus: str | None = None) -> Case:
+    rng = random.Random(seed)
+    focus = focus or FOCI[seed % len(FOCI)]
+    documents: list[Doc] = [
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
+        for n, v in PRIORITY_CLASSES.items()
+    ]
+    rooms: dict[str, Room] = {}
+    pools: dict[str, str] = {}
+    for i in range(rng.randint(2, 6)):
+        kind = rng.choice(("gpu8", "gpu8", "gpu4", "gpu4", "gpu2", "cpu"))
+        name, pool = f"node-{i}", rng.choice(("a", "b"))
+        pods = 110  # generous: pod-slot accounting differs on purpose (a case file pins it)
+        documents.append(_node(name, kind, pool, pods, rng.choice((40960, 81920))))
+        gpus, cpu, memory = NODE_KINDS[kind]
+        rooms[name] = Room(cpu, memory * GIB, gpus, pods)
+        pools[name] = pool
+    queue_docs, leaves = _queues(rng, focus)
+    documents.extend(queue_docs)
+    # CPU-only pods and shared GPUs never meet in one cluster: KAI v0.12 gives CPU-only pods the
+    # shared-GPU bonus on nodes with a shared GPU (fixed in later KAI; a case file pins it).
+    shapes = ("whole",) * 4 + (rng.choice(("fraction", "cpu")),)
+    for index in range(rng.randint(2, 9)):
+        job = _job(rng, index, leaves, focus, shapes)
+        if job.running or job.releasing:
+            _place(rng, job, rooms, pools)
+        if job.runtime_minutes is not None and not job.placed:
+            job.runtime_minutes = None
+        documents.append(_pod_group(job))
+        documents.extend(_pods(job))
+    config, actions = _config(rng, focus)
+    return Case(seed, focus, documents, config, actions)

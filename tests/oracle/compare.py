@@ -1,0 +1,198 @@
+"""kai-ray in process on a case, and how its outcome is compared with KAI's.
+
+Both outcomes have the shape of ``kai-ray schedule -o json``. They agree when every pod
+has the same status and node and fractional pods share their GPUs with the same other
+pods (GPU group ids are random UUIDs in KAI, so only the grouping is compared).
+
+Both schedulers break ties between equally scored nodes by name, so exact agreement is
+the rule. Where KAI's own order is random (shared GPUs of equal score, nodes a victim
+search visits) more than one answer is right; ``decision_diff`` then compares what was
+decided: per job, how many pods reach each status on each *kind* of node (same
+allocatable, labels and taints), and exactly which pods are evicted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from typing import Any
+from unittest import mock
+
+from kai_ray.deltas import ClusterDeltas
+from kai_ray.io.config import config_from_mapping
+from kai_ray.io.fields import parse_time
+from kai_ray.io.snapshot_loader import snapshot_from_documents
+from kai_ray.runtime import in_process_coordinator
+from tests.oracle.clusters import Case, Doc
+from tests.oracle.harness import Oracle, OracleCrash, OracleTimeout
+
+Outcome = dict[str, Any]
+
+
+def run_kai_ray(documents: list[Doc], config: Doc, actions: str, now: str) -> Outcome:
+    """kai-ray's decisions for one session, exactly as `kai-ray schedule -o json` computes them."""
+    settings = config_from_mapping(config)
+    names = tuple(a.strip() for a in actions.split(",") if a.strip()) if actions else None
+    if names is not None:
+        spread = "spread" in (settings.placementStrategy.gpu, settings.placementStrategy.cpu)
+        names = tuple(a for a in names if not (spread and a == "consolidation"))
+    snapshot = snapshot_from_documents(list(documents), "<case>", settings.schedulerName)
+    coordinator = in_process_coordinator(settings, 1)
+    coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+    result: Outcome = coordinator.cycle(parse_time(now), names).decisions.to_json()
+    return result
+
+
+def run_case(case: Case) -> Outcome:
+    return run_kai_ray(case.documents, case.config, case.actions, case.now)
+
+
+def _groups(outcome: Outcome) -> set[frozenset[str]]:
+    """Which pods share a GPU: one set per (node, GPU group) of the outcome."""
+    shared: dict[tuple[str, str], set[str]] = {}
+    for key, pod in outcome["pods"].items():
+        for group in pod.get("gpuGroups") or ():
+            shared.setdefault((str(pod.get("node")), group), set()).add(key)
+    return {frozenset(members) for members in shared.values()}
+
+
+def exact_diff(kai: Outcome, ray: Outcome) -> list[str]:
+    """Every pod whose status or node differs, and GPU sharing that differs."""
+    diffs = []
+    for key in sorted(set(kai["pods"]) | set(ray["pods"])):
+        a, b = kai["pods"].get(key), ray["pods"].get(key)
+        if a is None or b is None:
+            diffs.append(f"{key}: only in {'kai-ray' if a is None else 'KAI'}")
+            continue
+        if (a["status"], a.get("node")) != (b["status"], b.get("node")):
+            diffs.append(f"{key}: KAI {a['status']} {a.get('node')}, kai-ray {b['status']} {b.get('node')}")
+    kai_groups, ray_groups = _groups(kai), _groups(ray)
+    for members in sorted(kai_groups - ray_groups, key=sorted):
+        diffs.append(f"GPU shared by {sorted(members)} in KAI only")
+    for members in sorted(ray_groups - kai_groups, key=sorted):
+        diffs.append(f"GPU shared by {sorted(members)} in kai-ray only")
+    return diffs
+
+
+def node_kinds(documents: list[Doc]) -> dict[str, str]:
+    """Node name -> a kind: same allocatable, labels and taints, and pods of the same shapes on it
+    when the session starts. Nodes of one kind score the same for every pod."""
+    held: dict[str, list[str]] = {}
+    for doc in documents:
+        spec, status = doc.get("spec") or {}, doc.get("status") or {}
+        if doc.get("kind") == "Pod" and spec.get("nodeName") and status.get("phase") not in ("Succeeded", "Failed"):
+            requests = [c.get("resources", {}).get("requests", {}) for c in spec.get("containers", [])]
+            fraction = (doc["metadata"].get("annotations") or {}).get("gpu-fraction")
+            releasing = bool(doc["metadata"].get("deletionTimestamp"))
+            held.setdefault(spec["nodeName"], []).append(repr((requests, fraction, releasing)))
+    kinds = {}
+    for doc in documents:
+        if doc.get("kind") != "Node":
+            continue
+        meta, status = doc["metadata"], doc.get("status", {})
+        labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != "kubernetes.io/hostname"}
+        taints = (doc.get("spec") or {}).get("taints") or []
+        signature = (sorted(status.get("allocatable", {}).items()), sorted(labels.items()), taints)
+        kinds[meta["name"]] = repr((signature, sorted(held.get(meta["name"], []))))
+    return kinds
+
+
+def _job_of(documents: list[Doc]) -> dict[str, str]:
+    jobs = {}
+    for doc in documents:
+        if doc.get("kind") == "Pod":
+            meta = doc["metadata"]
+            key = f"{meta.get('namespace', 'default')}/{meta['name']}"
+            jobs[key] = (meta.get("annotations") or {}).get("pod-group-name") or key
+    return jobs
+
+
+def _decided(outcome: Outcome, kinds: Mapping[str, str], jobs: Mapping[str, str]) -> Counter[tuple[str, str, str]]:
+    counts: Counter[tuple[str, str, str]] = Counter()
+    for key, pod in outcome["pods"].items():
+        node = pod.get("node")
+        counts[(jobs.get(key, key), pod["status"], kinds.get(node, str(node)) if node else "-")] += 1
+    return counts
+
+
+def decision_diff(case_documents: list[Doc], kai: Outcome, ray: Outcome) -> list[str]:
+    """Differences in what was decided, ignoring which of several equal nodes was picked."""
+    kinds, jobs = node_kinds(case_documents), _job_of(case_documents)
+    diffs = []
+    kai_counts, ray_counts = _decided(kai, kinds, jobs), _decided(ray, kinds, jobs)
+    for key in sorted(set(kai_counts) | set(ray_counts)):
+        if kai_counts[key] != ray_counts[key]:
+            job, status, _ = key
+            diffs.append(f"job {job}: {status} on a node kind: KAI {kai_counts[key]}, kai-ray {ray_counts[key]}")
+    evicted_kai = {k for k, p in kai["pods"].items() if p["status"] == "Releasing"}
+    evicted_ray = {k for k, p in ray["pods"].items() if p["status"] == "Releasing"}
+    if evicted_kai != evicted_ray:
+        diffs.append(
+            f"evicted: KAI only {sorted(evicted_kai - evicted_ray)}, kai-ray only {sorted(evicted_ray - evicted_kai)}"
+        )
+    return diffs
+
+
+def verdict(case: Case, kai: Outcome, ray: Outcome) -> tuple[str, list[str]]:
+    """("same" | "equivalent" | "mismatch", differences)."""
+    exact = exact_diff(kai, ray)
+    if not exact:
+        return "same", []
+    decided = decision_diff(case.documents, kai, ray)
+    if not decided:
+        return "equivalent", exact
+    return "mismatch", decided + exact
+
+
+# Differences README.md lists as deliberate, each with a test-only patch that makes kai-ray do
+# what KAI v0.12 (the oracle) does instead. A disagreement that vanishes under one of them is
+# that difference, and the verdict names it; the case files pin one example of each.
+DELIBERATE: dict[str, Callable[[], AbstractContextManager[object]]] = {
+    # KAI v0.12 puts every preemptible job of another queue in reclaim's victims queue and only
+    # validates the pods it really evicts, so reclaim may move (re-place) pods of a queue within
+    # its quota; KAI v0.17 and kai-ray filter victims by queue first.
+    "reclaim-victim-filter": lambda: mock.patch(
+        "coordinator.actions.reclaim.may_reclaim_from", lambda *args, **kwargs: True
+    ),
+}
+
+
+def explain(case: Case, kai_outcomes: list[Outcome]) -> str | None:
+    """The deliberate difference that accounts for kai-ray's disagreement with KAI, if one does."""
+    for name, patch in DELIBERATE.items():
+        with patch():
+            ray = run_case(case)
+        if any(verdict(case, kai, ray)[0] != "mismatch" for kai in kai_outcomes):
+            return name
+    return None
+
+
+def check(oracle: Oracle, case: Case, reruns: int = 10) -> tuple[str, list[str], Outcome | None, Outcome]:
+    """Run both on ``case``: (verdict, differences, KAI's outcome, kai-ray's outcome).
+
+    KAI's own decisions can vary from run to run (it walks Go maps in places, e.g. the nodes
+    of a victim job, where a pending pod adds an empty node name), so a disagreement is re-run
+    through KAI up to ``reruns`` times: if any run decides as kai-ray did, the verdict is
+    "kai-varies" (kai-ray gave one of KAI's answers). A disagreement a deliberate difference
+    explains is "deliberate:<name>".
+    "kai-hang": KAI's session did not end (its v0.12 victim search can loop); "kai-crash":
+    KAI's code panicked."""
+    ray = run_case(case)
+    try:
+        kai = oracle.run(case.documents, case.config, case.actions, case.now, case_id=case.case_id)
+        result, diffs = verdict(case, kai, ray)
+        if result != "mismatch":
+            return result, diffs, kai, ray
+        seen = [kai]
+        for _ in range(reruns):
+            again = oracle.run(case.documents, case.config, case.actions, case.now, case_id=case.case_id)
+            if verdict(case, again, ray)[0] != "mismatch":
+                return "kai-varies", diffs, again, ray
+            seen.append(again)
+    except OracleTimeout as error:
+        return "kai-hang", [str(error)], None, ray
+    except OracleCrash as error:
+        return "kai-crash", [str(error)], None, ray
+    reason = explain(case, seen)
+    return (f"deliberate:{reason}" if reason else "mismatch"), diffs, kai, ray

@@ -1,0 +1,44 @@
+"""Every disagreement the KAI oracle found, replayed through kai-ray (no Go needed).
+
+``fixed`` cases: kai-ray now decides every pod exactly as KAI did. ``deliberate`` cases:
+kai-ray keeps its own decision (recorded under ``kai_ray``), which README.md's list
+"Where kai-ray deliberately differs from KAI" explains; every other pod is still KAI's.
+The oracle tier (``differential.py``) re-runs KAI on the same files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.oracle.cases import case_files, decisions, load_case
+from tests.oracle.compare import run_case
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+@pytest.mark.parametrize("path", case_files(), ids=lambda p: p.stem)
+def test_kai_ray_decides_as_recorded(path: Path) -> None:
+    case, data = load_case(path)
+    assert data["verdict"] in ("fixed", "deliberate"), f"{path.name}: verdict must be fixed or deliberate"
+    expected = dict(data["kai"])
+    if data["verdict"] == "fixed":
+        assert not data.get("kai_ray"), "a fixed case records no kai-ray decision of its own"
+    else:
+        assert data.get("kai_ray"), "a deliberate case records where kai-ray differs"
+        assert set(data["kai_ray"]) <= set(expected)
+        expected.update(data["kai_ray"])
+    got = decisions(run_case(case))
+    differences = {pod: (want, got.get(pod)) for pod, want in expected.items() if got.get(pod) != want}
+    assert not differences, f"{data['title']}: pod -> (expected, kai-ray): {differences}"
+
+
+def test_each_deliberate_case_names_its_readme_entry() -> None:
+    readme = README.read_text()
+    for path in case_files():
+        _, data = load_case(path)
+        if data["verdict"] == "deliberate":
+            assert data.get("readme") and data["readme"] in readme, (
+                f"{path.name}: no README entry {data.get('readme')!r}"
+            )
