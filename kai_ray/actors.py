@@ -38,6 +38,18 @@ def ensure_ray(num_cpus: int | None = None, address: str | None = None) -> None:
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
+class ShardActor(Shard):
+    """A shard in an actor process of its own (Ray titles it ``ray::ShardActor``), which it keeps
+    for its lifetime: its garbage collector is tuned as the coordinator's is
+    (``kai_ray.runtime.GC_THRESHOLDS``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from kai_ray.runtime import tune_gc_for_long_runs
+
+        tune_gc_for_long_runs()
+        super().__init__(*args, **kwargs)
+
+
 class RayTransport:
     """Shard actors; ``exchange`` submits every batch before waiting for any answer."""
 
@@ -46,7 +58,7 @@ class RayTransport:
     def __init__(self, count: int, policy: PlacementPolicy, ttl: float = 30.0) -> None:
         import ray
 
-        self._actor = ray.remote(num_cpus=0)(Shard)
+        self._actor = ray.remote(num_cpus=0)(ShardActor)
         self._policy = policy
         self._ttl = ttl
         self.handles: dict[int, Any] = {i: self._new(i) for i in range(count)}

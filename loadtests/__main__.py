@@ -18,7 +18,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from loadtests.results import BenchRow, flagged, table
+from loadtests.results import BenchRow, as_deployed, flagged, table
 from loadtests.suite import FULL, QUICK, run
 
 
@@ -99,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of every workload")
     parser.add_argument("--json", metavar="FILE", help="also write every row and the targets as JSON")
     args = parser.parse_args(argv)
+    as_deployed()
     rows: list[BenchRow] = []
     for group in run(args.quick):
         print(table(group) + "\n", flush=True)
