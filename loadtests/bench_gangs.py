@@ -39,7 +39,7 @@ from kai_ray.config import SchedulerConfig
 from kai_ray.runtime import placement_policy
 from loadtests.baseline import FullScanCoordinator
 from loadtests.gang_workload import GangWorkload, gang_workload
-from loadtests.results import BenchRow, bench_main, compare, rss_bytes
+from loadtests.results import BenchRow, bench_main, compare, fresh_heap, rss_bytes
 from shards.shard import Shard
 from shards.stream_messages import SettleReply, SettleRequest
 
@@ -93,6 +93,7 @@ def drive(coordinator: Coordinator, shards: TimedShardSet, workload: GangWorkloa
     started = time.perf_counter()
     coordinator.apply(workload.cluster)
     run.apply_seconds += time.perf_counter() - started
+    fresh_heap()
     first_seen: dict[str, float] = {}
     now = 1_000.0
     waves = list(workload.waves) + [None] * MAX_EXTRA_CYCLES

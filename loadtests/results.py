@@ -8,6 +8,7 @@ from different runs or machines are never mixed.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -103,6 +104,13 @@ def as_deployed() -> None:
     from kai_ray.runtime import tune_gc_for_long_runs
 
     tune_gc_for_long_runs()
+
+
+def fresh_heap() -> None:
+    """Before a measured run (not timed): collect what earlier rows left. With the deployed
+    thresholds full collections are rare, so earlier systems (and the Ray shard actors their
+    handles keep alive) would otherwise linger into this row."""
+    gc.collect()
 
 
 def bench_main(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from coordinator.coordinator import Coordinator
 from loadtests.pod_workloads import PodWorkload, kai_fill, scheduler_perf
-from loadtests.results import BenchRow, compare, rss_bytes
+from loadtests.results import BenchRow, compare, fresh_heap, rss_bytes
 from loadtests.systems import baseline, in_process, on_ray
 
 ACTIONS = ("allocate",)  # every pod fits: eviction actions would find nothing to do
@@ -54,6 +54,7 @@ def drive(system: str, coordinator: Coordinator, workload: PodWorkload) -> tuple
     coordinator.apply(workload.cluster)
     coordinator.shards.flush()
     loaded = time.perf_counter() - loading
+    fresh_heap()
     started = time.perf_counter()
     cpu_started, shard_cpu_started = time.process_time(), coordinator.shards.shard_cpu
     coordinator.apply(workload.pending)
