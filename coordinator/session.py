@@ -23,7 +23,7 @@ from coordinator.queue_state import QueueState
 from coordinator.subgroups import build_tree, leaf_pod_sets, needs_tree
 from kai_ray import labels as L
 from kai_ray.config import SchedulerConfig
-from kai_ray.model import ClusterSnapshot, Pod, PodGroup, ResourceVector, Topology
+from kai_ray.model import ClusterSnapshot, Pod, PodGroup, Queue, ResourceVector, Topology
 from shards.dra_demand import ClaimDemand
 from shards.node_table import Holding, Kind, NodeTable
 from shards.placement import Diagnosis, PlacementPolicy, Placer
@@ -350,19 +350,21 @@ def _build_tree_job(state: SessionState, group: PodGroup, tasks: list[Task]) -> 
         state.last_start[group.key] = group.last_start
 
 
+def queue_spec(q: Queue) -> QueueSpec:
+    """A Queue as the fair-share division reads it."""
+    return QueueSpec(
+        name=q.name,
+        parent=q.parent,
+        priority=q.priority,
+        created=q.created,
+        deserved=(q.gpu.quota, q.cpu.quota, q.memory.quota),
+        over_quota_weight=(q.gpu.over_quota_weight, q.cpu.over_quota_weight, q.memory.over_quota_weight),
+        limit=(q.gpu.limit, q.cpu.limit, q.memory.limit),
+    )
+
+
 def _queue_state(state: SessionState, snapshot: ClusterSnapshot) -> QueueState:
-    specs = [
-        QueueSpec(
-            name=q.name,
-            parent=q.parent,
-            priority=q.priority,
-            created=q.created,
-            deserved=(q.gpu.quota, q.cpu.quota, q.memory.quota),
-            over_quota_weight=(q.gpu.over_quota_weight, q.cpu.over_quota_weight, q.memory.over_quota_weight),
-            limit=(q.gpu.limit, q.cpu.limit, q.memory.limit),
-        )
-        for q in snapshot.queues
-    ]
+    specs = [queue_spec(q) for q in snapshot.queues]
     tree = QueueTree.build(specs)
     n = len(tree)
     # Summed in plain floats per leaf (numpy's per-call cost would dominate), then rolled up.

@@ -19,12 +19,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from coordinator.cluster_model import ClusterModel
-from coordinator.fairshare import QueueSpec, QueueTree, divide, usage_array
+from coordinator.fairshare import QueueTree, divide, usage_array
 from coordinator.job_timers import apply_timers
 from coordinator.jobs import DEFAULT_SUBGROUP, Job, PodSet, Task, task_status
 from coordinator.min_runtime import MinRuntimes
 from coordinator.queue_state import QueueState
-from coordinator.session import SessionState, accepted_on, add_queue_sums, attach_placed_pods, make_placer
+from coordinator.session import (
+    SessionState,
+    accepted_on,
+    add_queue_sums,
+    attach_placed_pods,
+    make_placer,
+    queue_spec,
+)
 from coordinator.subgroups import build_tree, leaf_pod_sets, needs_tree
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import Pod, PodGroup
@@ -254,7 +261,7 @@ class SessionCache:
     # ------------------------------------------------------------------ queues
     def queues(self, model: ClusterModel, total: np.ndarray) -> QueueState:
         if self.queues_version != model.queues_version:
-            self.tree = QueueTree.build([_spec(q) for q in model.queues.values()])
+            self.tree = QueueTree.build([queue_spec(q) for q in model.queues.values()])
             self.queues_version = model.queues_version
         tree = self.tree
         sums = np.zeros((len(tree), 9))
@@ -309,18 +316,3 @@ def _reset(made: _Made) -> None:
         task.evicted_in_session = False
     if task.claims:
         task.claims = ()
-
-
-def _spec(q: object) -> QueueSpec:
-    from kai_ray.model import Queue
-
-    assert isinstance(q, Queue)
-    return QueueSpec(
-        name=q.name,
-        parent=q.parent,
-        priority=q.priority,
-        created=q.created,
-        deserved=(q.gpu.quota, q.cpu.quota, q.memory.quota),
-        over_quota_weight=(q.gpu.over_quota_weight, q.cpu.over_quota_weight, q.memory.over_quota_weight),
-        limit=(q.gpu.limit, q.cpu.limit, q.memory.limit),
-    )
