@@ -44,6 +44,7 @@ class ClusterModel:
         self.pods: dict[str, Pod] = {}
         self.pod_groups: dict[str, PodGroup] = {}
         self.queues: dict[str, Queue] = {}
+        self.unusable_queues: dict[str, str] = {}  # left out of the tree: name -> why
         self.topologies: dict[str, Topology] = {}
         self.queue_usage: dict[str, tuple[float, float, float]] = {}
         self.version = 0  # counts every change: the same version is the same cluster
@@ -61,12 +62,15 @@ class ClusterModel:
             self.nodes_version += 1
         if deltas.queues_upserted or deltas.queues_removed:
             self.queues_version += 1
+        arriving = {n.name for n in deltas.nodes_upserted if n.name not in self.nodes}
         if deltas.dra:
             self.dra.apply(deltas.dra)
         for node in deltas.nodes_upserted:
             if node.name not in self.nodes:
                 self.dra.node_added(node.name)
             self.nodes[node.name] = node
+        if arriving:
+            pods += self._pods_on(arriving, {p.key for p in pods})
         for name in deltas.nodes_removed:
             self.nodes.pop(name, None)
         for pod in pods:
@@ -80,6 +84,9 @@ class ClusterModel:
             self.queues[queue.name] = queue
         for name in deltas.queues_removed:
             self.queues.pop(name, None)
+        if deltas.unusable_queues is not None:
+            self.unusable_queues = dict(deltas.unusable_queues)
+            self.queues_version += 1
         for group in deltas.pod_groups_upserted:
             self.pod_groups[group.key] = group
         for key in deltas.pod_groups_removed:
@@ -92,6 +99,11 @@ class ClusterModel:
             self.queue_usage = dict(deltas.queue_usage)
             self.queues_version += 1
         return replace(deltas, pods_upserted=pods)
+
+    def _pods_on(self, nodes: set[str], skip: set[str]) -> tuple[Pod, ...]:
+        """Pods this model still places on ``nodes``: a node that was deleted and registers again
+        brings back what is bound to it (the shards forgot those pods when it went away)."""
+        return tuple(p for p in self.pods.values() if p.node in nodes and p.key not in skip)
 
     def _keep_assumption(self, pod: Pod) -> Pod:
         """An update that predates our bind (the watch has not seen it yet) must not undo it:
@@ -112,6 +124,7 @@ class ClusterModel:
             pods=tuple(self.pods.values()),
             pod_groups=tuple(self.pod_groups.values()),
             queues=tuple(self.queues.values()),
+            unusable_queues=self.unusable_queues,
             topologies=tuple(self.topologies.values()),
             dra=self.dra.objects() if self.dra else DraObjects(),
             queue_usage=self.queue_usage,

@@ -198,7 +198,14 @@ class Coordinator:
         result.not_ready_jobs = frozenset(k for k, j in state.jobs.items() if not j.ready_for_scheduling())
         result.search_skipped = dict(state.search_skipped)
         result.paused_jobs = state.search_paused
-        result.evictions = [EvictIntent(pod, action, by) for pod, action, by in result.decisions.evictions]
+        # Only a pod placed before this session is there to evict. One that an action placed and a
+        # later action evicted again in the same session is simply not bound; an eviction sent for
+        # it would delete a pending pod (the API deletes unbound pods on eviction).
+        result.evictions = [
+            EvictIntent(pod, action, by)
+            for pod, action, by in result.decisions.evictions
+            if state.tasks[pod].original_status.active_used
+        ]
         evicted = {state.jobs_by_task[e.pod].key for e in result.evictions if e.pod in state.jobs_by_task}
         result.job_clocks = remember_clocks(self.model.pod_groups, state.jobs.values(), state.last_start, evicted, now)
         if result.job_clocks:  # the pod groups changed: the next cycle must not be memoized

@@ -128,6 +128,9 @@ def _pending_reason(state: SessionState, task: Task, reasons: dict[str, str]) ->
 
 def job_reason(state: SessionState, job: Job) -> str:
     if not state.queues.has(job.queue):
+        why = state.unusable_queues.get(job.queue)
+        if why is not None:  # it exists, but is not part of the queue tree
+            return f"queue {job.queue} is not usable: {why}"
         return f"QueueDoesNotExist: queue {job.queue} does not exist"
     if not state.queues.is_leaf(job.queue):
         return f"queue {job.queue} is not a leaf queue; jobs must name a leaf queue"

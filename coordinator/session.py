@@ -60,6 +60,7 @@ class SessionState:
     source: RoundPlacer | None = None  # allocate's placements, from the shards' streams
     unplaced: dict[str, tuple[Task, int]] = field(default_factory=dict)  # job -> failing task, pods placed
     shard_diagnoses: dict[TaskShape, Diagnosis] = field(default_factory=dict)  # every node, from the shards
+    unusable_queues: Mapping[str, str] = field(default_factory=dict)  # queues that exist outside the tree
     # Per paused job, what its last real victim search said (action -> reason): a paused job keeps
     # naming the cause, so its message does not change while nothing else does.
     search_reasons: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -197,6 +198,7 @@ def open_session(
         all_pods={p.key: p for p in snapshot.pods},
         min_gpu_memory=min_gpu_memory,
         placer_type=placer_type,
+        unusable_queues=snapshot.unusable_queues,
         topologies={t.name: t for t in snapshot.topologies},
         dra=dra,
     )

@@ -88,6 +88,7 @@ class SessionCache:
             all_pods=dict(model.pods),  # as of the session's start
             min_gpu_memory=self.min_gpu_memory,
             placer_type=placer_type,
+            unusable_queues=model.unusable_queues,
             topologies=dict(model.topologies),
         )
         for notes in self.invalid.values():

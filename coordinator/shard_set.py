@@ -132,6 +132,14 @@ class ShardSet:
     def rows(self) -> Answers[NodeRows]:
         return self.client.rows(self.ids)
 
+    def every_row(self) -> list[NodeRows]:
+        """Every shard's rows, in shard order, for checks and baselines outside a cycle (a shard
+        that does not answer is an error here, not a lost cycle)."""
+        answers = self.rows()
+        if answers.down:
+            raise RuntimeError(f"shards {sorted(answers.down)} did not answer")
+        return [answers.replies[sid] for sid in sorted(answers.replies)]
+
     def domains(self, topologies: Sequence[Topology]) -> Answers[list[DomainReport]]:
         """Each shard's report of its nodes' domains, one per Topology asked for."""
         return self.client.domains(self.ids, topologies)

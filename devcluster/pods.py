@@ -20,6 +20,7 @@ from devcluster import errors
 from devcluster.catalog import ResourceType
 from devcluster.errors import ApiError
 from devcluster.registry import DNS_LABEL, Causes, Registry, Strategy
+from devcluster.validation import pod_resource_causes
 
 Obj = dict[str, Any]
 DEFAULT_GRACE = 30
@@ -113,7 +114,7 @@ class PodStrategy(Strategy):
             seen.add(name)
             if not container.get("image") and old is None:
                 causes.append((f"spec.containers[{i}].image", "Required value"))
-        return causes
+        return causes + pod_resource_causes(obj)
 
     def prepare_update(self, reg: Registry, rt: ResourceType, new: Obj, old: Obj, subresource: str) -> None:
         if subresource:

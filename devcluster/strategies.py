@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from devcluster.catalog import ResourceType
@@ -9,6 +10,7 @@ from devcluster.crds import CRD_KEY, CrdStrategy
 from devcluster.errors import ApiError
 from devcluster.pods import PodStrategy
 from devcluster.registry import Causes, Registry, Strategy
+from devcluster.validation import pod_group_causes, queue_causes
 
 Obj = dict[str, Any]
 PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
@@ -49,6 +51,16 @@ class PriorityClassStrategy(Strategy):
         return []
 
 
+class SchemaStrategy(Strategy):
+    """A custom resource checked against (the part kai-ray reads of) its CRD's schema."""
+
+    def __init__(self, causes: Callable[[Obj], Causes]) -> None:
+        self.causes = causes
+
+    def validate(self, reg: Registry, rt: ResourceType, obj: Obj, old: Obj | None) -> Causes:
+        return self.causes(obj)
+
+
 def install(reg: Registry) -> None:
     reg.strategies.update(
         {
@@ -57,5 +69,7 @@ def install(reg: Registry) -> None:
             ("", "nodes"): NodeStrategy(),
             ("scheduling.k8s.io", "priorityclasses"): PriorityClassStrategy(),
             CRD_KEY: CrdStrategy(),
+            ("scheduling.run.ai", "podgroups"): SchemaStrategy(pod_group_causes),
+            ("scheduling.run.ai", "queues"): SchemaStrategy(queue_causes),
         }
     )

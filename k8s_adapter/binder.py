@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from k8s_adapter.api import JSON, KubeApi, KubeError
@@ -233,3 +233,38 @@ class Binder:
             self._done(request)
             return BindOutcome(request.pod, True)
         return BindOutcome(request.pod, False, f"conflict: {exc.reason} (bound to {node or 'nothing'})")
+
+
+@dataclass(slots=True)
+class BindFailures:
+    count: int
+    reason: str
+    until: float
+
+
+class BindBackoff:
+    """Pods whose bind failed: each further failure waits twice as long before the pod is placed
+    again (``base`` seconds after the first, at most ``limit``), as kube-scheduler backs off
+    pods that keep failing. A gang waiting on such a pod is short of its minimum meanwhile, so
+    stale-gang eviction applies to it as KAI's rules say, instead of a pod re-placed every cycle."""
+
+    def __init__(self, base: float = 5.0, limit: float = 300.0) -> None:
+        self.base = base
+        self.limit = limit
+        self.failures: dict[str, BindFailures] = {}
+
+    def failed(self, pod: str, reason: str, now: float) -> float:
+        """Record a failure; returns when (``now``'s clock) the pod may be placed again."""
+        known = self.failures.get(pod)
+        count = known.count + 1 if known is not None else 1
+        until = now + min(self.limit, self.base * 2.0 ** (count - 1))
+        self.failures[pod] = BindFailures(count, reason, until)
+        return until
+
+    def bound(self, pod: str) -> None:
+        self.failures.pop(pod, None)
+
+    def forget(self, keep: Callable[[str], bool]) -> None:
+        """Drop pods ``keep`` no longer wants (gone, or bound by someone)."""
+        for pod in [p for p in self.failures if not keep(p)]:
+            del self.failures[pod]

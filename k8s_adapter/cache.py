@@ -1,20 +1,33 @@
 """What the watches saw, as model records, handed to the coordinator as batched deltas.
 
-Raw objects are decoded once, on arrival, with the snapshot loader's parsers (so the API
-and `kai-ray schedule` read manifests the same way). A malformed object is logged in one
-line and skipped; it never stops the loop. Changes accumulate until ``take_deltas``.
+Two sides, so that the event loop never does the work of a delta:
+
+- The watch callbacks (``on_list``, ``on_event``, on the event loop) only drop out-of-date
+  events and keep the latest raw object per key in an inbox: O(1) per event, and an object
+  that changes five times between cycles is decoded once.
+- ``take_deltas`` (run off the event loop, one call at a time) decodes the inbox with the
+  snapshot loader's parsers, updates the records, and resolves only the PodGroups the batch
+  touched (``group_index``), so its cost follows the changes, not the cluster's size.
+
+Nothing malformed stops the loop: an object that cannot be read is left out and recorded as
+a ``Problem`` naming the object, the field and the value (the runner posts it as an Event);
+a pod that holds its node is always counted, its unreadable annotations ignored. Readers on
+the event loop get views that ``take_deltas`` replaces, never mutates.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import replace
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from k8s_adapter.api import JSON
 from k8s_adapter.dra_cache import DraCache
+from k8s_adapter.group_index import GroupIndex
 from k8s_adapter.kinds import (
+    DEVICE_CLASSES,
     DRA_WATCHED,
     NODES,
     POD_GROUPS,
@@ -25,83 +38,261 @@ from k8s_adapter.kinds import (
     Kind,
     resource_version,
 )
+from k8s_adapter.problems import ObjectKey, Problem
 from kai_ray import labels as L
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.errors import InputError
 from kai_ray.grouping import OwnerRef, implicit_group, needs_pod_grouper
 from kai_ray.io.fields import ObjectReader
-from kai_ray.io.parse_core import parse_node, parse_pod
+from kai_ray.io.parse_core import parse_node, parse_pod, pod_state
 from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
 from kai_ray.io.parse_topology import parse_topology
-from kai_ray.model import Node, Pod, PodGroup, PriorityClass, Queue, Topology
+from kai_ray.io.queue_tree import classify_queues
+from kai_ray.model import Node, Pod, PodGroup, PodState, PriorityClass, Queue, Topology
 
 log = logging.getLogger(__name__)
+Entry = tuple[Kind, str, JSON]  # kind, event type, raw object
+
+
+@dataclass(frozen=True, slots=True)
+class PodNow:
+    """The newest known state of a pod, for decisions that must not act on an old one."""
+
+    uid: str
+    state: PodState
+    node: str | None
 
 
 class ClusterCache:
     def __init__(self, scheduler_name: str = L.DEFAULT_SCHEDULER_NAME) -> None:
         self.scheduler_name = scheduler_name
-        self.versions: dict[tuple[str, str], int] = {}
+        self.listeners: list[Callable[[Kind, str, JSON], None]] = []
+        # Event-loop side: written by the watch callbacks, swapped out under the lock.
+        self._lock = threading.Lock()
+        self._inbox: dict[tuple[str, str], Entry] = {}
+        self._relisted: dict[str, tuple[Kind, set[str]]] = {}
+        self._dra_lists: dict[str, tuple[Kind, list[JSON]]] = {}  # DRA kinds listed afresh, as listed
+        self._holds: dict[str, tuple[float, str]] = {}  # pod -> (held back until, why), not yet applied
+        self._versions: dict[tuple[str, str], int] = {}
+        # Records: changed only by take_deltas.
         self.nodes: dict[str, Node] = {}
-        self.pods: dict[str, Pod] = {}
+        self.pods: dict[str, Pod] = {}  # with the PodGroup they are scheduled in
         self.raw_groups: dict[str, RawPodGroup] = {}
         self.queues: dict[str, Queue] = {}
         self.classes: dict[str, PriorityClass] = {}
         self.owners: dict[str, tuple[OwnerRef, ...]] = {}
-        self.raw_ungrouped: dict[str, JSON] = {}
-        self.decode_errors = 0
         self.topologies: dict[str, Topology] = {}
-        kinds = ("Node", "Pod", "Queue", "PodGroup", "Topology")
-        self._changed: dict[str, set[str]] = {k: set() for k in kinds}
-        self._removed: dict[str, set[str]] = {k: set() for k in kinds}
-        self._classes_changed = False
-        self._sent_groups: dict[str, PodGroup] = {}
-        self._sent_queues: set[str] = set()
-        self.listeners: list[Callable[[Kind, str, JSON], None]] = []
         self.dra = DraCache()  # ResourceSlices, DeviceClasses, ResourceClaims (with `run --dra`)
+        self.decode_errors = 0
+        self._raw_ungrouped: dict[str, JSON] = {}
+        self._ungrouped_dirty = False
+        self._problems: dict[ObjectKey, Problem] = {}
+        self._invalid_queues: dict[str, str] = {}
+        self._groups = GroupIndex()
+        self._held: dict[str, tuple[float, str]] = {}  # pods kept from the coordinator for now
+        self._changed: dict[str, set[str]] = {"Node": set(), "Pod": set(), "Queue": set(), "Topology": set()}
+        self._removed: dict[str, set[str]] = {"Node": set(), "Pod": set(), "Topology": set()}
+        self._queues_dirty = False
+        self._sent_queues: set[str] = set()
+        self._sent_unusable: dict[str, str] = {}
+        # Views for readers on the event loop: replaced as a whole, never changed in place.
+        self.ungrouped_view: tuple[JSON, ...] = ()
+        self.problems_view: Mapping[ObjectKey, Problem] = {}
+        self.held_view: Mapping[str, tuple[float, str]] = {}
 
-    # ------------------------------------------------------------------ input
+    # ------------------------------------------------------------------ watch side (event loop)
     def on_list(self, kind: Kind, items: list[JSON]) -> None:
         """A fresh list replaces everything known of that kind."""
-        if kind in DRA_WATCHED:
-            self.dra.on_list(kind, items)
-            return
-        seen = set()
-        for obj in items:
-            key = self._key(kind, obj)
-            seen.add(key)
-            self.versions.pop((kind.name, key), None)
-            self._upsert(kind, obj, key)
-        store = self._store(kind)
-        for key in list(store):
-            if key not in seen:
-                self._delete(kind, key)
+        listed: set[str] = set()
+        with self._lock:
+            if kind in DRA_WATCHED:  # decoded and replaced as a whole by the DRA records, in order
+                self._dra_lists[kind.name] = (kind, items)
+                for entry in [k for k in self._inbox if k[0] == kind.name]:
+                    del self._inbox[entry]
+                return
+            for obj in items:
+                key = _key(kind, obj)
+                listed.add(key)
+                self._inbox[(kind.name, key)] = (kind, "ADDED", obj)
+                version = resource_version(obj)
+                if version is not None:
+                    self._versions[(kind.name, key)] = version
+            for (name, key), (_, _, obj) in list(self._inbox.items()):
+                if name == kind.name and key not in listed:
+                    self._inbox[(name, key)] = (kind, "DELETED", obj)
+            for name, key in [k for k in self._versions if k[0] == kind.name and k[1] not in listed]:
+                del self._versions[(name, key)]
+            self._relisted[kind.name] = (kind, listed)
 
     def on_event(self, kind: Kind, event: str, obj: JSON) -> None:
-        if kind in DRA_WATCHED:
-            self.dra.on_event(kind, event, obj)
-            return
-        key = self._key(kind, obj)
+        key = _key(kind, obj)
         version = resource_version(obj)
-        last = self.versions.get((kind.name, key))
+        last = self._versions.get((kind.name, key))
         if last is not None and version is not None and version <= last and event != "DELETED":
             return  # a duplicate or out-of-date event
         for listener in self.listeners:
             listener(kind, event, obj)
-        if event == "DELETED":
-            self.versions.pop((kind.name, key), None)
-            self._delete(kind, key)
-        else:
-            self._upsert(kind, obj, key)
+        with self._lock:
+            self._inbox[(kind.name, key)] = (kind, event, obj)
+            if event == "DELETED":
+                self._versions.pop((kind.name, key), None)
+            elif version is not None:
+                self._versions[(kind.name, key)] = version
 
-    def _key(self, kind: Kind, obj: JSON) -> str:
-        meta = obj.get("metadata") or {}
-        name = str(meta.get("name") or "")
-        return f"{meta.get('namespace') or 'default'}/{name}" if kind.namespaced else name
+    def hold_back(self, pod: str, until: float, why: str) -> None:
+        """Keep ``pod`` from the coordinator until ``until`` (time.monotonic) unless it gets bound
+        meanwhile: a pod whose bind keeps failing is not placed again at once."""
+        with self._lock:
+            self._holds[pod] = (until, why)
 
-    def _store(self, kind: Kind) -> dict[str, object]:
-        # The stores hold different record types; callers only add, look up and remove by key.
-        stores: dict[str, Any] = {
+    # ------------------------------------------------------------------ readers (event loop)
+    def versions_seen(self) -> dict[tuple[str, str], int]:
+        """The resourceVersion of every object the watches delivered, by (kind, key)."""
+        with self._lock:
+            return dict(self._versions)
+
+    def pending_events(self) -> int:
+        """Watch events and holds not yet turned into deltas."""
+        with self._lock:
+            return len(self._inbox) + len(self._relisted) + len(self._dra_lists) + len(self._holds)
+
+    def ungrouped(self) -> list[JSON]:
+        """Our live pods that name no PodGroup yet (raw objects): the pod grouper's work list."""
+        return list(self.ungrouped_view)
+
+    def pod_now(self, key: str) -> PodNow | None:
+        """The pod as the newest event says, applied to the records or not; None once it is gone."""
+        with self._lock:
+            entry = self._inbox.get((PODS.name, key))
+        if entry is not None:
+            _, event, obj = entry
+            if event == "DELETED":
+                return None
+            reader = ObjectReader({**obj, "kind": "Pod"}, 0)
+            state, node = pod_state(reader)
+            return PodNow(str(reader.meta.get("uid") or ""), state, node)
+        pod = self.pods.get(key)
+        return None if pod is None else PodNow(pod.uid, pod.state, pod.node)
+
+    @property
+    def pod_groups(self) -> Mapping[str, PodGroup]:
+        """Every PodGroup as last handed to the coordinator, explicit and implicit, by key (for
+        status); replaced by each batch that changes one, never changed in place."""
+        return self._groups.sent
+
+    def members(self, group: str) -> list[str]:
+        """Pods of PodGroup ``group`` as of the last deltas."""
+        index = self._groups
+        return sorted({*index.members.get(group, ()), *index.implicit_members.get(group, ())})
+
+    # ------------------------------------------------------------------ deltas (off the event loop)
+    def take_deltas(self, now: float | None = None) -> ClusterDeltas:
+        """Everything that changed since the last call, as model records. ``now`` (monotonic)
+        ends the holds that are due; None ends none."""
+        with self._lock:
+            inbox, self._inbox = self._inbox, {}
+            relisted, self._relisted = self._relisted, {}
+            dra_lists, self._dra_lists = self._dra_lists, {}
+            holds, self._holds = self._holds, {}
+        self._copy_on_write({name for name, _ in inbox} | set(relisted) | set(dra_lists))
+        for kind, items in dra_lists.values():
+            self.dra.on_list(kind, items)
+        for kind_name, (kind, listed) in relisted.items():
+            store = self._store(kind)
+            for key in [k for k in store if k not in listed and (kind_name, k) not in inbox]:
+                self._delete(kind, key)
+            for problem_key in [k for k in self._problems if k[0] == kind_name and k[1] not in listed]:
+                self._problems.pop(problem_key, None)
+        for (_, key), (kind, event, obj) in inbox.items():
+            if kind in DRA_WATCHED:
+                self.dra.on_event(kind, event, obj)
+            elif event == "DELETED":
+                self._delete(kind, key)
+                self._problems.pop((kind.name, key), None)
+            else:
+                self._upsert(kind, obj, key)
+        self._apply_holds(holds, now)
+        deltas = self._deltas()
+        self._refresh_views(holds)
+        return deltas
+
+    def _copy_on_write(self, kinds: set[str]) -> None:
+        """Readers on the event loop (status, metrics, binds) iterate these records while a batch
+        is applied here: a kind this batch changes gets a new dict, so no reader sees one change
+        size under it. Pods and PodGroup objects are only looked up by key, never iterated there."""
+        if NODES.name in kinds:
+            self.nodes = dict(self.nodes)
+        if QUEUES.name in kinds:
+            self.queues = dict(self.queues)
+        if TOPOLOGIES.name in kinds:
+            self.topologies = dict(self.topologies)
+        if DEVICE_CLASSES.name in kinds:
+            self.dra.classes = dict(self.dra.classes)
+
+    def _deltas(self) -> ClusterDeltas:
+        groups_up, groups_down = self._groups.changes(self.raw_groups, self.pods, self.owners, self.classes)
+        queues_up, queues_down, unusable = self._queue_changes()
+        changed, removed = self._changed, self._removed
+        deltas = ClusterDeltas(
+            nodes_upserted=tuple(self.nodes[k] for k in changed["Node"] if k in self.nodes),
+            nodes_removed=tuple(removed["Node"]),
+            pods_upserted=tuple(self.pods[k] for k in changed["Pod"] if k in self.pods and k not in self._held),
+            pods_removed=tuple(removed["Pod"]),
+            queues_upserted=queues_up,
+            queues_removed=queues_down,
+            pod_groups_upserted=groups_up,
+            pod_groups_removed=groups_down,
+            unusable_queues=unusable,
+            topologies_upserted=tuple(self.topologies[k] for k in changed["Topology"] if k in self.topologies),
+            topologies_removed=tuple(removed["Topology"]),
+            dra=self.dra.take(),
+        )
+        for bucket in (*changed.values(), *removed.values()):
+            bucket.clear()
+        return deltas
+
+    def _apply_holds(self, holds: dict[str, tuple[float, str]], now: float | None) -> None:
+        for key, hold in holds.items():
+            pod = self.pods.get(key)
+            if pod is not None and pod.state is PodState.PENDING:
+                self._held[key] = hold
+                self._removed["Pod"].add(key)  # the coordinator forgets it until the hold ends
+                self._changed["Pod"].discard(key)
+        if now is None:
+            return
+        for key in [k for k, (until, _) in self._held.items() if until <= now]:
+            del self._held[key]
+            if key in self.pods:
+                self._changed["Pod"].add(key)
+                self._removed["Pod"].discard(key)
+
+    def _refresh_views(self, holds: Mapping[str, object]) -> None:
+        if self._ungrouped_dirty:
+            self._ungrouped_dirty = False
+            self.ungrouped_view = tuple(self._raw_ungrouped.values())
+        problems = dict(self._problems)
+        for key, warnings in self._groups.warnings.items():
+            raw = self.raw_groups.get(key)
+            if raw is not None:
+                meta = {"name": raw.name, "namespace": raw.namespace, "uid": raw.uid}
+                own = problems.get((POD_GROUPS.name, key))  # what reading the object itself warned about
+                problems[(POD_GROUPS.name, key)] = Problem.of(
+                    "PodGroup",
+                    _api_version(POD_GROUPS),
+                    {"metadata": meta},
+                    [*(own.messages if own else ()), *warnings],
+                    False,
+                )
+        for (kind, key), (obj, message) in self.dra.refused.items():
+            problems[(kind, key)] = Problem.of(kind, _api_version(_DRA_KINDS[kind]), obj, [message], True)
+        if problems != self.problems_view:
+            self.problems_view = problems
+        if holds or self._held != self.held_view:
+            self.held_view = dict(self._held)
+
+    # ------------------------------------------------------------------ records
+    def _store(self, kind: Kind) -> dict[str, Any]:
+        stores: dict[str, dict[str, Any]] = {
             NODES.name: self.nodes,
             PODS.name: self.pods,
             QUEUES.name: self.queues,
@@ -109,189 +300,144 @@ class ClusterCache:
             PRIORITY_CLASSES.name: self.classes,
             TOPOLOGIES.name: self.topologies,
         }
-        store: dict[str, object] = stores[kind.name]
-        return store
+        return stores[kind.name]
 
     def _upsert(self, kind: Kind, obj: JSON, key: str) -> None:
-        version = resource_version(obj)
-        if version is not None:
-            self.versions[(kind.name, key)] = version
+        warnings: list[str] = []
         try:
             reader = ObjectReader({**obj, "kind": kind.name}, 0)
             if kind is NODES:
                 self.nodes[key] = parse_node(reader)
+                self._changed["Node"].add(key)
+                self._removed["Node"].discard(key)
             elif kind is PODS:
-                if L.is_reservation_pod((obj.get("metadata") or {}).get("labels") or {}):
-                    return  # its GPU is counted through the shared group it reserves
-                pod = self.pods[key] = parse_pod(reader)
-                self.owners[key] = _owner_refs(obj)
-                if (
-                    not pod.pod_group
-                    and pod.scheduler_name == self.scheduler_name
-                    and pod.state.value in ("Pending", "Running")
-                ):
-                    self.raw_ungrouped[key] = obj  # the pod grouper needs owners, labels, priority class
-                else:
-                    self.raw_ungrouped.pop(key, None)
+                self._upsert_pod(reader, obj, key, warnings)
             elif kind is QUEUES:
-                warnings: list[str] = []
                 self.queues[key] = parse_queue(reader, warnings)
+                self._invalid_queues.pop(key, None)
+                self._changed["Queue"].add(key)
+                self._queues_dirty = True
             elif kind is POD_GROUPS:
-                notes: list[str] = []
-                self.raw_groups[key] = parse_pod_group(reader, notes)
-                for note in notes:
-                    log.warning("%s", note)
+                self.raw_groups[key] = parse_pod_group(reader, warnings)
+                self._groups.touch([key])
             elif kind is TOPOLOGIES:
                 self.topologies[key] = parse_topology(reader)
+                self._changed["Topology"].add(key)
+                self._removed["Topology"].discard(key)
             elif kind is PRIORITY_CLASSES:
                 self.classes[key] = parse_priority_class(reader)
-                self._classes_changed = True
-                return
+                self._groups.touch_all(self.raw_groups)
         except InputError as exc:
-            self.decode_errors += 1
-            log.warning("skipping malformed object: %s", exc)
+            self._refuse(kind, obj, key, str(exc))
             return
-        self._changed[kind.name].add(key)
-        self._removed[kind.name].discard(key)
+        if warnings:
+            self._problems[(kind.name, key)] = Problem.of(kind.name, _api_version(kind), obj, warnings, False)
+        else:
+            self._problems.pop((kind.name, key), None)
+
+    def _upsert_pod(self, reader: ObjectReader, obj: JSON, key: str, warnings: list[str]) -> None:
+        if L.is_reservation_pod((obj.get("metadata") or {}).get("labels") or {}):
+            self._delete(PODS, key)  # its GPU is counted through the shared group it reserves
+            return
+        pod = parse_pod(reader, warnings)
+        owners = self.owners[key] = _owner_refs(obj)
+        ours = pod.scheduler_name == self.scheduler_name
+        if pod.pod_group:
+            self._groups.place(key, f"{pod.namespace}/{pod.pod_group}", False)
+        elif ours and not needs_pod_grouper(owners):
+            pod = replace(pod, pod_group=implicit_group(pod, owners).name)
+            self._groups.place(key, f"{pod.namespace}/{pod.pod_group}", True)
+        else:
+            self._groups.place(key, None, False)
+        if (
+            ours
+            and not reader.get(f"metadata.annotations.{L.POD_GROUP_ANNOTATION}")
+            and pod.state.value
+            in (
+                "Pending",
+                "Running",
+            )
+        ):
+            self._raw_ungrouped[key] = obj  # the pod grouper needs owners, labels, priority class
+            self._ungrouped_dirty = True
+        elif self._raw_ungrouped.pop(key, None) is not None:
+            self._ungrouped_dirty = True
+        self.pods[key] = pod
+        if pod.state is not PodState.PENDING and self._held.pop(key, None) is not None:
+            self._removed["Pod"].discard(key)  # bound (or finished) after all: it must be counted
+        self._changed["Pod"].add(key)
+        self._removed["Pod"].discard(key)
+
+    def _refuse(self, kind: Kind, obj: JSON, key: str, message: str) -> None:
+        """An object that cannot be read: what was known of it goes, and the problem is recorded
+        (for pods only when they are ours or hold a node; others' pending pods are none of ours)."""
+        self.decode_errors += 1
+        log.warning("left out a malformed object: %s", message)
+        self._delete(kind, key)
+        if kind is QUEUES:
+            self._invalid_queues[key] = message.split(": ", 1)[-1]
+            self._queues_dirty = True
+        if kind is PODS:
+            reader_spec = obj.get("spec") or {}
+            ours = (reader_spec.get("schedulerName") or "default-scheduler") == self.scheduler_name
+            if not ours and not reader_spec.get("nodeName"):
+                return
+        self._problems[(kind.name, key)] = Problem.of(kind.name, _api_version(kind), obj, [message], True)
 
     def _delete(self, kind: Kind, key: str) -> None:
-        store = self._store(kind)
-        if store.pop(key, None) is None:
+        if kind is QUEUES and self._invalid_queues.pop(key, None) is not None:
+            self._queues_dirty = True
+        if self._store(kind).pop(key, None) is None:
             return
         if kind is PRIORITY_CLASSES:
-            self._classes_changed = True
-            return
-        if kind is PODS:
+            self._groups.touch_all(self.raw_groups)
+        elif kind is POD_GROUPS:
+            self._groups.touch([key])
+        elif kind is QUEUES:
+            self._queues_dirty = True
+        elif kind is NODES:
+            self._removed["Node"].add(key)
+            self._changed["Node"].discard(key)
+        elif kind is TOPOLOGIES:
+            self._removed["Topology"].add(key)
+            self._changed["Topology"].discard(key)
+        elif kind is PODS:
             self.owners.pop(key, None)
-            self.raw_ungrouped.pop(key, None)
-        self._removed[kind.name].add(key)
-        self._changed[kind.name].discard(key)
+            if self._raw_ungrouped.pop(key, None) is not None:
+                self._ungrouped_dirty = True
+            self._groups.place(key, None, False)
+            self._held.pop(key, None)
+            self._removed["Pod"].add(key)
+            self._changed["Pod"].discard(key)
 
-    # ------------------------------------------------------------------ output
-    def take_deltas(self) -> ClusterDeltas:
-        """Everything that changed since the last call, as model records."""
-        pods = [self.pods[k] for k in self._changed["Pod"] if k in self.pods]
-        groups = self._resolved_groups()
-        queues_up, queues_down = self._queue_changes()
-        deltas = ClusterDeltas(
-            nodes_upserted=tuple(self.nodes[k] for k in self._changed["Node"] if k in self.nodes),
-            nodes_removed=tuple(self._removed["Node"]),
-            pods_upserted=tuple(self._with_group(p) for p in pods),
-            pods_removed=tuple(self._removed["Pod"]),
-            queues_upserted=queues_up,
-            queues_removed=queues_down,
-            pod_groups_upserted=groups[0],
-            pod_groups_removed=groups[1],
-            topologies_upserted=tuple(self.topologies[k] for k in self._changed["Topology"] if k in self.topologies),
-            topologies_removed=tuple(self._removed["Topology"]),
-            dra=self.dra.take(),
-        )
-        for bucket in (*self._changed.values(), *self._removed.values()):
-            bucket.clear()
-        self._classes_changed = False
-        return deltas
-
-    def _with_group(self, pod: Pod) -> Pod:
-        owners = self.owners.get(pod.key, ())
-        if pod.pod_group or pod.scheduler_name != self.scheduler_name or needs_pod_grouper(owners):
-            return pod
-        return replace(pod, pod_group=implicit_group(pod, owners).name)
-
-    def ungrouped(self) -> list[JSON]:
-        """Our live pods that name no PodGroup yet (raw objects): the pod grouper's work list."""
-        return list(self.raw_ungrouped.values())
-
-    def implicit_groups(self) -> dict[str, PodGroup]:
-        """PodGroups for our pods that name none (KAI's pod grouper would create them)."""
-        out: dict[str, PodGroup] = {}
-        for key, pod in self.pods.items():
-            owners = self.owners.get(key, ())
-            if pod.pod_group or pod.scheduler_name != self.scheduler_name or needs_pod_grouper(owners):
-                continue
-            spec = implicit_group(pod, owners)
-            group_key = f"{pod.namespace}/{spec.name}"
-            if group_key in self.raw_groups or group_key in out:
-                continue
-            priority = self._priority(spec.priority_class_name)
-            out[group_key] = PodGroup(
-                pod.namespace,
-                spec.name,
-                spec.queue,
-                priority,
-                priority < L.PREEMPTIBLE_BELOW,
-                min_member=spec.min_member,
-                priority_class_name=spec.priority_class_name,
-                created=pod.created,
-            )
-        return out
-
-    def _priority(self, name: str | None) -> int:
-        if name and name in self.classes:
-            return self.classes[name].value
-        default = next((c.value for c in self.classes.values() if c.global_default), None)
-        return default if default is not None else L.DEFAULT_JOB_PRIORITY
-
-    def _resolved_groups(self) -> tuple[tuple[PodGroup, ...], tuple[str, ...]]:
-        if not (
-            self._changed["PodGroup"]
-            or self._removed["PodGroup"]
-            or self._changed["Pod"]
-            or self._removed["Pod"]
-            or self._classes_changed
-        ):
-            return (), ()
-        wanted: dict[str, PodGroup] = {}
-        for key, raw in self.raw_groups.items():
-            priority = self._priority(raw.priority_class_name)
-            preemptible = (
-                priority < L.PREEMPTIBLE_BELOW if raw.preemptibility is None else (raw.preemptibility == "preemptible")
-            )
-            wanted[key] = PodGroup(
-                raw.namespace,
-                raw.name,
-                raw.queue or L.DEFAULT_QUEUE,
-                priority,
-                preemptible,
-                min_member=raw.min_member,
-                sub_groups=raw.sub_groups,
-                priority_class_name=raw.priority_class_name,
-                created=raw.created,
-                staleness_grace_seconds=raw.staleness_grace_seconds,
-                stale_since=raw.stale_since,
-                last_start=raw.last_start,
-                last_eviction=raw.last_eviction,
-                preemption_delay_seconds=raw.preemption_delay_seconds,
-                expected_runtime_seconds=raw.expected_runtime_seconds,
-                uid=raw.uid,
-                min_sub_group=raw.min_sub_group,
-                topology=raw.topology,
-            )
-        wanted.update(self.implicit_groups())
-        upserted = tuple(g for k, g in wanted.items() if self._sent_groups.get(k) != g)
-        removed = tuple(k for k in self._sent_groups if k not in wanted)
-        self._sent_groups = wanted
-        return upserted, removed
-
-    def _queue_changes(self) -> tuple[tuple[Queue, ...], tuple[str, ...]]:
-        """Queues whose ancestry reaches the top (KAI drops orphans and their subtrees)."""
-        valid: set[str] = set()
-        for name, queue in self.queues.items():
-            seen = {name}
-            parent = queue.parent
-            while parent is not None and parent in self.queues and parent not in seen:
-                seen.add(parent)
-                parent = self.queues[parent].parent
-            if parent is None:
-                valid.add(name)
-        upserted = tuple(self.queues[n] for n in valid if n in self._changed["Queue"] or n not in self._sent_queues)
+    def _queue_changes(self) -> tuple[tuple[Queue, ...], tuple[str, ...], dict[str, str] | None]:
+        """Queues whose ancestry reaches the top (KAI drops orphans and their subtrees), and why
+        the others are left out."""
+        if not self._queues_dirty:
+            return (), (), None
+        self._queues_dirty = False
+        forest = classify_queues(self.queues, self._invalid_queues)
+        valid = set(forest.usable)
+        changed = self._changed["Queue"]
+        upserted = tuple(self.queues[n] for n in forest.usable if n in changed or n not in self._sent_queues)
         removed = tuple(n for n in self._sent_queues if n not in valid)
         self._sent_queues = valid
-        return upserted, removed
+        unusable = None if forest.unusable == self._sent_unusable else forest.unusable
+        self._sent_unusable = forest.unusable
+        return upserted, removed, unusable
 
-    @property
-    def pod_groups(self) -> dict[str, PodGroup]:
-        """Every PodGroup as last handed to the coordinator, explicit and implicit, by key (for status)."""
-        return self._sent_groups
+
+_DRA_KINDS = {kind.name: kind for kind in DRA_WATCHED}
+
+
+def _key(kind: Kind, obj: JSON) -> str:
+    meta = obj.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    return f"{meta.get('namespace') or 'default'}/{name}" if kind.namespaced else name
+
+
+def _api_version(kind: Kind) -> str:
+    return f"{kind.group}/{kind.version}" if kind.group else kind.version
 
 
 def _owner_refs(obj: JSON) -> tuple[OwnerRef, ...]:

@@ -1,7 +1,9 @@
 """The DRA objects the watches saw (ResourceSlices, DeviceClasses, ResourceClaims), as records.
 
 Kept apart from ``cache.py``'s kinds: decoded with the snapshot reader's parsers, a malformed
-object logged in one line and skipped, changes handed over as one ``DraChanges`` per loop turn.
+object logged in one line, skipped and kept in ``refused`` (the cache reports it as an Event),
+changes handed over as one ``DraChanges`` per loop turn. Fed by the cache's ``take_deltas``,
+off the event loop, in the order the watches delivered.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class DraCache:
         self.claims: dict[str, ResourceClaim] = {}
         self.versions: dict[tuple[str, str], int] = {}
         self.decode_errors = 0
+        self.refused: dict[tuple[str, str], tuple[JSON, str]] = {}  # (kind, key) -> (object, why): for events
         self._changed: dict[str, set[str]] = {k.name: set() for k in (RESOURCE_SLICES, DEVICE_CLASSES, RESOURCE_CLAIMS)}
         self._removed: dict[str, set[str]] = {k: set() for k in self._changed}
 
@@ -46,11 +49,14 @@ class DraCache:
             self.on_event(kind, "ADDED", obj)
         for key in [k for k in store if k not in seen]:
             self._delete(kind, key)
+        for gone in [k for k in self.refused if k[0] == kind.name and k[1] not in seen]:
+            del self.refused[gone]
 
     def on_event(self, kind: Kind, event: str, obj: JSON) -> None:
         key = _key(kind, obj)
         if event == "DELETED":
             self.versions.pop((kind.name, key), None)
+            self.refused.pop((kind.name, key), None)
             self._delete(kind, key)
             return
         version = resource_version(obj)
@@ -71,7 +77,11 @@ class DraCache:
         except InputError as exc:
             self.decode_errors += 1
             log.warning("skipping malformed object: %s", exc)
+            # The last good record stays: an allocated claim that turned unreadable still holds
+            # its devices, and forgetting it would give them to someone else.
+            self.refused[(kind.name, key)] = (obj, str(exc))
             return
+        self.refused.pop((kind.name, key), None)
         self._store(kind)[key] = record
         self._changed[kind.name].add(key)
         self._removed[kind.name].discard(key)

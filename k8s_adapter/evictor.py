@@ -1,7 +1,11 @@
 """Evicting pods through ``pods/eviction`` (PodDisruptionBudgets respected), delete as fallback.
 
 A 429 from a PodDisruptionBudget is not an error to drop: the eviction waits in a retry
-list and is tried again on later cycles until it goes through or the pod is gone. With
+list and is tried again on later cycles until it goes through or the pod is gone. Every
+eviction, new or retried, is checked against the current state right before it is sent
+(``still_wanted``): one whose victim already left, was re-created, or whose preemptor is gone
+or no longer waits is dropped, never sent for nothing. The victim's uid travels as a delete
+precondition, so a pod re-created under the same name is never evicted by mistake. With
 ``mode="delete"`` pods are deleted directly, as KAI does (its role grants pods/delete).
 Before evicting, the pod gets a DisruptionTarget condition saying which action evicted it
 and for whom, as KAI's --update-pod-eviction-condition does.
@@ -12,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from k8s_adapter.api import KubeApi, KubeError
@@ -25,7 +29,12 @@ log = logging.getLogger(__name__)
 class EvictRequest:
     pod: str
     action: str
-    preemptor: str | None = None
+    preemptor: str | None = None  # the pod group the eviction makes room for
+    uid: str = ""  # the victim's uid when it was chosen
+
+
+# Why an eviction is no longer wanted (None: it still is), asked right before it is sent.
+Recheck = Callable[[EvictRequest], str | None]
 
 
 @dataclass(slots=True)
@@ -33,6 +42,7 @@ class EvictionReport:
     evicted: list[str] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)  # refused by a disruption budget, will retry
     failed: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # no longer wanted when it was due
 
 
 class Evictor:
@@ -51,11 +61,18 @@ class Evictor:
         self.retry_after = retry_after
         self.waiting: dict[str, tuple[EvictRequest, float]] = {}  # pod -> request, next attempt
 
-    async def evict_all(self, requests: Sequence[EvictRequest]) -> EvictionReport:
+    async def evict_all(self, requests: Sequence[EvictRequest], still_wanted: Recheck | None = None) -> EvictionReport:
         now = time.monotonic()
         due = [req for req, at in self.waiting.values() if at <= now]
         todo = {r.pod: r for r in [*due, *requests]}
         report = EvictionReport()
+        for key, request in list(todo.items()):
+            why = still_wanted(request) if still_wanted is not None else None
+            if why is not None:
+                log.info("eviction of %s (%s) dropped: %s", key, request.action, why)
+                report.dropped.append(key)
+                self.waiting.pop(key, None)
+                del todo[key]
         results = await asyncio.gather(*(self._evict(r) for r in todo.values()))
         for request, outcome in zip(todo.values(), results, strict=True):
             if outcome == "evicted":
@@ -73,13 +90,17 @@ class Evictor:
         namespace, name = request.pod.split("/", 1)
         if self.mark:
             await self._mark(request, namespace, name)
-        options = {"gracePeriodSeconds": self.grace_seconds} if self.grace_seconds is not None else None
+        options: dict[str, object] = {}
+        if self.grace_seconds is not None:
+            options["gracePeriodSeconds"] = self.grace_seconds
+        if request.uid:
+            options["preconditions"] = {"uid": request.uid}
         try:
             if self.mode == "delete":
                 await self.api.request(
                     "DELETE",
                     PODS.item(name, namespace),
-                    body={"apiVersion": "v1", "kind": "DeleteOptions", **(options or {})},
+                    body={"apiVersion": "v1", "kind": "DeleteOptions", **options},
                 )
             else:
                 body = {
@@ -93,6 +114,8 @@ class Evictor:
         except KubeError as exc:
             if exc.status == 404:
                 return "evicted"  # already gone
+            if exc.status == 409 and request.uid:
+                return "evicted"  # the uid precondition failed: the victim we chose is gone
             if exc.status == 429:
                 log.info("eviction of %s blocked by a disruption budget; will retry", request.pod)
                 return "blocked"

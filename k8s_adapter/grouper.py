@@ -28,14 +28,20 @@ MAX_DEPTH = 5
 class PodGrouper:
     def __init__(self, api: KubeApi) -> None:
         self.api = api
-        self.done: set[str] = set()  # pods already annotated by us
+        self.done: set[str] = set()  # pods annotated by us whose annotation the watch has not shown yet
 
     async def group(self, pods: Iterable[JSON]) -> int:
-        """Create PodGroups for these ungrouped pods and annotate them; how many were handled."""
+        """Create PodGroups for these ungrouped pods and annotate them; how many were handled.
+        ``pods`` is the whole current work list: a pod no longer on it (annotated, finished,
+        deleted) is forgotten, so ``done`` never outgrows the pods still waiting for the watch."""
         handled = 0
+        work = []
         for pod in pods:
             meta = pod.get("metadata") or {}
-            key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+            # By uid too: a pod re-created under the same name is a new pod to annotate.
+            work.append((f"{meta.get('namespace') or 'default'}/{meta.get('name')}@{meta.get('uid')}", pod, meta))
+        self.done.intersection_update(key for key, _, _ in work)
+        for key, pod, meta in work:
             if key in self.done:
                 continue
             try:

@@ -6,6 +6,11 @@
 UTC to the second as KAI writes them. An unset time removes its annotation. A restarted
 scheduler reads them back with the PodGroup, so protections and timers carry on. Writes that
 fail are retried with the next cycle's changes unless a newer value replaced them.
+
+A pod group known only in memory (pods without a PodGroup object: the pod grouper is off, or
+has not made it yet) has nowhere to keep its clocks. Rather than a PATCH that can only answer
+404 (one per started job, a third of the apiserver's load in the kwok load test), its clocks
+wait here until the object appears, or are dropped with the job.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Container, Mapping
 
 from coordinator import JobClock
 from k8s_adapter.api import KubeApi, KubeError
@@ -42,12 +47,28 @@ class JobClockWriter:
         self.limit = asyncio.Semaphore(concurrency)
         self.retry: dict[str, JobClock] = {}
         self.latest: dict[str, JobClock] = {}  # the newest value asked for, while its write is open
+        self.waiting: dict[str, JobClock] = {}  # groups with no PodGroup object yet
         self.writes = 0
 
-    async def write(self, clocks: Mapping[str, JobClock]) -> None:
-        todo = {**self.retry, **clocks}
+    async def write(
+        self,
+        clocks: Mapping[str, JobClock],
+        has_object: Callable[[str], bool] | None = None,
+        live: Container[str] | None = None,
+    ) -> None:
+        """Write these clocks and any retried or waiting ones. With ``has_object``, a group
+        without its object waits (while ``live``, the jobs that still exist, holds it)."""
+        todo = {**self.retry, **self.waiting, **clocks}
         self.retry = {}
+        self.waiting = {}
         self.latest.update(clocks)
+        if has_object is not None:
+            for key in [k for k in todo if not has_object(k)]:
+                clock = todo.pop(key)
+                if live is None or key in live:
+                    self.waiting[key] = clock
+                elif self.latest.get(key) is clock:
+                    del self.latest[key]
         if todo:
             await asyncio.gather(*(self._write_one(key, clock) for key, clock in todo.items()))
 

@@ -20,21 +20,24 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from coordinator.coordinator import BindIntent, CycleResult
 from k8s_adapter.api import KubeApi, KubeError, describe
-from k8s_adapter.binder import Binder, BindRequest, FractionBind
+from k8s_adapter.binder import BindBackoff, Binder, BindRequest, FractionBind
 from k8s_adapter.cache import ClusterCache
 from k8s_adapter.claims import ClaimBind, allocation_json
 from k8s_adapter.decision_log import DecisionLog
 from k8s_adapter.evictor import Evictor, EvictRequest
+from k8s_adapter.explain import group_notes
 from k8s_adapter.gpu_sharing import ReservationService, ReservationSettings, gpu_groups_of
 from k8s_adapter.grouper import PodGrouper
 from k8s_adapter.job_clocks import JobClockWriter
 from k8s_adapter.kinds import DRA_WATCHED, PODS, WATCHED, Kind
 from k8s_adapter.leader import Leadership
 from k8s_adapter.metrics import SECONDS_BUCKETS, SchedulerMetrics
+from k8s_adapter.problems import problem_events
 from k8s_adapter.reflector import Reflector
 from k8s_adapter.status import Eviction, StatusWriter, describe_evictions
 from k8s_adapter.usage_feeds import UsageFeed
 from kai_ray.deltas import ClusterDeltas
+from kai_ray.model import PodState
 
 log = logging.getLogger(__name__)
 RESERVATION_SWEEP_SECONDS = 60.0  # a full reservation-pod clean-up, besides the one per finished sharer
@@ -77,6 +80,7 @@ class SchedulerLoop:
         usage: UsageFeed | None = None,
         pod_grouper: bool = True,
         mark_disruption_target: bool = True,
+        bind_backoff: BindBackoff | None = None,
     ) -> None:
         self.api = api
         self.cache = cache
@@ -105,6 +109,8 @@ class SchedulerLoop:
         self._next_reservation_sweep = 0.0
         self.evictor = Evictor(api, mode=eviction_mode, mark=mark_disruption_target)
         self.status = StatusWriter(api, component=cache.scheduler_name)
+        self.bind_backoff = bind_backoff or BindBackoff()
+        self.last_outcome: CycleResult | None = None  # the latest cycle's result (for tests and debugging)
         self.clocks = JobClockWriter(api)
         self.usage = usage  # time-based fair share (None: no usage, KAI's default)
         self.grouper = PodGrouper(api)
@@ -128,7 +134,9 @@ class SchedulerLoop:
         watches = [asyncio.create_task(r.run(), name=f"watch-{r.kind.plural}") for r in self.reflectors]
         try:
             await self._wait_for_sync()
+            first = await asyncio.to_thread(self.cache.take_deltas, time.monotonic())
             self.coordinator = self.coordinator_factory(len(self.cache.nodes))
+            await self._locked(self.coordinator.apply, first)
             while not self._stop.is_set():
                 started = time.monotonic()
                 await self.iterate()
@@ -148,6 +156,7 @@ class SchedulerLoop:
             await asyncio.gather(*watches, return_exceptions=True)
 
     async def _wait_for_sync(self) -> None:
+        began = time.monotonic()
         try:
             await asyncio.wait_for(asyncio.gather(*(r.stats.synced.wait() for r in self.reflectors)), self.sync_timeout)
         except TimeoutError:
@@ -158,13 +167,23 @@ class SchedulerLoop:
                 ", ".join(missing),
             )
         self.state.synced = True
+        log.info(
+            "watches synced in %.2fs: %d nodes, %d pods, %d pod groups, %d queues",
+            time.monotonic() - began,
+            len(self.cache.nodes),
+            len(self.cache.pods),
+            len(self.cache.raw_groups),
+            len(self.cache.queues),
+        )
 
     async def iterate(self) -> None:
         """One turn: feed changes, group pods, and (as leader) schedule, bind, evict, explain."""
         self.state.iterations += 1
         coordinator = self.coordinator
         assert coordinator is not None
-        await self._step("apply", lambda: self._locked(coordinator.apply, self.cache.take_deltas()))
+        # The cache turns watch events into deltas in the worker thread too: at a hundred thousand
+        # pods, that work must not stall the watches and health checks on the event loop.
+        await self._step("apply", lambda: self._locked(self._feed, coordinator))
         if self.pod_grouper:
             await self._step("group", lambda: self.grouper.group(self.cache.ungrouped()))
         now = time.time()
@@ -184,7 +203,7 @@ class SchedulerLoop:
             self.state.cycle_failed_at = time.monotonic()
         if not result:
             return
-        outcome = result[0]
+        outcome = self.last_outcome = result[0]
         self.state.cycles += 1
         self.decision_log.cycle(self.state.cycles, outcome)
         # Binds and explanations go on in the background while the next cycle is computed:
@@ -192,8 +211,12 @@ class SchedulerLoop:
         # explanation matters. Their failures come back through bind_failed.
         self._background(self._step("bind", lambda: self._bind(coordinator, outcome)))
         await self._step("evict", lambda: self._evict(outcome))
-        if outcome.job_clocks or self.clocks.retry:
-            self._background(self._step("clocks", lambda: self.clocks.write(outcome.job_clocks)))
+        if outcome.job_clocks or self.clocks.retry or self.clocks.waiting:
+            live = set(outcome.pod_jobs.values()) if self.clocks.waiting or outcome.job_clocks else None
+            groups = self.cache.raw_groups
+            self._background(
+                self._step("clocks", lambda: self.clocks.write(outcome.job_clocks, groups.__contains__, live))
+            )
         if self.usage is not None:
             usage = self.usage
             await self._step("usage", lambda: usage.after_cycle(now, outcome, self.cache.nodes.values()))
@@ -212,6 +235,9 @@ class SchedulerLoop:
         groups = gpu_groups_of(obj)
         if groups and (event == "DELETED" or (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")):
             self._background(self._step("reservations", lambda: self.reservations.sync_groups(groups)))
+
+    def _feed(self, coordinator: CoordinatorLike) -> None:
+        coordinator.apply(self.cache.take_deltas(time.monotonic()))
 
     async def _feed_usage(self, coordinator: CoordinatorLike, now: float, leader: bool) -> None:
         assert self.usage is not None
@@ -257,11 +283,19 @@ class SchedulerLoop:
         uids = {r.pod: r.uid for r in requests}
         await self.status.bound([(r.pod, uids[r.pod], nodes[r.pod], r.ok, r.reason) for r in results])
         failed = [r.pod for r in results if not r.ok]
+        clock = time.monotonic()
+        for result in results:
+            if result.ok:
+                self.bind_backoff.bound(result.pod)
+            elif result.reason != "the pod no longer exists":
+                until = self.bind_backoff.failed(result.pod, result.reason, clock)
+                self.cache.hold_back(result.pod, until, result.reason)
         if failed:
             await self._locked(coordinator.bind_failed, failed)
         self.state.binds += len(results) - len(failed)
         now = time.time()
-        waited = [now - self.cache.pods[r.pod].created for r in results if r.ok and r.pod in self.cache.pods]
+        created = [self.cache.pods.get(r.pod) for r in results if r.ok]
+        waited = [now - pod.created for pod in created if pod is not None]
         self.metrics.observe_binds(len(results) - len(failed), len(failed), waited)
 
     def _bind_request(self, bind: BindIntent) -> BindRequest:
@@ -280,21 +314,55 @@ class SchedulerLoop:
         return BindRequest(bind.pod, pod.uid if pod is not None else "", bind.node, bind.gpu_groups, fraction, claims)
 
     async def _evict(self, outcome: CycleResult) -> None:
-        requests = [EvictRequest(e.pod, e.action, e.preemptor) for e in outcome.evictions]
+        requests = [EvictRequest(e.pod, e.action, e.preemptor, self._uid(e.pod)) for e in outcome.evictions]
         self._evicting.update(describe_evictions(outcome, self.cache))
         if requests or self.evictor.waiting:
-            report = await self.evictor.evict_all(requests)
+            report = await self.evictor.evict_all(requests, self._still_wanted)
             self.state.evictions += len(report.evicted)
             sent = [self._evicting.pop(pod) for pod in report.evicted if pod in self._evicting]
             for eviction in sent:
                 namespace, _, name = eviction.group.partition("/")
                 self.metrics.observe_eviction(eviction.action, name, namespace, eviction.group_uid)
-            for pod in report.failed:
+            for pod in (*report.failed, *report.dropped):
                 self._evicting.pop(pod, None)
             await self.status.evicted(sent)
 
+    def _uid(self, pod: str) -> str:
+        record = self.cache.pods.get(pod)
+        return record.uid if record is not None else ""
+
+    def _still_wanted(self, request: EvictRequest) -> str | None:
+        """Why an eviction must not be sent now (None: send it): the state it was decided on is gone."""
+        victim = self.cache.pod_now(request.pod)
+        if victim is None:
+            return "the pod is gone"
+        if request.uid and victim.uid != request.uid:
+            return "the pod was re-created since"
+        if victim.state not in (PodState.RUNNING, PodState.BINDING):
+            return f"the pod is {victim.state.value} already"
+        if request.preemptor is None:
+            return None
+        members = (self.cache.pod_now(p) for p in self.cache.members(request.preemptor))
+        if not any(m is not None and m.state in (PodState.PENDING, PodState.PIPELINED) for m in members):
+            return f"{request.preemptor}, which it made room for, no longer waits"
+        return None
+
     async def _explain(self, outcome: CycleResult) -> None:
-        await self.status.publish(outcome, self.cache)
+        """Conditions and events from the cycle, with what the adapter knows better: malformed
+        objects (an event on each, and the condition of the PodGroup they keep waiting) and pods
+        backed off after failed binds."""
+        problems = self.cache.problems_view
+        self.bind_backoff.forget(lambda pod: (now := self.cache.pod_now(pod)) is not None and now.node is None)
+        notes = group_notes(problems, self.bind_backoff.failures, self._group_of, self._group_uid, time.monotonic())
+        await self.status.publish(outcome, self.cache, notes, problem_events(problems))
+
+    def _group_of(self, pod: str) -> str | None:
+        record = self.cache.pods.get(pod)
+        return f"{record.namespace}/{record.pod_group}" if record is not None and record.pod_group else None
+
+    def _group_uid(self, group: str) -> str | None:
+        raw = self.cache.raw_groups.get(group)
+        return raw.uid if raw is not None else None
 
 
 async def _sync(action: Callable[[], None]) -> None:

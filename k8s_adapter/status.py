@@ -9,6 +9,9 @@ Per cycle (``publish``):
   message, ``reasons[]`` with KAI's codes, a transition ID that grows with each change) and a
   Normal ``Unschedulable`` event; once its pods run the condition is removed (KAI#1888);
 - a pipelined pod gets one ``Pipelined`` event;
+- where the adapter knows better than the cycle why a PodGroup waits (``explain.py``: an invalid
+  PodGroup or pod, a pod backed off after failed binds), its condition says that instead, and a
+  malformed object gets a Warning event naming the field and the value;
 - PodGroup ``resourcesStatus`` and Queue ``status`` (allocated, allocatedNonPreemptible,
   requested, childQueues), as KAI's controllers keep them (``resource_status``).
 
@@ -28,7 +31,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +44,7 @@ from k8s_adapter.resource_status import pod_group_figures, queue_status
 if TYPE_CHECKING:
     from coordinator.coordinator import CycleResult
     from k8s_adapter.cache import ClusterCache
+    from k8s_adapter.explain import GroupNote
 
 log = logging.getLogger(__name__)
 MERGE = "application/merge-patch+json"
@@ -103,11 +107,24 @@ class StatusWriter:
         self._pipelined: dict[str, str] = {}  # pod -> node of the Pipelined event posted
         self._resources: dict[tuple[str, str], dict[str, Any]] = {}  # ("pg"|"queue", key) -> status written
         self._next_resources = 0.0
+        self._noted: dict[str, GroupNote] = {}  # pod group -> the adapter's reason, this publish
 
     # ------------------------------------------------------------------ per cycle
-    async def publish(self, outcome: CycleResult, cache: ClusterCache) -> None:
+    async def publish(
+        self,
+        outcome: CycleResult,
+        cache: ClusterCache,
+        notes: Mapping[str, GroupNote] | None = None,
+        warnings: Sequence[tuple[ObjectRef, str, str]] = (),
+    ) -> None:
+        """``notes``: PodGroups whose real reason the adapter knows better than the cycle (it
+        replaces the cycle's); ``warnings``: (object, reason, message) Warning events, as for
+        malformed objects."""
         now = self.clock()
         work: list[Awaitable[None]] = []
+        self._noted = dict(notes or {})
+        for ref, reason, message in warnings:
+            self._report(work, ref, "Warning", reason, message)
         self._pods(outcome, cache, now, work)
         self._groups(outcome, cache, now, work)
         if now >= self._next_resources:
@@ -139,10 +156,10 @@ class StatusWriter:
             if decision.status == "Pipelined" and decision.node and self._pipelined.get(key) != decision.node:
                 self._pipelined[key] = decision.node
                 self._report(work, ref, "Normal", M.PIPELINED, M.pipelined(key, decision.node))
-        for key in [
-            k for k in self._pending_since if k not in outcome.pod_jobs and k not in outcome.decisions.pod_groups
-        ]:
-            del self._pending_since[key]  # gone
+        decided = outcome.decisions.pod_groups
+        for key in [k for k in self._pending_since if k not in outcome.pod_jobs and k not in decided]:
+            if key not in self._noted:
+                del self._pending_since[key]  # gone
         for gone in [k for k in self._pod_conditions if k not in outcome.pod_jobs]:
             del self._pod_conditions[gone]
         for gone in [k for k in self._pipelined if outcome.decisions.pods.get(k, None) is None]:
@@ -150,7 +167,15 @@ class StatusWriter:
 
     def _groups(self, outcome: CycleResult, cache: ClusterCache, now: float, work: list[Awaitable[None]]) -> None:
         existing = Counter(job for job in outcome.pod_jobs.values() if job in outcome.not_ready_jobs)
+        for key, note in self._noted.items():
+            if self._waited(key, now):
+                message = M.fit_message(note.reason)
+                self._report(work, group_ref(key, note.uid), "Normal", M.UNSCHEDULABLE, message)
+                if self.last.get(key) != message:
+                    work.append(self._set_condition(key, note.reason, message))
         for key, decision in outcome.decisions.pod_groups.items():
+            if key in self._noted:
+                continue
             raw = cache.raw_groups.get(key)
             if raw is None or not raw.uid:
                 continue  # no PodGroup object (yet) to write on
@@ -174,7 +199,7 @@ class StatusWriter:
         """Drop what is remembered of pod groups and queues that no longer exist."""
         groups = cache.pod_groups
         for memory in (self.last, self._transitions):
-            for key in [k for k in memory if k not in groups]:
+            for key in [k for k in memory if k not in groups and k not in self._noted]:
                 del memory[key]
         for kind, key in [
             k for k in self._resources if (k[1] not in groups if k[0] == "pg" else k[1] not in cache.queues)
@@ -311,10 +336,9 @@ def describe_evictions(outcome: CycleResult, cache: ClusterCache) -> dict[str, E
         job = outcome.pod_jobs.get(e.pod, "")
         group, raw, pod = cache.pod_groups.get(job), cache.raw_groups.get(job), cache.pods.get(e.pod)
         details = ""
-        if e.action == "reclaim" and e.preemptor in cache.pod_groups and group is not None:
-            details = " ".join(
-                _queue_line(outcome, cache, q) for q in (cache.pod_groups[e.preemptor].queue, group.queue)
-            )
+        preemptor = cache.pod_groups.get(e.preemptor) if e.preemptor else None
+        if e.action == "reclaim" and preemptor is not None and group is not None:
+            details = " ".join(_queue_line(outcome, cache, q) for q in (preemptor.queue, group.queue))
         message = M.eviction(e.action, e.pod, e.preemptor, group.min_member if group else 1, details.strip())
         out[e.pod] = Eviction(
             e.pod,

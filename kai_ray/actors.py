@@ -20,6 +20,7 @@ from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
 from shards.placement import PlacementPolicy
 from shards.protocol import Batch, BatchReply, ShardDown, ShardInfo
+from shards.rows import NodeRows
 from shards.shard import Shard
 
 
@@ -148,6 +149,9 @@ class _CoordinatorHost:
     def bind_failed(self, pods: Sequence[str]) -> None:
         self.coordinator.bind_failed(pods)
 
+    def node_rows(self) -> list[NodeRows]:
+        return self.coordinator.shards.every_row()
+
     def resize(self, shards: int) -> int:
         return self.coordinator.shards.resize(shards)
 
@@ -187,6 +191,11 @@ class RemoteCoordinator:
 
     def bind_failed(self, pods: Sequence[str]) -> None:
         self._get(self._handle.bind_failed.remote(list(pods)))
+
+    def node_rows(self) -> list[NodeRows]:
+        """Every node as the shard actors hold it (the simulator's accounting check reads it)."""
+        rows: list[NodeRows] = self._get(self._handle.node_rows.remote())
+        return rows
 
     def resize(self, shards: int) -> int:
         moved: int = self._get(self._handle.resize.remote(shards))

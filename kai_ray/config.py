@@ -19,7 +19,7 @@ DEFAULT_ACTIONS: tuple[ActionName, ...] = ("allocate", "consolidation", "reclaim
 
 
 class PlacementStrategy(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     gpu: Literal["binpack", "spread"] = "binpack"
     cpu: Literal["binpack", "spread"] = "binpack"
@@ -94,7 +94,7 @@ ACCOUNTING_EXTRA_PARAMS = {
 class UsageParams(BaseModel):
     """KAI's ``usageDBConfig.usageParams``: which past usage counts, and how much."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     windowSize: float = 7 * 86400.0  # noqa: N815 - seconds (Prometheus duration in YAML)
     windowType: Literal["sliding", "tumbling"] = "sliding"  # noqa: N815
@@ -145,7 +145,7 @@ class UsageDBConfig(BaseModel):
     ``clientType: accounting`` is kai-ray's own (allocations integrated every cycle, kept on
     the Queues' status); ``prometheus`` queries a Prometheus server as KAI does."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     clientType: Literal["accounting", "prometheus"]  # noqa: N815
     connectionString: str = ""  # noqa: N815 - the Prometheus base URL
@@ -170,7 +170,7 @@ class JobAging(BaseModel):
     """Beyond KAI (its issue #1970): a pending job gains one priority step per ``interval`` it
     has waited, at most ``maxBoost``, for its order in its queue and for preempt."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     interval: float  # seconds of waiting per step
     maxBoost: int = Field(default=10, ge=1)  # noqa: N815
@@ -184,7 +184,7 @@ class JobAging(BaseModel):
 class SchedulerConfig(BaseModel):
     """One scheduler's settings; field names follow the YAML (KAI SchedulingShard-like)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
 
     schedulerName: str = L.DEFAULT_SCHEDULER_NAME  # noqa: N815
     actions: tuple[ActionName, ...] = DEFAULT_ACTIONS
@@ -206,23 +206,19 @@ class SchedulerConfig(BaseModel):
     jobAging: JobAging | None = None  # noqa: N815 - None = off (KAI's order)
     expectedRuntimeExceeded: Literal["ignore", "preemptFirst", "stop"] = "ignore"  # noqa: N815
 
-    @field_validator(
-        "defaultStalenessGracePeriod",
-        "defaultPreemptMinRuntime",
-        "defaultReclaimMinRuntime",
-        "victimSearchBackoff",
-        mode="before",
-    )
+    @field_validator("defaultStalenessGracePeriod", mode="before")
     @classmethod
-    def _duration(cls, value: Any) -> float:
+    def _grace(cls, value: Any) -> float:
+        """A negative grace period means 'never evict a stale gang', as KAI's flag says."""
         return _seconds(value)
 
-    @field_validator("defaultPreemptMinRuntime", "defaultReclaimMinRuntime")
+    @field_validator("defaultPreemptMinRuntime", "defaultReclaimMinRuntime", "victimSearchBackoff", mode="before")
     @classmethod
-    def _not_negative(cls, value: float) -> float:
-        if value < 0:
-            raise ValueError("must not be negative")
-        return value
+    def _non_negative_duration(cls, value: Any) -> float:
+        seconds = _seconds(value)
+        if seconds < 0:
+            raise ValueError(f"must not be negative, got {value!r}")
+        return seconds
 
     @field_validator("shards")
     @classmethod

@@ -18,6 +18,7 @@ class ClusterDeltas:
     queues_removed: tuple[str, ...] = ()
     pod_groups_upserted: tuple[PodGroup, ...] = ()  # priorities and preemptibility already resolved
     pod_groups_removed: tuple[str, ...] = ()  # "namespace/name"
+    unusable_queues: Mapping[str, str] | None = None  # queues left out of the tree and why; None: unchanged
     topologies_upserted: tuple[Topology, ...] = ()
     topologies_removed: tuple[str, ...] = ()
     dra: DraChanges = field(default_factory=DraChanges)
@@ -35,6 +36,7 @@ class ClusterDeltas:
                 self.queues_removed,
                 self.pod_groups_upserted,
                 self.pod_groups_removed,
+                self.unusable_queues is not None,
                 self.topologies_upserted,
                 self.topologies_removed,
                 self.dra,
@@ -50,6 +52,7 @@ class ClusterDeltas:
             pods_upserted=snapshot.pods,
             queues_upserted=snapshot.queues,
             pod_groups_upserted=snapshot.pod_groups,
+            unusable_queues=dict(snapshot.unusable_queues),
             topologies_upserted=snapshot.topologies,
             dra=DraChanges.of_objects(snapshot.dra),
         )

@@ -6,6 +6,7 @@ client costs most of a second, and `kai-ray schedule` must start fast.
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -29,11 +30,22 @@ class QuantityError(ValueError):
     """The text is not a Kubernetes quantity."""
 
 
+def finite(value: float) -> float:
+    """``value`` if it is an ordinary number. NaN and infinity (YAML's ``.nan``/``.inf``, or an
+    amount too big for a float such as ``1e400``) mean nothing to a scheduler; every reader of
+    numbers goes through here, so they are refused the same way wherever they appear."""
+    if not math.isfinite(value):
+        raise ValueError(f"not a finite number: {value!r}")
+    return value
+
+
 def parse_quantity(value: object) -> Decimal:
     """The exact value of a quantity; plain ints and floats are accepted as they are."""
     if isinstance(value, bool):
         raise QuantityError(f"not a quantity: {value!r}")
     if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise QuantityError(f"not a finite quantity: {value!r}")
         return Decimal(str(value))
     if not isinstance(value, str):
         raise QuantityError(f"not a quantity: {value!r}")
@@ -56,18 +68,25 @@ def parse_quantity(value: object) -> Decimal:
 
 def cpu_millis(value: object) -> float:
     """A CPU quantity in millicores ("2" -> 2000, "250m" -> 250)."""
-    return float(parse_quantity(value) * 1000)
+    return _as_float(parse_quantity(value) * 1000, value)
 
 
 def plain(value: object) -> float:
     """Any other quantity in its base unit (bytes for memory, a count for devices)."""
-    return float(parse_quantity(value))
+    return _as_float(parse_quantity(value), value)
+
+
+def _as_float(amount: Decimal, value: object) -> float:
+    try:
+        return finite(float(amount))
+    except ValueError:
+        raise QuantityError(f"too large a quantity: {value!r}") from None
 
 
 def parse_duration(text: Any) -> float:
     """A Go/Kubernetes duration ('60s', '1h30m', '500ms') in seconds."""
     if isinstance(text, int | float) and not isinstance(text, bool):
-        return float(text)
+        return finite(float(text))
     if not isinstance(text, str) or not text:
         raise ValueError(text)
     units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -91,4 +110,4 @@ def parse_duration(text: Any) -> float:
         if total == 0 and float(number) == 0:
             return 0.0
         raise ValueError(text)
-    return sign * total
+    return finite(sign * total)

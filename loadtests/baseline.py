@@ -49,10 +49,7 @@ class FullScanCoordinator(Coordinator):
 
     def _whole_table(self) -> NodeTable:
         """Every node's row from the shards, every cycle (no mirror kept across cycles)."""
-        answers = self.shards.rows()
-        if answers.down:
-            raise RuntimeError(f"shards {sorted(answers.down)} did not answer")
-        parts = [answers.replies[sid] for sid in sorted(answers.replies)]
+        parts = self.shards.every_row()
         return table_from_rows(merge_rows(parts, ResourceSchema.covering([p.schema.scalars_vector() for p in parts])))
 
     def _statement(self, state: SessionState, now: float) -> Statement:

@@ -148,6 +148,15 @@ def report(results: Sequence[PhaseResult]) -> str:
             + ", ".join(f"{k} {v:.2f}" for k, v in sorted(busy.items()))
         )
     for r in results:
+        if r.requests_by_kind and r.bound:
+            top = list(r.requests_by_kind.items())[:6]
+            who = "kai-ray" if r.scheduler == KAI else "kube-scheduler"
+            text += (
+                f"\n{r.name} ({who}): apiserver requests per bound pod - "
+                + f"{sum(r.requests_by_kind.values()) / r.bound:.2f} in all; "
+                + ", ".join(f"{kind} {count / r.bound:.2f}" for kind, count in top)
+            )
+    for r in results:
         if r.steps:
             text += f"\n{r.name} (kai-ray) loop steps, count / seconds: " + ", ".join(
                 f"{step} {count} / {seconds:.1f}" for step, (count, seconds) in sorted(r.steps.items())

@@ -50,6 +50,7 @@ class PhaseResult:
     groups: int = 0
     partial_gangs: int = 0
     requests_per_second: float = 0.0  # the apiserver's, over the measured window
+    requests_by_kind: dict[str, int] = field(default_factory=dict)  # "VERB resource[/sub]" -> count, same window
     cpu_seconds: dict[str, float] = field(default_factory=dict)  # per process over the window
     setup_seconds: float = 0.0
     steps: dict[str, tuple[int, float]] = field(default_factory=dict)  # kai-ray loop step -> (count, seconds)
@@ -123,8 +124,9 @@ async def create_all(api: KubeApi, items: Sequence[tuple[str, dict[str, Any]]], 
     await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
 
 
-def apiserver_requests(cluster: RealCluster) -> float:
-    """The sum of apiserver_request_total over every label set, read from the apiserver's /metrics."""
+def apiserver_requests(cluster: RealCluster) -> dict[str, float]:
+    """apiserver_request_total from the apiserver's /metrics, summed per "VERB resource[/subresource]"
+    (empty when the metrics cannot be read: the report then says unknown rather than ending the run)."""
     assert cluster.pki is not None
     request = urllib.request.Request(
         f"{cluster.url}/metrics", headers={"Authorization": f"Bearer {cluster.pki.token('admin')}"}
@@ -133,11 +135,25 @@ def apiserver_requests(cluster: RealCluster) -> float:
         with urllib.request.urlopen(request, timeout=60, context=cluster.ssl_context()) as response:
             text = response.read().decode()
     except OSError:
-        return math.nan  # reported as unknown rather than ending the run
-    total = 0.0
+        return {}
+    by_kind: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
-        total += sum(s.value for s in family.samples if s.name == "apiserver_request_total")
-    return total
+        for sample in family.samples:
+            if sample.name != "apiserver_request_total":
+                continue
+            labels = sample.labels
+            resource = labels.get("resource") or "-"
+            if labels.get("subresource"):
+                resource += "/" + labels["subresource"]
+            kind = f"{labels.get('verb', '?')} {resource}"
+            by_kind[kind] = by_kind.get(kind, 0.0) + sample.value
+    return by_kind
+
+
+def request_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, int]:
+    """Requests per kind made between two readings, most frequent first, zeros left out."""
+    delta = {kind: round(count - before.get(kind, 0.0)) for kind, count in after.items()}
+    return dict(sorted(((k, v) for k, v in delta.items() if v > 0), key=lambda kv: -kv[1]))
 
 
 def kai_ray_steps(port: int) -> dict[str, tuple[int, float]]:
@@ -295,6 +311,7 @@ async def run_phase(
             steps = await asyncio.to_thread(kai_ray_steps, metrics_port) if scheduler == KAI else {}
             requests_after = await asyncio.to_thread(apiserver_requests, cluster)
             watching.cancel()
+            made = request_delta(requests_before, requests_after)
             times = [at - started for at in watch.bound_at.values()]
             groups_bound: dict[str, int] = {}
             for _, obj in pods:
@@ -313,7 +330,10 @@ async def run_phase(
                 bind_times=times,
                 groups=len(group_size),
                 partial_gangs=partial,
-                requests_per_second=(requests_after - requests_before) / window if window else 0.0,
+                requests_per_second=(
+                    sum(made.values()) / window if window and requests_before and requests_after else math.nan
+                ),
+                requests_by_kind=made,
                 cpu_seconds={k: round(cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0), 1) for k in pids},
                 setup_seconds=setup,
                 steps=steps,

@@ -113,12 +113,20 @@ class Selectors:
     device whose slice changed its attributes is evaluated anew."""
 
     def __init__(self) -> None:
-        # celpy raises the interpreter's recursion limit when an environment is made: made once.
-        self.env = celpy.Environment()
+        self._env: celpy.Environment | None = None
         self._programs: dict[str, Any] = {}
         self._errors: dict[str, str] = {}  # expression -> why it selects nothing (compile or runtime error)
         self._verdicts: dict[tuple[str, Seen], bool] = {}
         self._activations: dict[Seen, dict[str, Any]] = {}
+
+    @property
+    def env(self) -> celpy.Environment:
+        # Made on the first selector, not at import: building CEL's parser takes ~0.5 s, which
+        # every scheduler start (and every CLI call) paid although most clusters have no DRA
+        # selectors. celpy raises the interpreter's recursion limit when one is made: made once.
+        if self._env is None:
+            self._env = celpy.Environment()
+        return self._env
 
     def forget(self) -> None:
         """Drop every cached verdict (benchmarks measure each system from a cold cache)."""

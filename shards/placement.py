@@ -304,10 +304,15 @@ class Placer:
             counts[why] = n
         remaining = present & admitted
         request = table.schema.vector(shape.request)
-        largest = {
-            name: float(table.alloc[remaining, column].max(initial=0.0))
-            for column, name in ((CPU, "cpu"), (MEMORY, "memory"), (GPU, "gpu"))
-        }
+        # No node the pod may use at all: there is no "largest" one to compare its request with.
+        largest = (
+            {
+                name: float(table.alloc[remaining, column].max(initial=0.0))
+                for column, name in ((CPU, "cpu"), (MEMORY, "memory"), (GPU, "gpu"))
+            }
+            if remaining.any()
+            else {}
+        )
         checks = [(CPU, NOT_ENOUGH + "CPU cores"), (MEMORY, NOT_ENOUGH + "memory"), (GPU, NOT_ENOUGH + "GPUs")]
         for column, label in checks:
             if column == GPU and shape.share is not None:
@@ -374,7 +379,7 @@ class Diagnosis:
         counts = dict(self.counts)
         for why, n in other.counts.items():
             counts[why] = counts.get(why, 0) + n
-        largest = {k: max(v, other.largest.get(k, 0.0)) for k, v in self.largest.items()}
+        largest = {k: max(self.largest.get(k, 0.0), other.largest.get(k, 0.0)) for k in {*self.largest, *other.largest}}
         return Diagnosis(self.nodes + other.nodes, counts, largest)
 
     def describe(self, shape: TaskShape) -> str:
@@ -387,6 +392,10 @@ class Diagnosis:
         ranked = sorted(self.counts.items(), key=lambda item: (-item[1], item[0]))
         detail = ". ".join(f"{n} {why}" for why, n in ranked) or f"{self.nodes} node(s) did not fit"
         text = f"{NO_NODES_FOUND}: {detail}."
+        if not self.largest:  # every node was turned away before its capacity was looked at
+            if set(self.counts) <= {NOT_READY, UNSCHEDULABLE}:
+                text += " Every node is not ready or cordoned."
+            return text
         asks = shape.request
         for name, wanted, label, unit in (
             ("gpu", asks.gpu, "GPU", ""),

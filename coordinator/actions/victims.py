@@ -43,6 +43,8 @@ class VictimPool:
         for seq, job in enumerate(self.state.jobs.values()):
             if not job.preemptible or not job.active_allocated():
                 continue
+            if not self.state.queues.has(job.queue):
+                continue  # its queue was deleted (or left the tree) while it ran: no queue to reclaim from
             if not any(t.status.alive and t.node for t in job.tasks):
                 continue
             by_queue.setdefault(job.queue, []).append((order.key_of(job), seq, job))

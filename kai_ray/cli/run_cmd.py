@@ -75,10 +75,27 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(handler=run)
 
 
+def _check_kubeconfig(path: str) -> None:
+    """A kubeconfig that cannot work ends here in one line, not in a client library's traceback."""
+    from kai_ray.errors import InputError
+    from kai_ray.io.documents import parse_documents, read_text
+
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: no such kubeconfig file")
+    documents = parse_documents(read_text(path), path)
+    if len(documents) != 1 or not isinstance(documents[0], dict):
+        raise InputError(f"{path}: not a kubeconfig (expected one YAML mapping with clusters, users and contexts)")
+    for field in ("clusters", "contexts"):
+        if not isinstance(documents[0].get(field), list) or not documents[0][field]:
+            raise InputError(f"{path}: {field}: missing or empty; not a usable kubeconfig")
+
+
 def run(args: argparse.Namespace) -> int:
     from kai_ray.io.config import load_config
 
     config = load_config(args.config)
+    if args.kubeconfig:
+        _check_kubeconfig(args.kubeconfig)
     configure(args.verbose, args.log_format)
     try:
         import uvloop
@@ -100,10 +117,19 @@ async def _main(args: argparse.Namespace, config: object) -> int:
     from k8s_adapter.usage_feeds import make_feed
     from kai_ray.cli.ports import port_error
     from kai_ray.config import SchedulerConfig
+    from kai_ray.errors import InputError
     from kai_ray.runtime import make_coordinator
 
     assert isinstance(config, SchedulerConfig)
-    api = await connect(args.kubeconfig, args.context)
+    try:
+        api = await connect(args.kubeconfig, args.context)
+    except InputError:
+        raise  # already one line that says what is wrong
+    except Exception as exc:  # the client's config errors (ConfigException, file, YAML): one line, exit 2
+        where = args.kubeconfig or "in-cluster config (no --kubeconfig or $KUBECONFIG given)"
+        raise InputError(
+            f"{where}: cannot connect: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        ) from None
     registry = new_registry()
     leadership = Leadership(enabled=args.leader_elect, lease_duration=args.lease_duration)
     loop = SchedulerLoop(

@@ -104,5 +104,6 @@ def run(args: argparse.Namespace) -> int:
 
         for path in write_plots(outcome.metrics, Path(args.plot)):
             print(f"plot written to {path}", file=sys.stderr)
-    broken = outcome.metrics.partial_gangs or outcome.metrics.overcommits or outcome.device_conflicts
+    metrics = outcome.metrics
+    broken = metrics.partial_gangs or metrics.overcommits or metrics.accounting_errors or outcome.device_conflicts
     return 1 if broken else 0

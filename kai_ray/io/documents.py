@@ -3,16 +3,35 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from kai_ray.errors import InputError
 
 # The C loader is several times faster on big snapshots; PyYAML may be built without it.
 _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# Kubernetes objects nest a few dozen levels at most. Deeper input is refused before it is
+# loaded: YAML's C composer recurses on the C stack (a 100,000-deep list crashes the process)
+# and json recurses until RecursionError. Every reader goes through parse_documents, so this
+# is the one place the limit lives.
+MAX_DEPTH = 200
+_BRACKETS = np.zeros(256, dtype=np.int32)
+_BRACKETS[[ord("["), ord("{")]] = 1
+_BRACKETS[[ord("]"), ord("}")]] = -1
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+# Cheap bounds that together keep a document under MAX_DEPTH: flow brackets open at once,
+# block indentation (two levels per column at most: a sequence may sit at its key's column),
+# and compact "- - -" entries on one line. Only input beyond them is measured exactly.
+_FLOW_BOUND = 60
+_DEEP_INDENT = re.compile(r"^ {64}", re.MULTILINE)
+_COMPACT_DASHES = re.compile(r"^[ ]*(?:-[ ]+){10}", re.MULTILINE)
+_CHUNK = 1 << 23
 
 
 def read_text(path: str | Path) -> str:
@@ -24,14 +43,53 @@ def read_text(path: str | Path) -> str:
         raise InputError(f"{path}: not UTF-8 text") from None
 
 
+def _open_brackets(text: str) -> int:
+    """The most brackets open at any point (an over-estimate: brackets in strings count too)."""
+    brackets = text.encode("utf-8", "surrogatepass").translate(None, _NOT_BRACKETS)
+    data = np.frombuffer(brackets, dtype=np.uint8)
+    deepest, level = 0, 0
+    for start in range(0, len(data), _CHUNK):
+        running = np.cumsum(_BRACKETS[data[start : start + _CHUNK]]) + level
+        deepest, level = max(deepest, int(running.max())), int(running[-1])
+    return deepest
+
+
+def _exact_depth(text: str) -> int:
+    """How deep the documents really nest, from the parser's events (no recursion)."""
+    depth = deepest = 0
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+                depth += 1
+                deepest = max(deepest, depth)
+                if deepest > MAX_DEPTH:
+                    break
+            elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        pass  # the load that follows reports the syntax error with its position
+    return deepest
+
+
+def check_depth(text: str, source: str) -> None:
+    """Refuse documents nested deeper than MAX_DEPTH, in one line, before anything recurses."""
+    if _open_brackets(text) <= _FLOW_BOUND and not _DEEP_INDENT.search(text) and not _COMPACT_DASHES.search(text):
+        return
+    if _exact_depth(text) > MAX_DEPTH:
+        raise InputError(f"{source}: nested deeper than {MAX_DEPTH} levels")
+
+
 def parse_documents(text: str, source: str) -> list[Any]:
     """Every document in the text (JSON is tried first because it is faster)."""
+    check_depth(text, source)
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
             value = json.loads(text)
         except json.JSONDecodeError:
             pass  # may still be YAML flow style
+        except RecursionError:
+            raise InputError(f"{source}: nested deeper than {MAX_DEPTH} levels") from None
         else:
             return value if isinstance(value, list) else [value]
     try:

@@ -15,6 +15,7 @@ import numpy as np
 
 from kai_ray.errors import InputError
 from kai_ray.io.documents import parse_documents, read_text
+from kai_ray.io.fields import read_number
 from kai_ray.model.fairshare import RESOURCES, Array, QueueSpec
 
 
@@ -29,9 +30,9 @@ class FairShareProblem:
 
 
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, str):  # numbers here are YAML/JSON numbers, never quoted
         raise InputError(f"{where}: not a number: {value!r}")
-    return float(value)
+    return read_number(value, where)
 
 
 def _whole(value: Any, where: str) -> int:

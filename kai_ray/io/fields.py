@@ -7,7 +7,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kai_ray.errors import InputError
-from kai_ray.quantity import QuantityError, cpu_millis, plain
+from kai_ray.quantity import QuantityError, cpu_millis, finite, plain
+
+
+def read_number(value: Any, where: str) -> float:
+    """A plain number (int or float, or text of one), finite; every reader's numbers come here."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InputError(f"{where}: not a number: {value!r}")
+    try:
+        return finite(float(value))
+    except ValueError:
+        raise InputError(f"{where}: not a finite number: {value!r}") from None
 
 
 class ObjectReader:
@@ -61,12 +71,7 @@ class ObjectReader:
         value = self.get(path)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, int | float | str):
-            raise self.fail(path, f"not a number: {value!r}", namespaced)
-        try:
-            return float(value)
-        except ValueError:
-            raise self.fail(path, f"not a number: {value!r}", namespaced) from None
+        return read_number(value, f"{self.ident(namespaced)}: {path}")
 
     def integer(self, path: str, default: int, namespaced: bool = True) -> int:
         number = self.number(path, float(default), namespaced)
@@ -78,8 +83,9 @@ class ObjectReader:
         """A resource quantity in scheduler units; negative amounts are refused."""
         try:
             amount = cpu_millis(value) if resource == "cpu" else plain(value)
-        except QuantityError:
-            raise self.fail(path, f"bad quantity {value!r}", namespaced) from None
+        except QuantityError as exc:
+            problem = f"bad quantity {value!r}" if str(exc).startswith("not a quantity") else str(exc)
+            raise self.fail(path, problem, namespaced) from None
         if amount < 0:
             raise self.fail(path, f"negative quantity {value!r}", namespaced)
         return amount

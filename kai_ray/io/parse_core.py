@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from kai_ray import labels as L
+from kai_ray.errors import InputError
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_dra import parse_pod_claims
 from kai_ray.model import (
@@ -124,9 +126,20 @@ def _pod_requests(reader: ObjectReader) -> ResourceVector:
     overhead = reader.mapping("spec.overhead")
     if overhead:  # RuntimeClass overhead counts too (KAI ignores it: issue #373)
         total = total + _resource_vector(reader, "spec.overhead", overhead, True)
-    if total.gpu != int(total.gpu):
-        raise reader.fail(f"spec.containers[*].resources.requests.{GPU_RESOURCE}", "must be a whole number of GPUs")
     return ResourceVector.of(total.cpu, total.memory, total.gpu, 1, total.scalars)
+
+
+def _whole_gpus(reader: ObjectReader, requests: ResourceVector, lenient: list[str] | None) -> ResourceVector:
+    """Devices are whole (fractions go through annotations); a placed pod is counted rounded up."""
+    if requests.gpu == int(requests.gpu):
+        return requests
+    problem = reader.fail(
+        f"spec.containers[*].resources.requests.{GPU_RESOURCE}", f"must be a whole number of GPUs, got {requests.gpu:g}"
+    )
+    if lenient is None:
+        raise problem
+    lenient.append(f"{problem}; counted as {math.ceil(requests.gpu)} GPUs while it holds its node")
+    return ResourceVector.of(requests.cpu, requests.memory, math.ceil(requests.gpu), 1, requests.scalars)
 
 
 def _gpu_share(reader: ObjectReader, annotations: Mapping[str, str], whole_gpus: float) -> GpuShare | None:
@@ -136,7 +149,12 @@ def _gpu_share(reader: ObjectReader, annotations: Mapping[str, str], whole_gpus:
         return None
     path = "metadata.annotations"
     if whole_gpus:
-        raise reader.fail(path, f"a pod may not request {GPU_RESOURCE} together with a GPU fraction or GPU memory")
+        shared = L.GPU_FRACTION_ANNOTATION if fraction_text is not None else L.GPU_MEMORY_ANNOTATION
+        raise reader.fail(
+            f"{path}.{shared}",
+            f"{(fraction_text if fraction_text is not None else memory_text)!r} together with {whole_gpus:g} "
+            f"{GPU_RESOURCE}: a pod may not request whole GPUs and a GPU fraction or GPU memory",
+        )
     if fraction_text is not None and memory_text is not None:
         raise reader.fail(path, f"set only one of {L.GPU_FRACTION_ANNOTATION} and {L.GPU_MEMORY_ANNOTATION}")
     devices_text = annotations.get(L.GPU_FRACTION_DEVICES_ANNOTATION, "1")
@@ -145,7 +163,7 @@ def _gpu_share(reader: ObjectReader, annotations: Mapping[str, str], whole_gpus:
     except ValueError:
         raise reader.fail(f"{path}.{L.GPU_FRACTION_DEVICES_ANNOTATION}", f"not an integer: {devices_text!r}") from None
     if devices < 1:
-        raise reader.fail(f"{path}.{L.GPU_FRACTION_DEVICES_ANNOTATION}", "must be at least 1")
+        raise reader.fail(f"{path}.{L.GPU_FRACTION_DEVICES_ANNOTATION}", f"must be at least 1, got {devices_text!r}")
     if fraction_text is not None:
         try:
             fraction = float(fraction_text)
@@ -160,7 +178,7 @@ def _gpu_share(reader: ObjectReader, annotations: Mapping[str, str], whole_gpus:
     except (QuantityError, ValueError):
         raise reader.fail(f"{path}.{L.GPU_MEMORY_ANNOTATION}", f"not a number: {memory_text!r}") from None
     if memory <= 0:
-        raise reader.fail(f"{path}.{L.GPU_MEMORY_ANNOTATION}", "must be positive")
+        raise reader.fail(f"{path}.{L.GPU_MEMORY_ANNOTATION}", f"must be positive, got {memory_text!r}")
     return GpuShare(memory_mib=memory, devices=devices)
 
 
@@ -201,7 +219,7 @@ def _tolerations(reader: ObjectReader) -> tuple[Toleration, ...]:
     return tuple(result)
 
 
-def _pod_state(reader: ObjectReader) -> tuple[PodState, str | None]:
+def pod_state(reader: ObjectReader) -> tuple[PodState, str | None]:
     phase = reader.get("status.phase", "Pending")
     node_name = reader.get("spec.nodeName") or None
     if phase == "Succeeded":
@@ -230,17 +248,51 @@ def _gpu_groups(pod_labels: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(groups)
 
 
-def parse_pod(reader: ObjectReader) -> Pod:
+def _placed_share(
+    reader: ObjectReader,
+    annotations: Mapping[str, str],
+    requests: ResourceVector,
+    groups: tuple[str, ...],
+    lenient: list[str] | None,
+) -> GpuShare | None:
+    """The pod's GPU share; for a pod that holds its node, an unreadable one is not a reason to
+    count nothing: whole GPUs it requests count as they are, otherwise each shared GPU it sits
+    on (at least one) counts as taken in full."""
+    try:
+        return _gpu_share(reader, annotations, requests.gpu)
+    except InputError as problem:
+        if lenient is None:
+            raise
+        if requests.gpu:
+            lenient.append(f"{problem}; ignored, its {requests.gpu:g} whole GPUs are counted")
+            return None
+        devices = max(1, len(groups))
+        lenient.append(f"{problem}; counted as {devices} whole GPU{'s' if devices > 1 else ''} while it holds its node")
+        return GpuShare(fraction=1.0, devices=devices)
+
+
+def parse_pod(reader: ObjectReader, lenient: list[str] | None = None) -> Pod:
+    """A pod record. With ``lenient`` (a list for warnings), a pod that holds its node is never
+    refused for what kai-ray alone reads (GPU-sharing annotations, task priority, fractional GPU
+    counts): it is counted with its whole request and each problem is a warning in the list.
+    Other pods, and unreadable resource quantities, still raise."""
     pod_labels = reader.string_map("metadata.labels")
     annotations = reader.string_map("metadata.annotations")
-    requests = _pod_requests(reader)
-    state, node = _pod_state(reader)
+    state, node = pod_state(reader)
+    holds = lenient if node is not None and state in (PodState.RUNNING, PodState.RELEASING) else None
+    requests = _whole_gpus(reader, _pod_requests(reader), holds)
     task_priority = None
     if L.TASK_PRIORITY_LABEL in pod_labels:
         try:
             task_priority = int(pod_labels[L.TASK_PRIORITY_LABEL])
         except ValueError:
-            raise reader.fail(f"metadata.labels.{L.TASK_PRIORITY_LABEL}", "not an integer") from None
+            problem = reader.fail(
+                f"metadata.labels.{L.TASK_PRIORITY_LABEL}", f"not an integer: {pod_labels[L.TASK_PRIORITY_LABEL]!r}"
+            )
+            if holds is None:
+                raise problem from None
+            holds.append(f"{problem}; ignored")
+    groups = _gpu_groups(pod_labels)
     queue = pod_labels.get(L.QUEUE_LABEL) or pod_labels.get(L.LEGACY_QUEUE_LABEL) or None
     leader = pod_labels.get(L.KUBEFLOW_ROLE_LABEL) in ("master", "launcher") or (
         pod_labels.get(L.RAY_NODE_TYPE_LABEL) == "head"
@@ -253,8 +305,8 @@ def parse_pod(reader: ObjectReader) -> Pod:
         state=state,
         node=node,
         requests=requests,
-        gpu_share=_gpu_share(reader, annotations, requests.gpu),
-        gpu_groups=_gpu_groups(pod_labels),
+        gpu_share=_placed_share(reader, annotations, requests, groups, holds),
+        gpu_groups=groups,
         labels=pod_labels,
         annotations=annotations,
         node_selector=reader.string_map("spec.nodeSelector"),

@@ -54,6 +54,8 @@ def parse_queue(reader: ObjectReader, warnings: list[str]) -> Queue:
             min_runtimes[field] = None if raw in (None, "") else parse_duration(raw)
         except ValueError:
             raise reader.fail(f"spec.{field}", f"bad duration {raw!r}", namespaced=False) from None
+        if (min_runtimes[field] or 0.0) < 0:  # KAI's draft gives -1 a meaning kai-ray does not implement
+            raise reader.fail(f"spec.{field}", f"negative durations are not supported, got {raw!r}", namespaced=False)
     return Queue(
         name=reader.name,
         parent=str(spec["parentQueue"]) if spec.get("parentQueue") else None,

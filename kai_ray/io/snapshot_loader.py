@@ -9,14 +9,14 @@ queue or PodGroup are kept (the session leaves them pending with a reason).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from kai_ray import labels as L
 from kai_ray.errors import InputError
-from kai_ray.grouping import WORKLOAD_DOC_KINDS, OwnerRef, implicit_group, top_owner
+from kai_ray.grouping import WORKLOAD_DOC_KINDS, ImplicitGroup, OwnerRef, implicit_group, top_owner
 from kai_ray.io.documents import iter_objects, parse_documents, read_text
 from kai_ray.io.dra_snapshot import DRA_KINDS, DraReader
 from kai_ray.io.fields import ObjectReader
@@ -24,6 +24,8 @@ from kai_ray.io.kai_snapshot import is_kai_snapshot, read_kai_snapshot
 from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
 from kai_ray.io.parse_topology import parse_topology
+from kai_ray.io.pod_groups import implicit_pod_group, resolve_pod_group
+from kai_ray.io.queue_tree import classify_queues
 from kai_ray.model import ClusterSnapshot, LoadReport, Node, Pod, PodGroup, PodState, PriorityClass, Queue, Topology
 
 
@@ -64,14 +66,16 @@ def snapshot_from_documents(
         kind = doc.get("kind")
         if not isinstance(kind, str) or not kind:
             raise InputError(f"{source}: document {index}: kind: missing")
-        api_group = str(doc.get("apiVersion", "")).split("/")[0] if "/" in str(doc.get("apiVersion", "")) else ""
+        api_version = str(doc.get("apiVersion") or "")
+        api_group = api_version.split("/")[0] if "/" in api_version else ""
         reader = ObjectReader(doc, index)
+        _check_version(kind, api_group, api_version, reader)
         if kind == "Node" and api_group == "":
             _put(nodes, reader.name, parse_node(reader), reader, False)
         elif kind == "Pod" and api_group == "" and L.is_reservation_pod(_labels(doc)):
             skipped["Pod (GPU reservation)"] += 1
         elif kind == "Pod" and api_group == "":
-            pod = parse_pod(reader)
+            pod = parse_pod(reader, warnings)
             _put(pods, pod.key, pod, reader, True)
             owners[pod.key] = _owner_refs(reader)
         elif kind == "Queue" and api_group == "scheduling.run.ai":
@@ -95,7 +99,7 @@ def snapshot_from_documents(
                 workloads[(reader.namespace, kind, reader.name)] = doc
     _apply_bind_requests(pods, binding)
     resolved = dra.resolve(pods)
-    kept_queues = _valid_queue_tree(queues, warnings)
+    kept_queues, unusable_queues = _valid_queue_tree(queues, warnings)
     groups = _resolve_groups(raw_groups, pods, owners, classes, warnings, scheduler_name, workloads, skipped)
     return ClusterSnapshot(
         nodes=tuple(nodes.values()),
@@ -104,9 +108,36 @@ def snapshot_from_documents(
         queues=tuple(kept_queues),
         priority_classes=tuple(classes.values()),
         report=LoadReport(dict(sorted(skipped.items())), tuple(warnings)),
+        unusable_queues=unusable_queues,
         topologies=tuple(topologies.values()),
         dra=resolved,
     )
+
+
+# The versions of each kind this reader understands: another version of a kind it knows could
+# mean other fields (or the same fields meaning other things), so it is refused, not guessed at.
+_DRA_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta1", "resource.k8s.io/v1beta2")
+READ_VERSIONS = {
+    ("Node", ""): ("v1",),
+    ("Pod", ""): ("v1",),
+    ("Queue", "scheduling.run.ai"): ("scheduling.run.ai/v2",),
+    ("PodGroup", "scheduling.run.ai"): ("scheduling.run.ai/v2alpha2",),
+    ("BindRequest", "scheduling.run.ai"): ("scheduling.run.ai/v1alpha2",),
+    ("PriorityClass", "scheduling.k8s.io"): ("scheduling.k8s.io/v1",),
+    ("Topology", "kai.scheduler"): ("kai.scheduler/v1alpha1",),
+    **{(kind, "resource.k8s.io"): _DRA_VERSIONS for kind in DRA_KINDS},
+}
+
+
+def _check_version(kind: str, group: str, api_version: str, reader: ObjectReader) -> None:
+    versions = READ_VERSIONS.get((kind, group))
+    if versions is not None and api_version not in versions:
+        namespaced = kind in ("Pod", "PodGroup", "BindRequest", "ResourceClaim", "ResourceClaimTemplate")
+        raise reader.fail(
+            "apiVersion",
+            f"{api_version or '(missing)'!r} is not read; kai-ray reads {kind} as {', '.join(versions)}",
+            namespaced,
+        )
 
 
 def _labels(doc: Mapping[str, Any]) -> Mapping[str, str]:
@@ -147,36 +178,15 @@ def _owner_refs(reader: ObjectReader) -> tuple[OwnerRef, ...]:
     return tuple(refs)
 
 
-def _valid_queue_tree(queues: dict[str, Queue], warnings: list[str]) -> list[Queue]:
-    """Refuse cycles; drop queues whose ancestry leads to a missing parent (KAI's orphans)."""
-    for name in queues:
-        seen = [name]
-        parent = queues[name].parent
-        while parent is not None and parent in queues:
-            if parent in seen:
-                cycle = " -> ".join([*seen[seen.index(parent) :], parent])
-                raise InputError(f"Queue {name}: spec.parentQueue: cycle {cycle}")
-            seen.append(parent)
-            parent = queues[parent].parent
-    kept = []
-    for name, queue in queues.items():
-        ancestor = queue.parent
-        while ancestor is not None and ancestor in queues:
-            ancestor = queues[ancestor].parent
-        if ancestor is not None:
-            warnings.append(f"Queue {name}: dropped, its ancestor queue {ancestor!r} does not exist")
-            continue
-        kept.append(queue)
-    return kept
-
-
-def _priority(name: str | None, classes: Mapping[str, PriorityClass], where: str, warnings: list[str]) -> int:
-    if name and name in classes:
-        return classes[name].value
-    if name:
-        warnings.append(f"{where}: PriorityClass {name!r} does not exist, using the default priority")
-    default = next((c.value for c in classes.values() if c.global_default), None)
-    return default if default is not None else L.DEFAULT_JOB_PRIORITY
+def _valid_queue_tree(queues: dict[str, Queue], warnings: list[str]) -> tuple[list[Queue], dict[str, str]]:
+    """Refuse cycles (a snapshot is input to fix); drop orphans as KAI does, with a warning each.
+    Returns the tree's queues and the dropped ones with why."""
+    forest = classify_queues(queues)
+    for name, cycle in forest.cycles.items():
+        raise InputError(f"Queue {name}: spec.parentQueue: cycle {cycle}")
+    for name, why in forest.unusable.items():
+        warnings.append(f"Queue {name}: dropped, {why}")
+    return [queues[name] for name in forest.usable], forest.unusable
 
 
 def _resolve_groups(
@@ -193,51 +203,11 @@ def _resolve_groups(
     for pod in pods.values():
         if pod.pod_group:
             members.setdefault(f"{pod.namespace}/{pod.pod_group}", []).append(pod)
-    groups = []
-    for key, raw in raw_groups.items():
-        queue = raw.queue or next((p.queue_label for p in members.get(key, []) if p.queue_label), None)
-        priority = _priority(raw.priority_class_name, classes, f"PodGroup {key}", warnings)
-        preemptible = (
-            priority < L.PREEMPTIBLE_BELOW if raw.preemptibility is None else (raw.preemptibility == "preemptible")
-        )
-        groups.append(
-            PodGroup(
-                namespace=raw.namespace,
-                name=raw.name,
-                uid=raw.uid,
-                queue=queue or L.DEFAULT_QUEUE,
-                priority=priority,
-                preemptible=preemptible,
-                min_member=raw.min_member,
-                sub_groups=raw.sub_groups,
-                priority_class_name=raw.priority_class_name,
-                created=raw.created,
-                staleness_grace_seconds=raw.staleness_grace_seconds,
-                stale_since=raw.stale_since,
-                last_start=raw.last_start,
-                min_sub_group=raw.min_sub_group,
-                topology=raw.topology,
-                last_eviction=raw.last_eviction,
-                preemption_delay_seconds=raw.preemption_delay_seconds,
-                expected_runtime_seconds=raw.expected_runtime_seconds,
-            )
-        )
-    groups.extend(_implicit_groups(pods, owners, classes, warnings, scheduler_name, workloads, skipped))
-    return groups
-
-
-def _implicit_groups(
-    pods: dict[str, Pod],
-    owners: Mapping[str, tuple[OwnerRef, ...]],
-    classes: Mapping[str, PriorityClass],
-    warnings: list[str],
-    scheduler_name: str,
-    workloads: Mapping[tuple[str, str, str], Any],
-    skipped: Counter[str],
-) -> Iterable[PodGroup]:
-    """PodGroups for our pods that name none, as KAI's pod grouper would create them: shaped by
-    KAI's rules for the top owner's kind when the snapshot holds the owner object."""
-    created: dict[str, PodGroup] = {}
+    groups = [resolve_pod_group(raw, members.get(key, ()), classes, warnings) for key, raw in raw_groups.items()]
+    # Pods of ours that name no PodGroup get the one KAI's pod grouper would create, shaped by
+    # KAI's rules for the top owner's kind when the snapshot holds the owner object.
+    implicit_members: dict[str, list[Pod]] = {}
+    specs: dict[str, ImplicitGroup] = {}
     used: set[tuple[str, str, str]] = set()
     for key, pod in list(pods.items()):
         if pod.pod_group or pod.scheduler_name != scheduler_name:
@@ -245,43 +215,21 @@ def _implicit_groups(
         chain, top_doc = top_owner(pod.namespace, owners.get(key, ()), workloads)
         revision = pod.labels.get("serving.knative.dev/revision")
         related = workloads.get((pod.namespace, "Revision", revision)) if revision else None
-        spec = implicit_group(pod, chain, top_doc, related)
+        spec = specs[key] = implicit_group(pod, chain, top_doc, related)
         if top_doc is not None:
             used.add((pod.namespace, chain[-1].kind, chain[-1].name))
         if spec.note and spec.note not in warnings:
             warnings.append(spec.note)
-        group_key = f"{pod.namespace}/{spec.name}"
-        if group_key not in created:
-            priority = _priority(spec.priority_class_name, classes, f"Pod {key}", warnings)
-            created[group_key] = PodGroup(
-                namespace=pod.namespace,
-                name=spec.name,
-                queue=spec.queue,
-                priority=priority,
-                preemptible=_implicit_preemptible(spec.preemptibility, priority, f"Pod {key}", warnings),
-                min_member=spec.min_member,
-                priority_class_name=spec.priority_class_name,
-                created=pod.created,
-                sub_groups=spec.sub_groups,
-                min_sub_group=spec.min_sub_group,
-                topology=spec.topology,
-            )
-        pods[key] = replace(pod, pod_group=spec.name, subgroup=spec.subgroup or pod.subgroup)
+        pod = pods[key] = replace(pod, pod_group=spec.name, subgroup=spec.subgroup or pod.subgroup)
+        implicit_members.setdefault(f"{pod.namespace}/{spec.name}", []).append(pod)
     for _, kind, _ in used:  # owner objects that shaped a group were read, not skipped
         skipped[kind] -= 1
         if skipped[kind] <= 0:
             del skipped[kind]
-    return created.values()
-
-
-def _implicit_preemptible(label: str | None, priority: int, where: str, warnings: list[str]) -> bool:
-    """The pod's preemptibility label if it is valid, else the priority decides. KAI's pod grouper
-    logs an invalid label and ignores it, so it is a warning here, not an input error."""
-    if label in ("preemptible", "non-preemptible"):
-        return label == "preemptible"
-    if label is not None:
-        warnings.append(
-            f"{where}: metadata.labels.{L.PREEMPTIBILITY_LABEL}: ignored {label!r} "
-            "(must be preemptible or non-preemptible)"
-        )
-    return priority < L.PREEMPTIBLE_BELOW
+    # A PodGroup object of the same name wins (the pod grouper made it; the pods are not annotated yet).
+    groups.extend(
+        implicit_pod_group(found, lambda p: specs[p.key], classes, warnings)
+        for k, found in implicit_members.items()
+        if k not in raw_groups
+    )
+    return groups

@@ -26,6 +26,9 @@ class ClusterSnapshot:
     queues: tuple[Queue, ...] = ()
     priority_classes: tuple[PriorityClass, ...] = ()
     report: LoadReport = field(default_factory=LoadReport)
+    # Queues that exist but are left out of the tree (orphans, cycles, invalid ones): name -> why.
+    # Jobs naming one wait with that reason rather than "the queue does not exist".
+    unusable_queues: Mapping[str, str] = field(default_factory=dict)
     topologies: tuple[Topology, ...] = ()
     dra: DraObjects = field(default_factory=DraObjects)  # ResourceSlices, DeviceClasses, ResourceClaims
     # Past usage per queue for time-based fair share: (gpu, cpu, memory), each normalized to the

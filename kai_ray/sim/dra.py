@@ -7,15 +7,21 @@ their index, product and memory), selected by the DeviceClass ``gpu.nvidia.com``
 pod names a claim made for it alone (as from a template) asking for its GPUs of that class.
 The simulator plays the API server's part: it records the allocation a bind carries (the
 binder's write) and deletes the claim with its pod (the claim controller's), and it checks
-that no device is ever held by two claims.
+that no device is ever held by two claims. Its objects reach the scheduler as manifests
+(``slice_manifest``, ``class_manifest``, ``claim_manifest``) through the adapter's cache, as
+``kai-ray run --dra`` reads them.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
+from k8s_adapter.claims import allocation_json
 from kai_ray.model import (
+    AttrValue,
     ClaimAllocation,
     Device,
     DeviceClass,
@@ -98,3 +104,87 @@ class DeviceLedger:
         for key in keys:
             del self.holder[key]
         return len(keys)
+
+
+# ---------------------------------------------------------------------- as the API server stores them
+def _attribute(value: AttrValue) -> dict[str, object]:
+    if isinstance(value, bool):
+        return {"bool": value}
+    if isinstance(value, int):
+        return {"int": value}
+    if value.startswith("v:"):
+        return {"version": value[2:]}
+    return {"string": value}
+
+
+def _amount(value: float) -> str:
+    return f"{value:.0f}" if float(value).is_integer() else repr(value)
+
+
+def _qualified(domain: str, name: str, driver: str) -> str:
+    return name if domain == driver else f"{domain}/{name}"
+
+
+def slice_manifest(resource_slice: ResourceSlice) -> dict[str, Any]:
+    driver = resource_slice.driver
+    devices = [
+        {
+            "name": device.name,
+            "attributes": {_qualified(d, n, driver): _attribute(v) for d, n, v in device.attributes},
+            "capacity": {_qualified(d, n, driver): {"value": _amount(v)} for d, n, v in device.capacity},
+        }
+        for device in resource_slice.devices
+    ]
+    spec: dict[str, Any] = {"driver": driver, "pool": {"name": resource_slice.pool}, "devices": devices}
+    if resource_slice.node:
+        spec["nodeName"] = resource_slice.node
+    return {**_head("ResourceSlice", resource_slice.name), "spec": spec}
+
+
+def class_manifest(device_class: DeviceClass) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "selectors": [{"cel": {"expression": e}} for e in device_class.selectors],
+        "config": json.loads(device_class.config_json),
+    }
+    if device_class.extended_resource_name:
+        spec["extendedResourceName"] = device_class.extended_resource_name
+    return {**_head("DeviceClass", device_class.name), "spec": spec}
+
+
+def _request(request: DeviceRequest) -> dict[str, Any]:
+    if request.alternatives:
+        options = [{"name": a.name.rsplit("/", 1)[-1], **_exactly(a)} for a in request.alternatives]
+        return {"name": request.name, "firstAvailable": options}
+    return {"name": request.name, "exactly": _exactly(request)}
+
+
+def _exactly(request: DeviceRequest) -> dict[str, Any]:
+    body: dict[str, Any] = {"deviceClassName": request.device_class, "allocationMode": request.mode}
+    if request.mode == "ExactCount":
+        body["count"] = request.count
+    if request.selectors:
+        body["selectors"] = [{"cel": {"expression": e}} for e in request.selectors]
+    return body
+
+
+def claim_manifest(claim: ResourceClaim) -> dict[str, Any]:
+    """A claim as the API server holds it: ``status.allocation`` in the binder's words
+    (``k8s_adapter.claims.allocation_json``), and the pods it is reserved for."""
+    manifest = _head("ResourceClaim", claim.name)
+    meta = manifest["metadata"]
+    meta.update(namespace=claim.namespace, uid=claim.uid, labels=dict(claim.labels))
+    if claim.owner_pod:
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": claim.owner_pod, "uid": ""}]
+    manifest["spec"] = {"devices": {"requests": [_request(r) for r in claim.requests]}}
+    status: dict[str, Any] = {}
+    if claim.allocation is not None:
+        status["allocation"] = allocation_json(claim.allocation)
+    if claim.reserved_for:
+        status["reservedFor"] = [{"resource": "pods", "name": name, "uid": ""} for name in claim.reserved_for]
+    if status:
+        manifest["status"] = status
+    return manifest
+
+
+def _head(kind: str, name: str) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": kind, "metadata": {"name": name}}

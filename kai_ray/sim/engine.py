@@ -1,17 +1,30 @@
 """Simulated time around the real scheduler: jobs arrive, pods run, finish and are evicted.
 
-The simulator plays the parts of the API server, the kubelets and the job controllers;
-the scheduler it drives is the real coordinator with real shards (in-process or Ray
-actors), fed the same batched deltas the Kubernetes adapter feeds it. Nothing inside the
+The simulator plays the parts of the API server, the kubelets and the job controllers; the
+scheduler it drives is the real coordinator with real shards (in-process or Ray actors), fed
+through the adapter's own ``ClusterCache`` exactly as ``kai-ray run`` feeds it: every change
+is a Kubernetes manifest written to the simulator's API server (``apiserver.py``), a watch
+event into the cache, and the cache's deltas into the coordinator. Nothing inside the
 scheduler is faked.
 
 - A job arrives: its PodGroup and pending pods are created.
 - A cycle binds pods: they run at once (the watch confirms the bind). Once a job has
-  ``minMember`` pods running its clock starts; it finishes ``duration`` later and its pods
-  are removed.
+  ``minMember`` pods running its clock starts; it finishes ``duration`` later: its pods turn
+  Succeeded (their pending ones are deleted) and stay until ``completed_ttl`` later, as a
+  finished Job's pods do, then go with their PodGroup.
 - A cycle evicts pods: they turn Releasing and disappear after the eviction grace delay;
   the job's controller re-creates them as pending pods. A job that loses its gang stops
   its clock and starts over (with its whole duration) when it is running again.
+- DRA (``simulate --dra-share``): ResourceSlices and the DeviceClass are written at the start;
+  a DRA job's pod gets its own ResourceClaim, a bind writes the claim's allocation (the
+  binder's part) and a pod that finishes or goes deletes it (the claim controller's), each
+  through the cache as ``kai-ray run --dra`` sees them.
+- Time-based fair share: queue usage is accounted in simulated time (``usage.py``) and handed
+  to the coordinator with each cycle's deltas, as the adapter's usage feed does.
+
+After every cycle the usage of every node is recounted from the pods that hold it and
+compared with what the scheduler's shards hold (``accounting.py``); any difference (a
+finished pod still holding GPUs, a pod counted twice) is reported and fails the run.
 
 Cycles run every ``period`` simulated seconds while anything can change; when nothing
 happened and nothing can, time jumps to the next arrival, completion or release.
@@ -27,13 +40,31 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from coordinator.coordinator import CycleResult
+from coordinator.coordinator import Coordinator, CycleResult
+from k8s_adapter.cache import ClusterCache
+from k8s_adapter.kinds import DEVICE_CLASSES, NODES, POD_GROUPS, PODS, QUEUES, RESOURCE_CLAIMS, RESOURCE_SLICES
+from k8s_adapter.kinds import PRIORITY_CLASSES as PRIORITY_CLASS_KIND
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.model import DraChanges, DraObjects, Node, Pod, PodGroup, PodState, Queue, ResourceClaim
-from kai_ray.sim.dra import CLAIM, DeviceLedger, claim_for, claimed
+from kai_ray.model import DraObjects, Node, Pod, PodState, ResourceClaim
+from kai_ray.sim import accounting
+from kai_ray.sim.apiserver import (
+    SimApiServer,
+    node_manifest,
+    pod_group_manifest,
+    pod_manifest,
+    priority_class_manifest,
+    queue_manifest,
+)
+from kai_ray.sim.dra import DeviceLedger, claim_for, claim_manifest, claimed, class_manifest, slice_manifest
 from kai_ray.sim.report import SimMetrics
 from kai_ray.sim.usage import SimUsage
-from kai_ray.sim.workload import NAMESPACE, JobSpec, Workload
+from kai_ray.sim.workload import NAMESPACE, PRIORITY_CLASSES, JobSpec, Workload
+from shards.rows import NodeRows
+
+KINDS = {
+    kind.name: kind
+    for kind in (NODES, PODS, QUEUES, POD_GROUPS, PRIORITY_CLASS_KIND, RESOURCE_SLICES, DEVICE_CLASSES, RESOURCE_CLAIMS)
+}
 
 
 class Scheduler(Protocol):
@@ -43,6 +74,23 @@ class Scheduler(Protocol):
         """Apply the changes, then run one scheduling cycle."""
         ...
 
+    def node_rows(self) -> list[NodeRows]:
+        """Every node as the shards hold it (for the accounting check)."""
+        ...
+
+
+class InProcess:
+    """A coordinator in this process, as the simulator drives it."""
+
+    def __init__(self, coordinator: Coordinator) -> None:
+        self.coordinator = coordinator
+
+    def step(self, deltas: ClusterDeltas, now: float, actions: Sequence[str] | None = None) -> CycleResult:
+        return self.coordinator.step(deltas, now, actions)
+
+    def node_rows(self) -> list[NodeRows]:
+        return self.coordinator.shards.every_row()
+
 
 @dataclass(frozen=True, slots=True)
 class SimSettings:
@@ -50,6 +98,7 @@ class SimSettings:
     horizon: float = 6 * 3600.0  # simulated seconds to run
     eviction_grace: float = 30.0  # an evicted pod holds its resources this long
     recheck: float = 60.0  # with pending pods but no changes, cycle again after this long (time-based rules)
+    completed_ttl: float = 600.0  # a finished job's Succeeded pods stay this long (they hold nothing)
 
 
 @dataclass(slots=True)
@@ -86,10 +135,13 @@ class Simulation:
         self.metrics = SimMetrics(nodes, workload)
         self._events: list[tuple[float, int, str, str, int]] = []  # time, seq, kind, subject, tag
         self._seq = itertools.count()
-        self._deltas = _DeltaBuffer()
+        self.cache = ClusterCache()
+        self.api = SimApiServer(lambda kind, event, obj: self.cache.on_event(KINDS[kind], event, obj))
+        self.now = 0.0
         self.last_result: CycleResult | None = None
         self.dra = dra or DraObjects()
         self.devices = DeviceLedger()  # which claim holds which DRA device, by the simulator's count
+        self.claims: dict[str, ResourceClaim] = {}  # DRA claims as the simulator's API server holds them
         # DRA GPUs are the cluster's GPUs too: in its capacity, and in use while a claim holds them.
         self.metrics.gpu_capacity += sum(len(s.devices) for s in self.dra.slices)
 
@@ -106,46 +158,72 @@ class Simulation:
                 self._finish(subject, tag, now)
             elif kind == "released":
                 self._released(subject, tag)
+            elif kind == "cleanup":
+                self._cleanup(subject)
+
+    def _write(self, pod: Pod) -> None:
+        self.pods[pod.key] = pod
+        self.api.put(PODS.name, pod.key, pod_manifest(pod, self.now))
+
+    def _delete(self, key: str) -> None:
+        self.pods.pop(key, None)
+        self.api.delete(PODS.name, key)
 
     def _arrive(self, name: str) -> None:
         spec = self._specs[name]
         run = self.jobs[name] = JobRun(spec)
         self.metrics.job_arrived(spec)
-        self._deltas.groups.append(spec.pod_group())
+        group = spec.pod_group()
+        self.api.put(POD_GROUPS.name, group.key, pod_group_manifest(group))
         for index in range(spec.pods):
-            pod = self._with_claim(spec, spec.pod(index))
-            self.pods[pod.key] = pod
-            self._deltas.upsert(pod)
+            self._write(self._with_claim(spec, spec.pod(index)))
             run.incarnations[index] = 0
 
     def _with_claim(self, spec: JobSpec, pod: Pod) -> Pod:
         """A DRA job's pod with its own claim (made as the claim controller makes one)."""
         if not spec.dra:
             return pod
-        self._deltas.claims[f"{pod.namespace}/{pod.name}-{CLAIM}"] = claim_for(pod, int(spec.gpus))
+        self._write_claim(claim_for(pod, int(spec.gpus)))
         return claimed(pod)
+
+    def _write_claim(self, claim: ResourceClaim) -> None:
+        self.claims[claim.key] = claim
+        self.api.put(RESOURCE_CLAIMS.name, claim.key, claim_manifest(claim))
 
     def _drop_claim(self, pod: Pod) -> None:
         for pod_claim in pod.resource_claims:
             key = f"{pod.namespace}/{pod_claim.claim}"
             self.metrics.gpus_in_use -= self.devices.release(key)
-            self._deltas.claims[key] = None
+            if self.claims.pop(key, None) is not None:
+                self.api.delete(RESOURCE_CLAIMS.name, key)
 
     def _finish(self, name: str, epoch: int, now: float) -> None:
+        """The job is done: its running pods succeed (and keep their node name, holding nothing),
+        its controller deletes the ones still waiting."""
         run = self.jobs[name]
         if run.epoch != epoch or run.finished_at is not None:
             return  # the job lost its gang after this was scheduled
         run.finished_at = now
         for index in range(run.spec.pods):
             key = _pod_key(run.spec, index)
-            pod = self.pods.pop(key, None)
-            if pod is not None:
-                self.metrics.pod_left(pod)
-                self._deltas.remove(key)
-                self._drop_claim(pod)
+            pod = self.pods.get(key)
+            if pod is None:
+                continue
+            self.metrics.pod_left(pod)
+            self._drop_claim(pod)  # the claim controller frees what a finished pod held
+            if pod.state is PodState.RUNNING:
+                self._write(replace(pod, state=PodState.SUCCEEDED))
+            else:
+                self._delete(key)
         run.running.clear()
-        self._deltas.groups_removed.append(f"{NAMESPACE}/{name}")
         self.metrics.job_finished(run.spec, now)
+        self._at(now + self.settings.completed_ttl, "cleanup", name)
+
+    def _cleanup(self, name: str) -> None:
+        run = self.jobs[name]
+        for index in range(run.spec.pods):
+            self._delete(_pod_key(run.spec, index))
+        self.api.delete(POD_GROUPS.name, f"{NAMESPACE}/{name}")
 
     def _released(self, key: str, incarnation: int) -> None:
         """An evicted pod is gone; its job's controller creates it again, pending."""
@@ -157,9 +235,9 @@ class Simulation:
         run = self.jobs[pod.pod_group or ""]
         index = _pod_index(key)
         run.incarnations[index] = incarnation
-        fresh = self._with_claim(run.spec, run.spec.pod(index, incarnation))
-        self.pods[key] = fresh
-        self._deltas.upsert(fresh)
+        self._drop_claim(pod)
+        self._delete(key)
+        self._write(self._with_claim(run.spec, run.spec.pod(index, incarnation)))
 
     # ------------------------------------------------------------------ decisions
     def _take(self, result: CycleResult, now: float) -> None:
@@ -172,13 +250,10 @@ class Simulation:
             for grant in bind.claims:  # the binder's write: the claim's allocation, reserved for the pod
                 self.devices.allocate(grant.claim, grant.allocation)
                 self.metrics.gpus_in_use += len(grant.allocation.results)
-                claim = self._deltas.claims.get(grant.claim) or self._claims.get(grant.claim)
+                claim = self.claims.get(grant.claim)
                 if claim is not None:
-                    self._deltas.claims[grant.claim] = replace(
-                        claim, allocation=grant.allocation, reserved_for=(pod.name,)
-                    )
-            self.pods[bind.pod] = bound
-            self._deltas.upsert(bound)
+                    self._write_claim(replace(claim, allocation=grant.allocation, reserved_for=(pod.name,)))
+            self._write(bound)
             self.metrics.pod_bound(bound, now)
             run = self.jobs[pod.pod_group or ""]
             run.running.add(_pod_index(bind.pod))
@@ -187,9 +262,7 @@ class Simulation:
             pod = self.pods.get(eviction.pod)
             if pod is None or pod.state is not PodState.RUNNING:
                 continue
-            leaving = replace(pod, state=PodState.RELEASING)
-            self.pods[eviction.pod] = leaving
-            self._deltas.upsert(leaving)
+            self._write(replace(pod, state=PodState.RELEASING))
             self.metrics.pod_evicted(eviction.action)
             run = self.jobs[pod.pod_group or ""]
             run.running.discard(_pod_index(eviction.pod))
@@ -231,16 +304,24 @@ class Simulation:
         settings = self.settings
         for job in self.workload.jobs:
             self._at(job.arrival, "arrive", job.name)
-        self._deltas.nodes.extend(self.nodes.values())
-        self._deltas.queues.extend(self.workload.queues)
-        self._deltas.dra = self.dra
+        for name, value in PRIORITY_CLASSES.items():
+            self.api.put(PRIORITY_CLASS_KIND.name, name, priority_class_manifest(name, value))
+        for node in self.nodes.values():
+            self.api.put(NODES.name, node.name, node_manifest(node))
+        for queue in self.workload.queues:
+            self.api.put(QUEUES.name, queue.name, queue_manifest(queue))
+        for device_class in self.dra.classes:
+            self.api.put(DEVICE_CLASSES.name, device_class.name, class_manifest(device_class))
+        for resource_slice in self.dra.slices:
+            self.api.put(RESOURCE_SLICES.name, resource_slice.name, slice_manifest(resource_slice))
         now, last_cycle, changed = 0.0, -math.inf, True
         started = time.perf_counter()
         while now <= settings.horizon:
+            self.now = now
             self._due(now)
             pending = any(p.state is PodState.PENDING for p in self.pods.values())
             refresh = self.usage is not None and pending and self.usage.due(now)  # fair shares move with time
-            if self._deltas or changed or refresh or (pending and now - last_cycle >= settings.recheck):
+            if self.api.writes or changed or refresh or (pending and now - last_cycle >= settings.recheck):
                 changed = self._cycle(now)
                 last_cycle = now
             self.metrics.sample(now)
@@ -252,12 +333,9 @@ class Simulation:
         )
         return self.metrics
 
-    @property
-    def _claims(self) -> dict[str, ResourceClaim]:
-        return self._deltas.known_claims
-
     def _cycle(self, now: float) -> bool:
-        deltas = self._deltas.take()
+        self.api.take_writes()
+        deltas = self.cache.take_deltas()
         usage = self.usage.for_cycle(now) if self.usage is not None else None
         if usage is not None:
             deltas = replace(deltas, queue_usage=usage)
@@ -269,13 +347,20 @@ class Simulation:
             self.usage.after(now, result)
         self.metrics.cycle(now, wall, result)
         self._take(result, now)
+        self._check_accounting(now)
         return bool(result.binds or result.evictions)
+
+    def _check_accounting(self, now: float) -> None:
+        """The shards' holds against a recount from the pods (binds of this cycle included)."""
+        held = accounting.from_rows(self.scheduler.node_rows())
+        problems = accounting.differences(held, accounting.from_pods(self.pods.values(), self.nodes))
+        self.metrics.accounting_errors.extend(f"t={now:.0f}s {problem}" for problem in problems)
 
     def _next_time(self, now: float, changed: bool, pending: bool, last_cycle: float) -> float:
         """The next cycle time on the period grid: the next step if something may still move,
         else the next event (or recheck) time, so idle stretches cost nothing."""
         step = self.settings.period
-        if changed or self._deltas:
+        if changed or self.api.writes:
             return now + step
         upcoming = [self._events[0][0]] if self._events else []
         if pending:
@@ -285,55 +370,6 @@ class Simulation:
         if not upcoming:
             return self.settings.horizon + step
         return max(now + step, math.ceil(min(upcoming) / step) * step)
-
-
-class _DeltaBuffer:
-    """Changes since the last cycle, collapsed per pod (the last write wins)."""
-
-    def __init__(self) -> None:
-        self.known_claims: dict[str, ResourceClaim] = {}  # claims as the API server holds them
-        self._reset()
-
-    def _reset(self) -> None:
-        self.nodes: list[Node] = []
-        self.queues: list[Queue] = []
-        self.groups: list[PodGroup] = []
-        self.groups_removed: list[str] = []
-        self._pods: dict[str, Pod | None] = {}
-        self.claims: dict[str, ResourceClaim | None] = {}  # DRA claims made, allocated or gone
-        self.dra = DraObjects()  # slices and classes, sent once
-
-    def upsert(self, pod: Pod) -> None:
-        self._pods[pod.key] = pod
-
-    def remove(self, key: str) -> None:
-        self._pods[key] = None
-
-    def __bool__(self) -> bool:
-        return bool(self.nodes or self.queues or self.groups or self.groups_removed or self._pods or self.claims)
-
-    def take(self) -> ClusterDeltas:
-        deltas = ClusterDeltas(
-            nodes_upserted=tuple(self.nodes),
-            queues_upserted=tuple(self.queues),
-            pod_groups_upserted=tuple(self.groups),
-            pod_groups_removed=tuple(self.groups_removed),
-            pods_upserted=tuple(p for p in self._pods.values() if p is not None),
-            pods_removed=tuple(k for k, p in self._pods.items() if p is None),
-            dra=DraChanges(
-                slices_upserted=self.dra.slices,
-                classes_upserted=self.dra.classes,
-                claims_upserted=tuple(c for c in self.claims.values() if c is not None),
-                claims_removed=tuple(k for k, c in self.claims.items() if c is None),
-            ),
-        )
-        for key, claim in self.claims.items():
-            if claim is None:
-                self.known_claims.pop(key, None)
-            else:
-                self.known_claims[key] = claim
-        self._reset()
-        return deltas
 
 
 def _pod_key(spec: JobSpec, index: int) -> str:

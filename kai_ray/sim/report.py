@@ -60,6 +60,7 @@ class SimMetrics:
         self.restarts = 0
         self.partial_gangs = 0
         self.overcommits: list[str] = []
+        self.accounting_errors: list[str] = []  # the scheduler's node usage against a recount from the pods
         self.waits: dict[str, list[float]] = defaultdict(list)
         self.started_jobs = 0
         self.completed_jobs = 0
@@ -179,6 +180,8 @@ class SimMetrics:
         decisions = last.decisions.pods if last is not None else {}
         waiting: dict[str, tuple[int, str]] = {}
         for pod in pods:
+            if pod.state is PodState.SUCCEEDED:
+                continue  # a finished job's pods are counted as Completed below
             self.end_states[pod.state.value] += 1
             if pod.state is PodState.PENDING:
                 decision = decisions.get(pod.key)
@@ -240,6 +243,7 @@ class SimMetrics:
             "cycles": len(self.cycle_walls),
             "partialGangs": self.partial_gangs,
             "overcommittedNodes": len(self.overcommits),
+            "accountingErrors": len(self.accounting_errors),
             "gpuUtilization": self.gpu_utilization,
             "gpuSecondsUsed": self.gpu_seconds_used,
             "gpuSecondsCapacity": self.gpu_seconds_capacity,

@@ -11,7 +11,7 @@ from kai_ray.config import SchedulerConfig
 from kai_ray.model import DraObjects
 from kai_ray.sim.cluster import model_nodes
 from kai_ray.sim.dra import with_dra_nodes
-from kai_ray.sim.engine import Scheduler, SimSettings, Simulation
+from kai_ray.sim.engine import InProcess, Scheduler, SimSettings, Simulation
 from kai_ray.sim.report import SimMetrics
 from kai_ray.sim.scenarios import SCENARIOS, Scenario
 from kai_ray.sim.summary import render_text
@@ -131,7 +131,7 @@ class SimulationRun:
         if self.shards <= 1:
             from kai_ray.runtime import in_process_coordinator
 
-            return in_process_coordinator(self.config, 1), lambda: None
+            return InProcess(in_process_coordinator(self.config, 1)), lambda: None
         from kai_ray.actors import RemoteCoordinator, ensure_ray
 
         ensure_ray()

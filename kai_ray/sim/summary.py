@@ -42,6 +42,8 @@ def render_text(m: SimMetrics, nodes: int, shards: int, setup_seconds: float, lo
         + f"; {m.restarts} gang restarts",
         f"  partial gangs      {m.partial_gangs} (must be 0)",
         f"  over-committed     {len(m.overcommits)} node checks failed (must be 0)",
+        f"  accounting         {len(m.accounting_errors)} differences between the shards' node usage and a "
+        "recount from the pods, checked every cycle (must be 0)",
         f"  memory (RSS)       {m.rss_bytes / 2**20:,.0f} MiB, this process and its children (Ray included)",
         "",
         "cluster",
@@ -92,4 +94,7 @@ def render_text(m: SimMetrics, nodes: int, shards: int, setup_seconds: float, lo
         lines += [f"  {job} ({n} pods): {_shorten(reason)}" for job, n, reason in m.waiting_jobs[:5]]
     if m.overcommits:
         lines += ["", "over-committed nodes (a scheduler bug):"] + [f"  {o}" for o in m.overcommits[:5]]
+    if m.accounting_errors:
+        lines += ["", "node usage the scheduler got wrong (a scheduler bug):"]
+        lines += [f"  {o}" for o in m.accounting_errors[:5]]
     return "\n".join(lines)

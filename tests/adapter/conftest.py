@@ -52,15 +52,34 @@ class Env:
         return (await self.api.request("GET", path)).body
 
 
-@pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    cluster = DevCluster(nodes=synthetic_nodes(4), start_delay=0.05, max_grace=0.2, bookmark_seconds=0.5)
+@contextlib.asynccontextmanager
+async def dev_env(tmp_path: Path, nodes: int) -> AsyncIterator[Env]:
+    """A started dev cluster of ``nodes`` synthetic GPU nodes and a client for it."""
+    cluster = DevCluster(nodes=synthetic_nodes(nodes), start_delay=0.05, max_grace=0.2, bookmark_seconds=0.5)
     await cluster.start()
     kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
     api = await connect(str(kubeconfig))
-    yield Env(cluster, api, kubeconfig, new_registry())
-    await api.close()
-    await cluster.stop()
+    try:
+        yield Env(cluster, api, kubeconfig, new_registry())
+    finally:
+        await api.close()
+        await cluster.stop()
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    async with dev_env(tmp_path, 4) as made:
+        yield made
+
+
+def budget(name: str, app: str, min_available: int = 1) -> dict[str, Any]:
+    """A PodDisruptionBudget over the pods labelled ``app``."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name},
+        "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": app}}},
+    }
 
 
 def queue(name: str, gpu_quota: float = -1, gpu_limit: float = -1, parent: str | None = None) -> dict[str, Any]:

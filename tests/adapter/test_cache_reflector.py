@@ -56,7 +56,10 @@ def test_a_malformed_object_is_skipped_not_fatal() -> None:
     bad = node("n2", 7)
     bad["status"]["allocatable"]["cpu"] = "lots"
     cache.on_event(NODES, "ADDED", bad)
-    assert cache.decode_errors == 1 and not cache.take_deltas().nodes_upserted
+    assert not cache.take_deltas().nodes_upserted and cache.decode_errors == 1
+    [problem] = cache.problems_view.values()
+    assert problem.skipped and problem.kind == "Node" and problem.name == "n2"
+    assert "status.allocatable.cpu: bad quantity 'lots'" in problem.text
 
 
 def test_pod_groups_resolve_priority_and_pods_without_one_get_an_implicit_group() -> None:

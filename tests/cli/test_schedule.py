@@ -107,11 +107,13 @@ def test_an_orphan_queue_is_dropped_with_a_warning_and_its_pods_wait(kai_ray: Ru
         ],
     )
     result = schedule(kai_ray, path)
-    assert "kai-ray: warning: Queue orphan: dropped, its ancestor queue 'gone' does not exist" in result.err
+    assert "kai-ray: warning: Queue orphan: dropped, its parent queue 'gone' does not exist" in result.err
     assert "Traceback" not in result.err
     out = result.json()
     assert set(out["queues"]) == {"root", "team"}
-    assert "QueueDoesNotExist" in out["pods"]["team/p"]["reason"]
+    reason = out["pods"]["team/p"]["reason"]  # the queue exists: saying it does not would send users astray
+    assert "QueueDoesNotExist" not in reason
+    assert reason.startswith("queue orphan is not usable: its parent queue 'gone' does not exist")
 
 
 def test_a_pod_naming_a_missing_pod_group_waits_and_says_so(kai_ray: RunCli, tmp_path: Path) -> None:

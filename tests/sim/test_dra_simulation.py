@@ -6,7 +6,7 @@ from kai_ray.config import SchedulerConfig
 from kai_ray.runtime import in_process_coordinator
 from kai_ray.sim.cluster import model_nodes
 from kai_ray.sim.dra import with_dra_nodes
-from kai_ray.sim.engine import SimSettings, Simulation
+from kai_ray.sim.engine import InProcess, SimSettings, Simulation
 from kai_ray.sim.workload import generate
 
 
@@ -19,11 +19,11 @@ def test_claim_jobs_run_on_dra_nodes_with_no_device_given_twice() -> None:
     assert any(j.dra for j in workload.jobs) and any(j.fraction for j in workload.jobs)
     config = SchedulerConfig.model_validate({})
     simulation = Simulation(
-        in_process_coordinator(config, 1), nodes, workload, SimSettings(period=10, horizon=2 * 3600), dra=dra
+        InProcess(in_process_coordinator(config, 1)), nodes, workload, SimSettings(period=10, horizon=2 * 3600), dra=dra
     )
     metrics = simulation.run()
     assert simulation.devices.allocations >= 10  # claims were allocated by binds, many times over
     assert simulation.devices.conflicts == 0
-    assert metrics.partial_gangs == 0 and not metrics.overcommits
+    assert metrics.partial_gangs == 0 and not metrics.overcommits and not metrics.accounting_errors
     started = {name for name, run in simulation.jobs.items() if run.first_start is not None}
     assert any(simulation._specs[name].dra for name in started)

@@ -9,12 +9,13 @@ import pytest
 
 from kai_ray.cli.main import main
 from kai_ray.config import SchedulerConfig
-from kai_ray.model import PodState
+from kai_ray.model import Pod, PodState
 from kai_ray.runtime import in_process_coordinator
 from kai_ray.sim.cluster import model_nodes
-from kai_ray.sim.engine import SimSettings, Simulation
+from kai_ray.sim.engine import InProcess, SimSettings, Simulation
 from kai_ray.sim.run import SimulationRun
 from kai_ray.sim.workload import generate
+from shards.shard import Shard
 
 DOCUMENTED_KEYS = {  # simulate --json, docs/architecture.md#cli
     "nodes",
@@ -42,7 +43,7 @@ def simulate(nodes: int = 24, jobs: int = 60, hours: float = 3.0, seed: int = 5)
     cluster = model_nodes(nodes, taint=True)
     workload = generate(sum(n.allocatable.gpu for n in cluster), seed, jobs=jobs, arrival_window=3600)
     simulation = Simulation(
-        in_process_coordinator(SchedulerConfig(), 1), cluster, workload, SimSettings(horizon=hours * 3600)
+        InProcess(in_process_coordinator(SchedulerConfig(), 1)), cluster, workload, SimSettings(horizon=hours * 3600)
     )
     simulation.run()
     return simulation
@@ -58,6 +59,25 @@ def test_no_gang_is_half_bound_and_no_node_is_over_committed(finished: Simulatio
     assert metrics.bound > 0 and metrics.cycle_walls
     assert metrics.partial_gangs == 0
     assert metrics.overcommits == []
+
+
+def test_the_shards_usage_matches_a_recount_from_the_pods_after_every_cycle(finished: Simulation) -> None:
+    assert finished.metrics.completed_jobs > 0  # finished pods turned Succeeded and had to be released
+    assert finished.metrics.accounting_errors == []
+
+
+def test_the_accounting_check_fails_a_scheduler_that_keeps_finished_pods(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shards before issue 17: a pod that turned Succeeded kept its hold."""
+
+    def leaky_place(shard: Shard, pod: Pod) -> None:
+        if pod.state in (PodState.SUCCEEDED, PodState.FAILED) and pod.key in shard.pods:
+            return  # keeps holding what the finished pod held
+        original(shard, pod)
+
+    original = Shard._place_pod
+    monkeypatch.setattr(Shard, "_place_pod", leaky_place)
+    errors = simulate(jobs=30, hours=1.5).metrics.accounting_errors
+    assert errors and "the scheduler holds" in errors[0] and "the pods on it hold" in errors[0]
 
 
 def test_gpu_seconds_used_never_exceed_the_gpus_present(finished: Simulation) -> None:

@@ -124,3 +124,20 @@ async def test_the_pod_grouper_carries_a_workloads_timing_annotations_to_its_pod
         "kai.scheduler/staleness-grace-period": "2m",
     }
     assert custom_resource_problems(created) == []
+
+
+async def test_a_group_known_only_in_memory_waits_for_its_object_without_requests() -> None:
+    def handler(method: str, path: str, query: Any, body: Any) -> Response:
+        return ok()
+
+    api = FakeApi(handler)
+    writer = JobClockWriter(api)  # type: ignore[arg-type]
+    objects: set[str] = set()
+    started = JobClock(T0, None, None)
+    await writer.write({"ns/one-pod": started, "ns/done": started}, objects.__contains__, {"ns/one-pod", "ns/done"})
+    assert api.calls == []  # no PATCH that could only be refused with 404
+
+    objects.add("ns/one-pod")  # the pod grouper made the PodGroup
+    await writer.write({}, objects.__contains__, {"ns/one-pod"})  # ns/done's pods are gone meanwhile
+    assert [path.rsplit("/", 1)[1] for _, path, _ in api.calls] == ["one-pod"]
+    assert writer.waiting == {} and writer.latest == {}

@@ -1,0 +1,109 @@
+"""PodGroups as a session uses them: priority and preemptibility resolved, implicit groups made.
+
+Shared by the snapshot loader (all groups at once) and the Kubernetes adapter's cache (only the
+groups a change touched), so that ``kai-ray schedule`` and ``kai-ray run`` resolve every group
+the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from kai_ray import labels as L
+from kai_ray.grouping import ImplicitGroup
+from kai_ray.io.parse_kai import RawPodGroup
+from kai_ray.model import Pod, PodGroup, PriorityClass
+
+
+def priority_of(name: str | None, classes: Mapping[str, PriorityClass], where: str, warnings: list[str]) -> int:
+    """The value of PriorityClass ``name``; the global default (or KAI's) when unset or missing."""
+    if name and name in classes:
+        return classes[name].value
+    if name:
+        warnings.append(f"{where}: PriorityClass {name!r} does not exist, using the default priority")
+    default = next((c.value for c in classes.values() if c.global_default), None)
+    return default if default is not None else L.DEFAULT_JOB_PRIORITY
+
+
+def resolve_pod_group(
+    raw: RawPodGroup,
+    members: Iterable[Pod],
+    classes: Mapping[str, PriorityClass],
+    warnings: list[str],
+    missing: list[str] | None = None,
+) -> PodGroup:
+    """A PodGroup object as the session sees it; without ``spec.queue`` its pods' queue label
+    decides (the first member, by name, that has one). A PriorityClass that does not exist is
+    noted in ``missing`` if given (KAI falls back without a word), else among ``warnings``."""
+    queue = raw.queue
+    if not queue:
+        labelled = sorted((p.name, p.queue_label) for p in members if p.queue_label)
+        queue = labelled[0][1] if labelled else None
+    key = f"{raw.namespace}/{raw.name}"
+    priority = priority_of(
+        raw.priority_class_name, classes, f"PodGroup {key}", warnings if missing is None else missing
+    )
+    preemptible = priority < L.PREEMPTIBLE_BELOW if raw.preemptibility is None else raw.preemptibility == "preemptible"
+    return PodGroup(
+        namespace=raw.namespace,
+        name=raw.name,
+        uid=raw.uid,
+        queue=queue or L.DEFAULT_QUEUE,
+        priority=priority,
+        preemptible=preemptible,
+        min_member=raw.min_member,
+        sub_groups=raw.sub_groups,
+        priority_class_name=raw.priority_class_name,
+        created=raw.created,
+        staleness_grace_seconds=raw.staleness_grace_seconds,
+        stale_since=raw.stale_since,
+        last_start=raw.last_start,
+        last_eviction=raw.last_eviction,
+        preemption_delay_seconds=raw.preemption_delay_seconds,
+        expected_runtime_seconds=raw.expected_runtime_seconds,
+        min_sub_group=raw.min_sub_group,
+        topology=raw.topology,
+    )
+
+
+def implicit_pod_group(
+    members: Iterable[Pod],
+    spec_of: Callable[[Pod], ImplicitGroup],
+    classes: Mapping[str, PriorityClass],
+    warnings: list[str],
+    missing: list[str] | None = None,
+) -> PodGroup:
+    """The PodGroup KAI's pod grouper would create for pods that name none (``spec_of`` gives a
+    pod's grouping, ``kai_ray.grouping.implicit_group`` with what the caller knows of its owners).
+    It exists from its first pod on, so it is as old as the oldest member, and that member's
+    labels decide (ties by name), whatever order the pods were read in."""
+    first = min(members, key=lambda p: (p.created, p.name))
+    spec = spec_of(first)
+    where = f"Pod {first.key}"
+    priority = priority_of(spec.priority_class_name, classes, where, warnings if missing is None else missing)
+    return PodGroup(
+        namespace=first.namespace,
+        name=spec.name,
+        queue=spec.queue,
+        priority=priority,
+        preemptible=_implicit_preemptible(spec.preemptibility, priority, where, warnings),
+        min_member=spec.min_member,
+        priority_class_name=spec.priority_class_name,
+        created=first.created,
+        sub_groups=spec.sub_groups,
+        min_sub_group=spec.min_sub_group,
+        topology=spec.topology,
+    )
+
+
+def _implicit_preemptible(label: str | None, priority: int, where: str, warnings: list[str]) -> bool:
+    """The pod's preemptibility label if it is valid, else the priority decides. KAI's pod grouper
+    logs an invalid label and ignores it, so it is a warning here, not an input error."""
+    if label in ("preemptible", "non-preemptible"):
+        return label == "preemptible"
+    if label is not None:
+        warnings.append(
+            f"{where}: metadata.labels.{L.PREEMPTIBILITY_LABEL}: ignored {label!r} "
+            "(must be preemptible or non-preemptible)"
+        )
+    return priority < L.PREEMPTIBLE_BELOW
