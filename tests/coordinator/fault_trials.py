@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from coordinator.cluster_model import with_changes
 from coordinator.coordinator import Coordinator, ShardsFailed
 from coordinator.shard_client import InProcessTransport, ShardTransport
 from coordinator.shard_set import ShardSet
@@ -159,7 +160,7 @@ def run_trial(
                 report.bound_twice.append(bind.pod)
             bound[bind.pod] = bind.node
             pod = truth[bind.pod]
-            truth[bind.pod] = Pod(**{**_fields(pod), "state": PodState.RUNNING, "node": bind.node})
+            truth[bind.pod] = with_changes(pod, state=PodState.RUNNING, node=bind.node)
             per_job[f"default/{pod.pod_group}"] += 1
         report.binds += len(result.binds)
         for job in per_job:
@@ -172,10 +173,6 @@ def run_trial(
     report.lost_deltas = _lost_deltas(coordinator, shards_on())
     report.pending_left = sum(1 for p in truth.values() if p.state is PodState.PENDING)
     return report
-
-
-def _fields(pod: Pod) -> dict[str, object]:
-    return {name: getattr(pod, name) for name in pod.__dataclass_fields__}
 
 
 def _changes(

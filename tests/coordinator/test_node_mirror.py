@@ -20,7 +20,7 @@ from tests.coordinator.fault_trials import FaultyTransport, Kill
 
 def _rows(table: NodeTable) -> dict[str, tuple[object, ...]]:
     names = ["cpu", "memory", "gpu", "pods", *table.schema.scalars]
-    out = {}
+    out: dict[str, tuple[object, ...]] = {}
     for row in np.flatnonzero(table.present):
         held = {f"{k}/{c}": float(table.held[k, row, j]) for k in range(3) for j, c in enumerate(names)}
         alloc = {c: float(table.alloc[row, j]) for j, c in enumerate(names)}

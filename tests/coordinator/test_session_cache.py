@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from coordinator.coordinator import Coordinator
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.model import ClusterSnapshot, PodState
+from kai_ray.model import ClusterSnapshot, PodGroup, PodState
 from kai_ray.runtime import in_process_coordinator
 from tests.builders import JobSpec, build, config
 from tests.coordinator.random_clusters import NOW, clusters
@@ -51,7 +51,7 @@ def _changes(rng: random.Random, coordinator: Coordinator, cycle: int, bound: li
     running = sorted(k for k, p in pods.items() if p.state is PodState.RUNNING)
     gone = tuple(rng.sample(running, min(len(running), rng.randint(0, 2))))
     groups = sorted(coordinator.model.pod_groups.values(), key=lambda g: g.key)
-    changed_group = ()
+    changed_group: tuple[PodGroup, ...] = ()
     if groups and rng.random() < 0.5:
         group = rng.choice(groups)
         changed_group = (replace(group, priority=group.priority + rng.choice((-10, 10))),)

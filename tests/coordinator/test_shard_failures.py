@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import replace
 
 import pytest
@@ -12,7 +13,7 @@ from coordinator.shard_client import InProcessTransport
 from coordinator.shard_set import ShardSet
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.runtime import placement_policy
-from shards.protocol import Batch, Commit, Settle, StaleEpoch
+from shards.protocol import Batch, BatchReply, Commit, Settle, ShardDown, ShardRequest, StaleEpoch
 from shards.shard import Shard
 from tests.builders import JobSpec, build, config, node, queue
 from tests.coordinator import fault_trials
@@ -47,7 +48,7 @@ class _LateCommit(InProcessTransport):
         self.late = late
         self.delayed = 0
 
-    def exchange(self, batches):  # type: ignore[no-untyped-def]
+    def exchange(self, batches: Mapping[int, Batch]) -> dict[int, BatchReply | ShardDown]:
         committing = any(isinstance(r, Commit | Settle) for b in batches.values() for r in b.requests)
         if self.delayed == 0 and committing and self.late in batches:
             self.delayed += 1
@@ -55,7 +56,7 @@ class _LateCommit(InProcessTransport):
             batches = {**batches, self.late: Batch(b.epoch, tuple(self._later(r) for r in b.requests))}
         return super().exchange(batches)
 
-    def _later(self, request):  # type: ignore[no-untyped-def]
+    def _later(self, request: ShardRequest) -> ShardRequest:
         if isinstance(request, Commit):
             return Commit(request.rids, request.now + self.delay)
         if isinstance(request, Settle):

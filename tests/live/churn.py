@@ -141,7 +141,7 @@ class Churn:
         self.loop = SchedulerLoop(
             self.api,
             cache,
-            lambda _: self._make_coordinator(cache),  # type: ignore[arg-type,return-value]
+            lambda _: self._make_coordinator(cache),
             CollectorRegistry(),
             Leadership(enabled=False),
             period=0.03,

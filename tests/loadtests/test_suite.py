@@ -7,7 +7,8 @@ import pytest
 from loadtests.__main__ import targets
 from loadtests.pod_workloads import kai_fill, scheduler_perf
 from loadtests.results import BenchRow, compare
-from loadtests.suite import baseline, compare_systems, drive, in_process
+from loadtests.suite import compare_systems, drive
+from loadtests.systems import baseline, in_process
 
 
 def test_the_full_scan_baseline_makes_kai_rays_decisions() -> None:

@@ -15,7 +15,7 @@ from shards.scorers import BAND_SCORERS, PLACEMENT
 from shards.shapes import TaskShape
 from shards.shard import Shard
 from tests.builders import JobSpec, build, node, queue
-from tests.shards.catalog import ASKS, NODE_KINDS, make_node, make_pod
+from tests.shards.catalog import ASKS, NODE_KINDS, Ask, make_node, make_pod
 
 POLICIES = st.sampled_from(
     [PlacementPolicy(g, c, d) for g in ("binpack", "spread") for c in ("binpack", "spread") for d in ("pack", "spread")]
@@ -29,7 +29,7 @@ POLICIES = st.sampled_from(
     placed=st.lists(st.tuples(st.sampled_from(ASKS), st.integers(0, 5)), max_size=8),
 )
 def test_every_scorer_agrees_with_itself_row_by_row(
-    policy: PlacementPolicy, kinds: list[str], placed: list[tuple[object, int]]
+    policy: PlacementPolicy, kinds: list[str], placed: list[tuple[Ask, int]]
 ) -> None:
     shard = Shard(0, policy)
     shard.apply(ShardDeltas(nodes_upserted=tuple(make_node(f"n{i}", k) for i, k in enumerate(kinds))))
