@@ -5,27 +5,34 @@ gang commit across shards.
 from the module that defines it. ``coordinator.fairshare`` has its own public names.
 """
 
-from coordinator.coordinator import BindIntent, Coordinator, CycleResult, CycleStats, EvictIntent
+from coordinator.coordinator import BindIntent, Coordinator, CycleResult, CycleStats, EvictIntent, ShardsFailed
 from coordinator.decisions import Decisions, PodDecision
 from coordinator.dra_session import ClaimGrant, DraView
 from coordinator.job_timers import JobClock
 from coordinator.scheduler import run_session
-from coordinator.shard_set import Call, InProcessShards, ShardBackend, ShardSet
+from coordinator.session import SessionState
+from coordinator.shard_client import Answers, InProcessTransport, ShardClient, ShardTransport
+from coordinator.shard_set import ShardSet
+from coordinator.statement import Statement
 
 __all__ = [
     "BindIntent",
     "ClaimGrant",
     "DraView",
-    "Call",
+    "Answers",
     "Coordinator",
     "CycleResult",
     "CycleStats",
     "Decisions",
     "EvictIntent",
-    "InProcessShards",
+    "InProcessTransport",
     "JobClock",
     "PodDecision",
-    "ShardBackend",
+    "ShardClient",
     "ShardSet",
+    "ShardTransport",
+    "ShardsFailed",
+    "SessionState",
+    "Statement",
     "run_session",
 ]

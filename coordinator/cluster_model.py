@@ -2,13 +2,39 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from operator import attrgetter
+from typing import Any, TypeVar
 
 from coordinator.dra_model import DraModel
 from coordinator.dra_session import ClaimGrant
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import ClusterSnapshot, DraObjects, Node, Pod, PodGroup, PodState, Queue, Topology
+
+T = TypeVar("T")
+
+
+def with_changes(record: T, **changes: object) -> T:
+    """``dataclasses.replace`` for a frozen slotted record, without re-running its initializer:
+    a bound pod (and its pod group's start time) is copied once per bind, thousands of times a
+    cycle. Fields are read in one call and written through their slot descriptors."""
+    kind = type(record)
+    layout = _LAYOUTS.get(kind)
+    if layout is None:
+        names = tuple(kind.__dataclass_fields__)  # type: ignore[attr-defined]
+        descriptors = {n: getattr(kind, n) for n in names}
+        layout = _LAYOUTS[kind] = (attrgetter(*names), tuple(descriptors.values()), descriptors)
+    read, slots, by_name = layout
+    copy = object.__new__(kind)
+    for slot, value in zip(slots, read(record), strict=True):
+        slot.__set__(copy, value)
+    for name, value in changes.items():
+        by_name[name].__set__(copy, value)
+    return copy
+
+
+_LAYOUTS: dict[type, tuple[Callable[[Any], tuple[Any, ...]], tuple[Any, ...], dict[str, Any]]] = {}
 
 
 class ClusterModel:
@@ -21,12 +47,21 @@ class ClusterModel:
         self.unusable_queues: dict[str, str] = {}  # left out of the tree: name -> why
         self.topologies: dict[str, Topology] = {}
         self.queue_usage: dict[str, tuple[float, float, float]] = {}
+        self.version = 0  # counts every change: the same version is the same cluster
+        self.nodes_version = 0  # ... every change to the nodes
+        self.queues_version = 0  # ... every change to the queues or their usage
         self.dra = DraModel()  # ResourceSlices, DeviceClasses, ResourceClaims
         self.assumed_claims: dict[str, tuple[str, ...]] = {}  # pod -> claims its committed bind allocated
 
     def apply(self, deltas: ClusterDeltas) -> ClusterDeltas:
         """Take in changes; returns them as the shards must see them (assumed binds kept)."""
+        if deltas:
+            self.version += 1
         pods = tuple(self._keep_assumption(pod) for pod in deltas.pods_upserted)
+        if deltas.nodes_upserted or deltas.nodes_removed:
+            self.nodes_version += 1
+        if deltas.queues_upserted or deltas.queues_removed:
+            self.queues_version += 1
         arriving = {n.name for n in deltas.nodes_upserted if n.name not in self.nodes}
         if deltas.dra:
             self.dra.apply(deltas.dra)
@@ -51,6 +86,7 @@ class ClusterModel:
             self.queues.pop(name, None)
         if deltas.unusable_queues is not None:
             self.unusable_queues = dict(deltas.unusable_queues)
+            self.queues_version += 1
         for group in deltas.pod_groups_upserted:
             self.pod_groups[group.key] = group
         for key in deltas.pod_groups_removed:
@@ -61,6 +97,7 @@ class ClusterModel:
             self.topologies.pop(name, None)
         if deltas.queue_usage is not None:
             self.queue_usage = dict(deltas.queue_usage)
+            self.queues_version += 1
         return replace(deltas, pods_upserted=pods)
 
     def _pods_on(self, nodes: set[str], skip: set[str]) -> tuple[Pod, ...]:
@@ -105,8 +142,9 @@ class ClusterModel:
             self.dra.assume(grant.claim, grant.allocation)
         if claims:
             self.assumed_claims[key] = tuple(g.claim for g in claims)
-        assumed = replace(pod, state=PodState.BINDING, node=node, gpu_groups=gpu_groups)
+        assumed = with_changes(pod, state=PodState.BINDING, node=node, gpu_groups=gpu_groups)
         self.pods[key] = self.assumed[key] = assumed
+        self.version += 1
         return assumed
 
     def forget_bind(self, key: str) -> Pod | None:
@@ -119,4 +157,9 @@ class ClusterModel:
             return None
         pending = replace(pod, state=PodState.PENDING, node=None, gpu_groups=())
         self.pods[key] = pending
+        self.version += 1
         return pending
+
+    def clocks_changed(self) -> None:
+        """A cycle wrote pod groups' start, staleness or eviction times into ``pod_groups``."""
+        self.version += 1

@@ -1,96 +1,76 @@
 """The coordinator: cluster model in, one scheduling cycle out, gangs committed across shards.
 
-A cycle is one KAI session:
+A cycle is one KAI session (DESIGN §3, "shards place, the coordinator arbitrates"):
 
-1. *Propose.* Every shard gets the cycle's distinct pending pod shapes in one call and
-   answers with its best nodes for each, in the exact ranking a session uses, together
-   with those nodes' current usage. The union is exact: a node outside every shard's top
-   ``k`` can never be chosen while fewer than ``k`` pods are placed (docs/architecture.md#two-phase-reservation).
-2. *Session.* Allocate runs on those candidate nodes; if eviction actions are configured
-   and jobs are still pending, the session moves onto every node's rows and runs them.
-3. *Prepare, commit or abort.* The pods each job binds now are reserved on every shard
-   involved, all jobs in one call per shard; a job whose reservation is refused anywhere
-   is aborted everywhere and left pending for the next cycle. Committed pods are assumed
-   bound until the watch confirms them.
+1. *Arbitrate.* The session walks queues and jobs in KAI's order (fair share, limits, DRF)
+   exactly as ever; what it does not do is look for nodes.
+2. *Place and hold.* Where allocate needs a node for a pod, it takes the next placement of the
+   pod's shape from ``coordinator.rounds``: in one round each shard places every pod of every
+   pending shape it could be asked for, holds them, and answers with (node, count, score)
+   streams, which merge into exactly the order a session scanning every node would use.
+   Usually one round serves the whole allocate action.
+3. *Whole-cluster actions.* Victim searches and stale-gang eviction need every node: the
+   shards release what allocate did not take, and the coordinator's mirror of every row takes
+   in only the rows that changed since it last looked; those actions run on a copy of it.
+4. *Commit and release.* One more round commits the binds and releases the rest. A job is
+   bound only when every shard it touches commits it (a hold past its deadline is refused);
+   a refused job is pending again next cycle. Committed pods are assumed bound until the watch
+   confirms them.
+
+A shard that does not answer fails the cycle (``ShardsFailed``): nothing of it is bound, what
+live shards hold for it is released, and the dead shard is replaced by a fresh one loaded
+from the coordinator's model before the error is raised, so the next cycle schedules again.
+A cycle with nothing new returns the last decisions without a session.
 """
 
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
+from coordinator.actions.allocate import explain_unplaced
 from coordinator.actions.registry import build_actions
+from coordinator.binding import BindCommit, ShardLost, check, retry_next_cycle
 from coordinator.cluster_model import ClusterModel
-from coordinator.decisions import Decisions, PodDecision, collect
-from coordinator.dra_session import ClaimGrant, DraView
-from coordinator.job_timers import JobClock, remember_clocks
-from coordinator.jobs import Job, Status, Task
+from coordinator.decisions import Decisions, Settled, collect
+from coordinator.job_timers import remember_clocks
+from coordinator.jobs import Job, Status
+from coordinator.node_mirror import NodeMirror
+from coordinator.results import BindIntent, CycleResult, CycleStats, EvictIntent
+from coordinator.rounds import RoundPlacer, merged_diagnoses
 from coordinator.search_backoff import SearchBackoff
 from coordinator.session import SessionState, open_session, rebase_session
+from coordinator.session_cache import SessionCache
 from coordinator.shard_set import ShardSet
 from coordinator.statement import Statement
 from coordinator.topology import SessionDomains, wanted_topologies
 from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.model import Pod
-from shards.messages import Placement, PrepareItem, ProposeRequest
 from shards.node_table import NodeTable
-from shards.placement import Diagnosis, Placer
-from shards.rows import NodeRows, merge_rows, table_from_rows
+from shards.placement import Placer
+from shards.protocol import Round, ShardInfo
 from shards.shapes import ResourceSchema, TaskShape
+from shards.stream_messages import RoundReply
+
+__all__ = ["BindIntent", "Coordinator", "CycleResult", "CycleStats", "EvictIntent", "ShardsFailed"]
 
 EVICTION_ACTIONS = ("consolidation", "reclaim", "preempt")
-# Every reservation a cycle prepares is committed or aborted in the same cycle, and shards also
-# expire old ones whenever they prepare; the explicit sweep is a safety net for reservations left
-# by a crashed coordinator, so once in a while is enough (it costs a round trip to every shard).
+# Every hold a cycle makes is committed or released in the same cycle, and shards also expire
+# old ones whenever they prepare; the explicit sweep is a safety net for holds left by a crashed
+# coordinator, so once in a while is enough (it costs a round trip to every shard).
 EXPIRY_SWEEP_SECONDS = 30.0
 
 
-@dataclass(frozen=True, slots=True)
-class BindIntent:
-    pod: str
-    node: str
-    gpu_groups: tuple[str, ...]
-    reservation: str
-    claims: tuple[ClaimGrant, ...] = ()  # DRA claims the bind allocates (written before binding)
+class ShardsFailed(RuntimeError):
+    """Shards went down during a cycle. They were replaced and rebuilt from the model, and every
+    reservation of the cycle was undone: nothing of it is bound. The next cycle schedules again."""
 
-
-@dataclass(frozen=True, slots=True)
-class EvictIntent:
-    pod: str
-    action: str
-    preemptor: str | None
-
-
-@dataclass(slots=True)
-class CycleStats:
-    seconds: float = 0.0
-    open_seconds: float = 0.0  # candidate nodes from the shards and the session's tables (KAI's open session)
-    session_seconds: float = 0.0
-    close_seconds: float = 0.0  # decisions collected, binds committed (KAI's close session)
-    action_seconds: dict[str, float] = field(default_factory=dict)  # per action, in the order they ran
-    candidate_nodes: int = 0
-    full_table: bool = False
-    commit_seconds: float = 0.0  # prepare + commit/abort across shards
-    prepared_jobs: int = 0
-    aborted_jobs: int = 0
-    shard_calls: int = 0
-
-
-@dataclass(slots=True)
-class CycleResult:
-    decisions: Decisions
-    binds: list[BindIntent] = field(default_factory=list)
-    evictions: list[EvictIntent] = field(default_factory=list)
-    stats: CycleStats = field(default_factory=CycleStats)
-    pod_queues: dict[str, str] = field(default_factory=dict)  # pod -> leaf queue, for pods of pod groups
-    pod_jobs: dict[str, str] = field(default_factory=dict)  # each of our pods -> its pod group ('' if missing)
-    not_ready_jobs: frozenset[str] = frozenset()  # gangs whose pods are not all created yet (never tried)
-    search_skipped: dict[str, str] = field(default_factory=dict)  # job -> why no victim search ran for it
-    paused_jobs: frozenset[str] = frozenset()  # jobs whose victim search waits out a backoff
-    job_clocks: dict[str, JobClock] = field(default_factory=dict)  # pod groups whose timestamps changed
+    def __init__(self, message: str, shards: frozenset[int], phase: str) -> None:
+        super().__init__(message)
+        self.shards = shards
+        self.phase = phase
 
 
 class Coordinator:
@@ -102,6 +82,15 @@ class Coordinator:
         self.cycles = 0
         self.search_backoff = SearchBackoff(config.victimSearchBackoff)
         self._next_sweep = -float("inf")
+        self.recovered: list[tuple[int, int]] = []  # (cycle, shard) for every shard rebuilt
+        self._memo: _Memo | None = None
+        self.mirror = NodeMirror()
+        self.sessions = SessionCache(config)
+        self.settled: Settled = {}  # decisions that follow from a pod record alone (decisions.collect)
+
+    @property
+    def epoch(self) -> int:
+        return self.shards.epoch
 
     # ------------------------------------------------------------------ input
     def apply(self, deltas: ClusterDeltas) -> None:
@@ -122,165 +111,202 @@ class Coordinator:
             self.apply(deltas)
         return self.cycle(now, actions)
 
+    def shard_info(self) -> list[ShardInfo]:
+        answers = self.shards.describe()
+        return [answers.replies[sid] for sid in sorted(answers.replies)]
+
     # ------------------------------------------------------------------ cycle
     def cycle(self, now: float, actions: Sequence[str] | None = None) -> CycleResult:
         started = time.perf_counter()
         calls_before = self.shards.calls
         self.cycles += 1
-        if now >= self._next_sweep:
-            self.shards.expire(now)
-            self._next_sweep = now + EXPIRY_SWEEP_SECONDS
+        self._recover()
         names = tuple(self.config.effective_actions if actions is None else actions)
-        snapshot = self.model.snapshot()
+        try:
+            result = self._unchanged(now, names) or self._run_cycle(now, names, started)
+        except ShardLost as lost:
+            self._recover()
+            raise ShardsFailed(
+                f"shard {', '.join(map(str, sorted(lost.shards)))} went down during cycle {self.cycles} "
+                f"({lost.phase}); rebuilt from the cluster model, nothing of this cycle is bound",
+                lost.shards,
+                lost.phase,
+            ) from None
+        result.stats.shard_calls = self.shards.calls - calls_before
+        result.stats.seconds = time.perf_counter() - started
+        return result
+
+    def _recover(self) -> None:
+        if self.shards.down:
+            for sid in self.shards.recover(self.model):
+                self.recovered.append((self.cycles, sid))
+
+    def _unchanged(self, now: float, names: tuple[str, ...]) -> CycleResult | None:
+        """The last result again when nothing it depends on has changed: the same cluster (model
+        version), the same actions, the same paused victim searches, and no time-driven rule due
+        yet (a pause ending, a stale gang's grace running out, a victim's minimum runtime). A
+        session would decide exactly the same, so it is not run; the shards still hear from us."""
+        memo = self._memo
+        if memo is None or memo.key != (self.model.version, names, self.search_backoff.paused(now)):
+            return None
+        if now >= memo.until:
+            return None
+        self._sweep(now)
+        check(self.shards.heartbeat(), "heartbeat")
+        return replace(
+            memo.result, binds=[], evictions=list(memo.result.evictions), stats=CycleStats(reused=True), job_clocks={}
+        )
+
+    def _sweep(self, now: float) -> None:
+        if now >= self._next_sweep:
+            check(self.shards.expire(now), "expiry sweep")
+            self._next_sweep = now + EXPIRY_SWEEP_SECONDS
+
+    def _run_cycle(self, now: float, names: tuple[str, ...], started: float) -> CycleResult:
+        self._memo = None
+        version, paused = self.model.version, self.search_backoff.paused(now)
+        self._sweep(now)
         stats = CycleStats()
-        topologies = wanted_topologies(snapshot, self.config.schedulerName)
-        if topologies:  # topology-constrained gangs choose among domains: they need every node's row
-            table, diagnoses = self._full_table(), dict[TaskShape, Diagnosis]()
-            stats.full_table = True
-            stats.candidate_nodes = len(table)
-        else:
-            table, diagnoses = self._candidate_table(stats, DraView.of(snapshot.dra, ()) if snapshot.dra else None)
-        state = open_session(snapshot, self.config, now, table, self.placer_type)
-        state.remote_diagnoses = diagnoses
-        if topologies:
-            state.domains = SessionDomains.from_reports(topologies, self.shards.domains(topologies))
-        state.search_paused = self.search_backoff.paused(now)
-        state.search_reasons = self.search_backoff.reasons(state.search_paused)
-        stmt = Statement(state.table, state.queues, state.jobs_by_task)
+        state = self._open_session(now, stats)
+        state.search_paused = paused
+        state.search_reasons = self.search_backoff.reasons(paused)
+        stmt = self._statement(state, now)
+        placer = state.source
         session_started = time.perf_counter()
         stats.open_seconds = session_started - started
         for action in build_actions(names):
             action_started = time.perf_counter()
-            if not stats.full_table and _needs_every_node(action.name, state):
-                rebase_session(state, self._full_table())
-                stmt = Statement(state.table, state.queues, state.jobs_by_task)
+            if not stats.full_table and self._needs_every_node(action.name, state):
+                self._whole_cluster(state, stmt)
+                stmt = Statement(state.table, state.queues, state.jobs_by_task, picks=stmt.picks)
                 stats.full_table = True
             action.execute(state, stmt)
             stmt.commit()
             stats.action_seconds[action.name] = time.perf_counter() - action_started
         closing = time.perf_counter()
         stats.session_seconds = closing - session_started
-        decisions = collect(state, stmt.evictions)
-        result = CycleResult(decisions, stats=stats)
+        stats.candidate_nodes = len(state.table)
+        result = CycleResult(Decisions(), stats=stats)
+        self._commit(state, stmt, placer, now + (closing - started), result)
+        stats.commit_seconds = time.perf_counter() - closing
+        result.decisions = collect(state, stmt.evictions, self.settled)
+        for job_key, why in result.refused.items():
+            retry_next_cycle(state, job_key, why, result)
         result.pod_queues = {key: job.queue for key, job in state.jobs_by_task.items()}
         result.pod_jobs = {key: job.key for key, job in state.jobs_by_task.items()}
         result.pod_jobs.update((key, "") for key in state.tasks if key not in state.jobs_by_task)
         result.not_ready_jobs = frozenset(k for k, j in state.jobs.items() if not j.ready_for_scheduling())
         result.search_skipped = dict(state.search_skipped)
         result.paused_jobs = state.search_paused
-        commit_started = time.perf_counter()
-        self._commit_binds(state, now, result)
-        stats.commit_seconds = time.perf_counter() - commit_started
         # Only a pod placed before this session is there to evict. One that an action placed and a
         # later action evicted again in the same session is simply not bound; an eviction sent for
         # it would delete a pending pod (the API deletes unbound pods on eviction).
         result.evictions = [
             EvictIntent(pod, action, by)
-            for pod, action, by in decisions.evictions
+            for pod, action, by in result.decisions.evictions
             if state.tasks[pod].original_status.active_used
         ]
         evicted = {state.jobs_by_task[e.pod].key for e in result.evictions if e.pod in state.jobs_by_task}
         result.job_clocks = remember_clocks(self.model.pod_groups, state.jobs.values(), state.last_start, evicted, now)
+        if result.job_clocks:  # the pod groups changed: the next cycle must not be memoized
+            self.model.clocks_changed()
         self.search_backoff.record(
             now,
             state.search_failed,
-            {k for k, j in state.jobs.items() if j.has_pending()},
+            {j.key for j in state.pending_jobs() if j.has_pending()},
             {key: _search_reasons(state.jobs[key]) for key in state.search_failed if key in state.jobs},
         )
-        stats.shard_calls = self.shards.calls - calls_before
+        if self.model.version == version and not (result.binds or result.evictions or stats.prepared_jobs):
+            self._memo = _Memo((version, names, paused), _next_event(state, self.search_backoff, now), result)
         stats.close_seconds = time.perf_counter() - closing
-        stats.seconds = time.perf_counter() - started
         return result
 
-    def _candidate_table(self, stats: CycleStats, dra: DraView | None) -> tuple[NodeTable, dict[TaskShape, Diagnosis]]:
-        pending = [
-            p
-            for p in self.model.pods.values()
-            if p.scheduler_name == self.config.schedulerName and p.state.value == "Pending"
-        ]
-        shapes = tuple(dict.fromkeys(_shape(p, dra) for p in pending))
-        if not shapes:
-            return NodeTable(ResourceSchema()), {}
-        replies = self.shards.propose(ProposeRequest(shapes, max(len(pending), 1)))
-        rows = merge_rows([r.rows for r in replies], _union_schema([r.rows for r in replies]))
-        stats.candidate_nodes = len(rows)
-        diagnoses: dict[TaskShape, Diagnosis] = {}
-        for reply in replies:
-            for shape, diagnosis in zip(shapes, reply.diagnoses, strict=True):
-                known = diagnoses.get(shape)
-                diagnoses[shape] = diagnosis if known is None else known.merged(diagnosis)
-        return table_from_rows(rows), diagnoses
+    # ------------------------------------------------------------------ the session's nodes
+    def _open_session(self, now: float, stats: CycleStats) -> SessionState:
+        """The session: kept from earlier cycles and placing through the shards; or, when the
+        cluster has DRA objects, opened from scratch on every node's row (a claim's devices are
+        allocated by the session's own device book, which the shards' streams do not carry).
+        A pending job with a sub-group tree or a topology constraint chooses among domains and
+        node sets, so its session also moves onto every node's row, with the shards' domains."""
+        if self.model.dra:
+            stats.full_table = True
+            state = open_session(self.model.snapshot(), self.config, now, self._whole_table(), self.placer_type)
+        else:
+            state = self.sessions.open(self.model, now, self._session_table(), self.placer_type)
+            if not any(job.tree is not None for job in state.pending_jobs()):
+                return state
+            if not stats.full_table and not len(state.table):
+                rebase_session(state, self._whole_table())
+            stats.full_table = True
+        topologies = wanted_topologies((job.group for job in state.pending_jobs()), state.topologies)
+        if topologies:
+            reports = check(self.shards.domains(topologies), "domains")
+            state.domains = SessionDomains.from_reports(topologies, [reports[sid] for sid in sorted(reports)])
+        return state
 
-    def _full_table(self) -> NodeTable:
-        parts = self.shards.rows()
-        return table_from_rows(merge_rows(parts, _union_schema(parts)))
+    def _session_table(self) -> NodeTable:
+        """The table a session starts on: none, since the shards place (see ``_whole_cluster``)."""
+        return NodeTable(ResourceSchema())
+
+    def _whole_table(self) -> NodeTable:
+        """A copy of every node's row a session may change (the mirror, brought up to date)."""
+        check(self.mirror.sync(self.shards), "rows")
+        return self.mirror.session_table()
+
+    def _statement(self, state: SessionState, now: float) -> Statement:
+        """A statement whose allocate takes placements from the shards' streams."""
+        if state.table:  # a session on every node's row places pod by pod on it
+            return Statement(state.table, state.queues, state.jobs_by_task)
+        ours = self.config.schedulerName
+        pending = [p for p in self.model.pods.values() if p.scheduler_name == ours and p.state.value == "Pending"]
+        if not pending:  # no round this cycle otherwise: a shard that died must still be noticed now
+            check(self.shards.heartbeat(), "heartbeat")
+            return Statement(state.table, state.queues, state.jobs_by_task)
+        demand: Counter[TaskShape] = Counter()  # an upper bound: the pending pods of every job
+        for task in state.tasks.values():
+            if task.status is Status.PENDING:
+                demand[task.shape] += 1
+        state.source = RoundPlacer(self.shards, f"e{self.epoch}c{self.cycles}", now, demand, check)
+        return Statement(state.table, state.queues, state.jobs_by_task, source=state.source)
+
+    def _needs_every_node(self, action: str, state: SessionState) -> bool:
+        """Evicting actions look beyond what allocate placed, but only when they have something to do."""
+        if action in EVICTION_ACTIONS:
+            return any(t.status is Status.PENDING for t in state.tasks.values())
+        if action == "stalegangeviction":
+            return any(job.is_stale() for job in state.jobs.values())
+        return False
+
+    def _whole_cluster(self, state: SessionState, stmt: Statement) -> None:
+        """Move the session onto a copy of every node's row. In the same round the shards drop
+        what allocate did not take (and say why the shapes it found no room for do not fit), so
+        the rows already carry every placement the session made."""
+        source = state.source
+        before = None
+        if source is not None and source.rounds:
+            shapes = _unplaced_shapes(state)
+            before = {sid: Round(source.sync_request(sid, shapes)) for sid in self.shards.ids}
+        firsts = check(self.mirror.sync(self.shards, before), "rows")
+        if source is not None and before:
+            diagnoses = {
+                sid: reply.diagnosed(source.table) for sid, reply in firsts.items() if isinstance(reply, RoundReply)
+            }
+            state.shard_diagnoses.update(merged_diagnoses(diagnoses))
+            _explain_unplaced(state)
+        rebase_session(state, self.mirror.session_table(), stmt.picks)
+        state.source = None  # allocate after this point places on the table (an unusual action order)
 
     # ------------------------------------------------------------------ commit
-    def _commit_binds(self, state: SessionState, now: float, result: CycleResult) -> None:
-        """Reserve each job's new binds on the shards involved; commit the jobs held everywhere."""
-        by_job: dict[str, list[Task]] = defaultdict(list)
-        for task in state.tasks.values():
-            if task.status is Status.ALLOCATED and task.original_status is not Status.ALLOCATED:
-                by_job[state.jobs_by_task[task.key].key].append(task)
-        if not by_job:
-            return
-        items: dict[int, list[PrepareItem]] = defaultdict(list)
-        rids: dict[str, str] = {}
-        for job_key, tasks in by_job.items():
-            rid = f"c{self.cycles}/{job_key}"
-            rids[job_key] = rid
-            per_shard: dict[int, list[Placement]] = defaultdict(list)
-            for task in tasks:
-                assert task.node is not None
-                holding = task.holdings[-1]
-                per_shard[self.shards.owner[task.node]].append(
-                    Placement(
-                        task.key,
-                        task.node,
-                        task.pod.requests,
-                        False,
-                        task.pod.gpu_share,
-                        holding.shares,
-                        holding.created_groups,
-                        tuple((g.claim, tuple(r.key for r in g.allocation.results)) for g in task.claims),
-                    )
-                )
-            for shard, placements in per_shard.items():
-                items[shard].append(PrepareItem(rid, tuple(placements)))
-        replies = self.shards.prepare(items, now)
-        refused: dict[str, str] = {}
-        for reply in replies.values():
-            refused.update(reply.refused)
-        committed = {job: rid for job, rid in rids.items() if rid not in refused}
-        aborted = [rid for rid in rids.values() if rid in refused]
-        placed = {t.key: t.node for job in committed for t in by_job[job] if t.node}
-        self.shards.commit(list(committed.values()), placed)
-        self.shards.abort(aborted)
-        result.stats.prepared_jobs, result.stats.aborted_jobs = len(rids), len(aborted)
-        for job_key, rid in rids.items():
-            if job_key not in committed:
-                self._retry_next_cycle(state, job_key, refused[rid], result)
-                continue
-            for task in by_job[job_key]:
-                assert task.node is not None
-                self.model.assume_bound(task.key, task.node, task.gpu_groups, task.claims)
-                result.binds.append(BindIntent(task.key, task.node, task.gpu_groups, rid, task.claims))
-
-    @staticmethod
-    def _retry_next_cycle(state: SessionState, job_key: str, why: str, result: CycleResult) -> None:
-        """A refused job is retried as a whole: the pods it was given in this session, pipelined
-        ones included, are pending again (pipelined leftovers alone could be fewer than its gang)."""
-        reason = f"capacity changed before the bind was committed ({why}); retried next cycle"
-        for task in state.jobs[job_key].tasks:
-            if task.status in (Status.ALLOCATED, Status.PIPELINED) and task.original_status is Status.PENDING:
-                result.decisions.pods[task.key] = PodDecision("Pending", None, (), reason)
-        result.decisions.pod_groups[job_key] = PodDecision("Pending", None, (), reason)
-
-
-def _shape(pod: Pod, dra: DraView | None) -> TaskShape:
-    if dra is None or not pod.resource_claims:
-        return TaskShape.of_pod(pod)
-    return TaskShape.of_pod(pod, dra.demand(pod))
+    def _commit(
+        self, state: SessionState, stmt: Statement, placer: RoundPlacer | None, now: float, result: CycleResult
+    ) -> None:
+        """Settle what the shards placed, then prepare and commit what the session placed itself."""
+        commit = BindCommit(self.shards, self.model, f"e{self.epoch}c{self.cycles}")
+        if placer is not None and placer.rounds:
+            result.stats.place_rounds = placer.rounds
+            state.shard_diagnoses.update(commit.settle(state, placer, stmt.picks, now, result))
+        commit.prepare_and_commit(state, stmt.picks, now, result)
+        _explain_unplaced(state)
 
 
 def _search_reasons(job: Job) -> dict[str, str]:
@@ -288,17 +314,35 @@ def _search_reasons(job: Job) -> dict[str, str]:
     return {action: why for action, why in job.fit_errors.items() if action in EVICTION_ACTIONS}
 
 
-def _needs_every_node(action: str, state: SessionState) -> bool:
-    """Evicting actions look beyond the candidates, but only when they have something to do."""
-    if action in EVICTION_ACTIONS:
-        return any(t.status is Status.PENDING for t in state.tasks.values())
-    if action == "stalegangeviction":
-        return any(job.is_stale() for job in state.jobs.values())
-    return False
+def _unplaced_shapes(state: SessionState) -> tuple[TaskShape, ...]:
+    return tuple(dict.fromkeys(task.shape for task, _ in state.unplaced.values()))
 
 
-def _union_schema(parts: Sequence[NodeRows]) -> ResourceSchema:
-    names: set[str] = set()
-    for part in parts:
-        names.update(part.schema.scalars)
-    return ResourceSchema(tuple(sorted(names)))
+def _explain_unplaced(state: SessionState) -> None:
+    for job_key, (task, placed) in state.unplaced.items():
+        diagnosis = state.shard_diagnoses.get(task.shape)
+        if diagnosis is not None and not state.jobs[job_key].fit_errors.get("allocate"):
+            explain_unplaced(state, state.jobs[job_key], task, placed, diagnosis.describe(task.shape))
+
+
+@dataclass(frozen=True, slots=True)
+class _Memo:
+    key: tuple[object, ...]  # model version, actions, paused victim searches
+    until: float  # the first moment a time-driven rule may decide otherwise
+    result: CycleResult
+
+
+def _next_event(state: SessionState, backoff: SearchBackoff, now: float) -> float:
+    """When the next time-driven rule could change a session's decisions on this same cluster."""
+    events = [until for until in backoff.pauses() if until > now]
+    config = state.config
+    for job in state.jobs.values():
+        if job.stale_since is not None:
+            own = job.group.staleness_grace_seconds
+            grace = config.defaultStalenessGracePeriod if own is None else own
+            if grace >= 0:
+                events.append(job.stale_since + grace)
+    runtimes = [m for m in (config.defaultPreemptMinRuntime, config.defaultReclaimMinRuntime) if m > 0]
+    for started in state.last_start.values():
+        events.extend(started + m for m in runtimes)
+    return min((e for e in events if e > now), default=float("inf"))

@@ -45,12 +45,32 @@ def _pod_json(decision: PodDecision) -> dict[str, Any]:
     return out
 
 
-def collect(state: SessionState, evictions: list[Eviction]) -> Decisions:
+Settled = dict[str, tuple[Pod, PodDecision]]
+
+
+def collect(state: SessionState, evictions: list[Eviction], settled: Settled | None = None) -> Decisions:
+    """Every pod's decision. ``settled`` (kept by the caller across cycles, updated here) holds
+    the decisions that follow from a pod's record alone: pods the session left as they were and
+    that wait for nothing (running, binding, finished). Those are reused while the record is."""
     decisions = Decisions()
     reasons: dict[str, str] = {}  # per job: every pending pod of a gang waits for the same reason
-    for pod in state.all_pods:
-        task = state.tasks.get(pod.key)
-        decisions.pods[pod.key] = _decide_task(state, task, reasons) if task else _other_pod(state, pod)
+    tasks, pods = state.tasks, decisions.pods
+    known: Settled = settled if settled is not None else {}
+    fresh: Settled = {}
+    pending = PodState.PENDING
+    for key, pod in state.all_pods.items():
+        task = tasks.get(key)
+        if pod.state is not pending and (task is None or _untouched(task)):
+            hit = known.get(key)
+            if hit is None or hit[0] is not pod:
+                hit = (pod, _decide_task(state, task, reasons) if task else _other_pod(state, pod))
+            fresh[key] = hit
+            pods[key] = hit[1]
+            continue
+        pods[key] = _decide_task(state, task, reasons) if task else _other_pod(state, pod)
+    if settled is not None:
+        settled.clear()
+        settled.update(fresh)
     for job in state.jobs.values():
         decisions.pod_groups[job.key] = _decide_job(state, job)
     queues = state.queues
@@ -66,6 +86,18 @@ def collect(state: SessionState, evictions: list[Eviction]) -> Decisions:
 def _clean(value: float) -> float:
     rounded = round(float(value), 9)
     return int(rounded) if rounded.is_integer() else rounded
+
+
+def _untouched(task: Task) -> bool:
+    """The session left the task as its pod record says (and it is not pending)."""
+    status = task.status
+    return (
+        status is task.original_status
+        and status is not Status.PENDING
+        and task.node == task.original_node
+        and not task.claims
+        and task.gpu_groups is task.pod.gpu_groups
+    )
 
 
 def _decide_task(state: SessionState, task: Task, reasons: dict[str, str]) -> PodDecision:
@@ -118,7 +150,9 @@ def job_reason(state: SessionState, job: Job) -> str:
 
 
 def _decide_job(state: SessionState, job: Job) -> PodDecision:
-    statuses = [t.status for t in job.tasks]
+    sets = job.pod_sets
+    tasks = next(iter(sets.values())).tasks if len(sets) == 1 else job.tasks
+    statuses = [t.status for t in tasks]
     if not statuses:
         return PodDecision("Pending", None, (), "the PodGroup has no pods yet")
     if any(s is Status.PENDING for s in statuses):
@@ -131,16 +165,19 @@ def _decide_job(state: SessionState, job: Job) -> PodDecision:
     return PodDecision(statuses[0].value, None)
 
 
+_OTHER_STATUS = {
+    PodState.BINDING: "Binding",
+    PodState.RUNNING: "Running",
+    PodState.PIPELINED: "Pipelined",
+    PodState.RELEASING: "Releasing",
+    PodState.SUCCEEDED: "Succeeded",
+    PodState.FAILED: "Failed",
+    PodState.PENDING: "Pending",
+}
+
+
 def _other_pod(state: SessionState, pod: Pod) -> PodDecision:
-    status = {
-        PodState.BINDING: "Binding",
-        PodState.RUNNING: "Running",
-        PodState.PIPELINED: "Pipelined",
-        PodState.RELEASING: "Releasing",
-        PodState.SUCCEEDED: "Succeeded",
-        PodState.FAILED: "Failed",
-        PodState.PENDING: "Pending",
-    }[pod.state]
+    status = _OTHER_STATUS[pod.state]
     reason = ""
     if status == "Pending":
         reason = state.pod_notes.get(pod.key) or (

@@ -98,6 +98,21 @@ class DraModel:
         return tuple(d for s in self.slices.values() if s.node == node for d in s.devices)
 
     # ------------------------------------------------------------------ to the shards
+    def state_of(self, nodes: set[str]) -> tuple[list[NodeDevices], list[ClaimHold]]:
+        """Every device list and claim hold a shard owning ``nodes`` must have (a shard rebuilt
+        from the model after it died): not what changed, all of it."""
+        by_node: dict[str, list[Device]] = {}
+        for item in self.slices.values():
+            if item.node in nodes:
+                by_node.setdefault(item.node, []).extend(item.devices)
+        devices = [(node, tuple(listed)) for node, listed in sorted(by_node.items())]
+        holds: list[ClaimHold] = []
+        for key in sorted(self.claims.keys() | self.assumed.keys()):
+            allocation = self.allocation(key)
+            if allocation is not None and allocation.results and (allocation.node is None or allocation.node in nodes):
+                holds.append((key, allocation.node, tuple(r.key for r in allocation.results)))
+        return devices, holds
+
     def take_updates(self, known_nodes: set[str]) -> tuple[list[NodeDevices], list[ClaimHold]]:
         """Device lists of changed nodes and claim holds that changed, for nodes that exist."""
         devices = [(n, self.devices_of(n)) for n in sorted(self._dirty_nodes) if n in known_nodes]

@@ -78,6 +78,7 @@ class JobOrder:
         self._args: dict[int, OrderArgs] = {}
         self._popped: dict[int, list[Job]] = {}
         self._seq = 0
+        self._unmarked: int | None = None  # a leaf popped from alone whose path is not marked yet
 
     def push_all(self, jobs: Iterable[Job]) -> None:
         for job in jobs:
@@ -90,6 +91,9 @@ class JobOrder:
         return not self._children.get(ROOT)
 
     def push(self, job: Job) -> None:
+        if self._unmarked is not None:
+            self._mark_path(self._unmarked)
+            self._unmarked = None
         tree = self.queues.tree
         leaf = tree.index.get(job.queue)
         if leaf is None or not tree.is_leaf(leaf):
@@ -119,7 +123,35 @@ class JobOrder:
         self._mark_path(leaf_index)
         self._link(leaf_index)
 
+    def alone(self) -> bool:
+        """Whether one leaf queue is all that is left (then no queue order needs working out)."""
+        node = ROOT
+        while node not in self._jobs:
+            children = self._children.get(node)
+            if not children or len(children) != 1:
+                return False
+            node = children[0]
+        return True
+
+    def pop_alone(self) -> Job:
+        """``pop`` when ``alone()``: the only leaf's next job, without judging queues against
+        siblings they do not have."""
+        node = ROOT
+        while node not in self._jobs:
+            node = self._children[node][0]
+        leaf = self._jobs[node]
+        job = leaf.pop()
+        self._unmarked = node  # its head changed: marked dirty before anyone compares queues again
+        if leaf.empty():
+            del self._jobs[node]
+            self._unlink(node)
+            self._unmarked = None
+        return job
+
     def pop(self) -> Job | None:
+        if self._unmarked is not None:
+            self._mark_path(self._unmarked)
+            self._unmarked = None
         node = ROOT
         while node not in self._jobs:
             children = self._sorted_children(node)

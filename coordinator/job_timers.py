@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, MutableMapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from coordinator.cluster_model import with_changes
 from coordinator.jobs import Job
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import PodGroup
@@ -111,19 +112,19 @@ def remember_clocks(
     returns the groups whose times changed, for the adapter to write back to the cluster."""
     changed: dict[str, JobClock] = {}
     for job in jobs:
-        group = groups.get(job.key)
+        key = job.key
+        group = groups.get(key)
         if group is None:
             continue
-        clock = JobClock(
-            last_start.get(job.key, group.last_start),
-            job.stale_since,
-            now if job.key in evicted_jobs else group.last_eviction,
+        started = last_start.get(key, group.last_start)
+        evicted = now if key in evicted_jobs else group.last_eviction
+        if started == group.last_start and job.stale_since == group.stale_since and evicted == group.last_eviction:
+            continue  # most jobs, most cycles
+        clock = JobClock(started, job.stale_since, evicted)
+        groups[key] = with_changes(
+            group, last_start=clock.last_start, stale_since=clock.stale_since, last_eviction=clock.last_eviction
         )
-        if clock != JobClock(group.last_start, group.stale_since, group.last_eviction):
-            groups[job.key] = replace(
-                group, last_start=clock.last_start, stale_since=clock.stale_since, last_eviction=clock.last_eviction
-            )
-            changed[job.key] = clock
+        changed[key] = clock
     return changed
 
 

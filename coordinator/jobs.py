@@ -62,23 +62,92 @@ _FROM_POD_STATE = {
 }
 
 
-@dataclass(eq=False, slots=True)
+# Per status: counts as (active allocated, active used, alive, pending, pipelined, succeeded).
+_FLAGS = {
+    status: (
+        int(status.active_allocated),
+        int(status.active_used),
+        int(status.alive),
+        int(status is Status.PENDING),
+        int(status is Status.PIPELINED),
+        int(status is Status.SUCCEEDED),
+    )
+    for status in Status
+}
+_COUNTED = {status: tuple(i for i, flag in enumerate(flags) if flag) for status, flags in _FLAGS.items()}
+
+
 class Task:
-    pod: Pod
-    shape: TaskShape
-    status: Status
-    node: str | None
-    gpu_groups: tuple[str, ...] = ()
-    holdings: list[Holding] = field(default_factory=list)
-    evicted_in_session: bool = False  # KAI's "virtual" Releasing: may be re-placed (moved)
-    original_status: Status = Status.PENDING
-    original_node: str | None = None
-    accepted: tuple[float, float, float] = (0.0, 0.0, 0.0)  # queue quota it holds: gpu, cpu, memory
-    claims: tuple[Any, ...] = ()  # DRA claims this session allocated for it (dra_session.ClaimGrant)
+    """One pod in a session. Its status is a property: every change is counted in its pod set,
+    so a job's gang and elastic questions are answered from counters, not by walking its pods."""
+
+    __slots__ = (
+        "pod",
+        "shape",
+        "_status",
+        "node",
+        "gpu_groups",
+        "holdings",
+        "_evicted",
+        "original_status",
+        "original_node",
+        "accepted",
+        "pod_set",
+        "rank",
+        "key",
+        "claims",
+    )
+
+    def __init__(
+        self,
+        pod: Pod,
+        shape: TaskShape,
+        status: Status,
+        node: str | None,
+        gpu_groups: tuple[str, ...] = (),
+        holdings: list[Holding] | None = None,
+        evicted_in_session: bool = False,
+        original_status: Status = Status.PENDING,
+        original_node: str | None = None,
+        accepted: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    ) -> None:
+        self.pod = pod
+        self.shape = shape
+        self._status = status
+        self.node = node
+        self.gpu_groups = gpu_groups
+        self.holdings: list[Holding] = [] if holdings is None else holdings
+        self._evicted = evicted_in_session  # KAI's "virtual" Releasing: may be re-placed (moved)
+        self.original_status = original_status
+        self.original_node = original_node
+        self.accepted = accepted  # queue quota it holds: gpu, cpu, memory
+        self.pod_set: PodSet | None = None  # the job's own pod set, which counts this task
+        self.rank = 0  # its place in that pod set's task order
+        self.key = pod.key  # "namespace/name", worked out once
+        self.claims: tuple[Any, ...] = ()  # DRA claims this session allocated for it (dra_session.ClaimGrant)
+
+    def __repr__(self) -> str:
+        return f"Task({self.key}, {self._status.value}, {self.node})"
 
     @property
-    def key(self) -> str:
-        return self.pod.key
+    def status(self) -> Status:
+        return self._status
+
+    @status.setter
+    def status(self, status: Status) -> None:
+        if status is not self._status and self.pod_set is not None:
+            self.pod_set.moved(self, self._status, status)
+        self._status = status
+
+    @property
+    def evicted_in_session(self) -> bool:
+        return self._evicted
+
+    @evicted_in_session.setter
+    def evicted_in_session(self, evicted: bool) -> None:
+        self._evicted = evicted
+        if evicted and self.pod_set is not None:
+            self.pod_set.may_allocate(self)
 
     @property
     def subgroup(self) -> str:
@@ -91,33 +160,99 @@ class Task:
 
     def should_allocate(self, real: bool) -> bool:
         """Pending tasks; in simulations also tasks evicted earlier in the same attempt."""
-        return self.status is Status.PENDING or (
-            not real and self.status is Status.RELEASING and self.evicted_in_session
+        return self._status is Status.PENDING or (not real and self._status is Status.RELEASING and self._evicted)
+
+
+class PodSet:
+    """A sub-group (or the whole job when it has none) with its own gang minimum.
+
+    The pod set a job is built with is *tracked*: its tasks point back at it and it keeps
+    counts per status and a cursor into its task order, so "how many are allocated" and "the
+    next pods to place" cost O(1) however many pods it has (an elastic job of 4,000 pods
+    gets one more pod per turn). Stand-ins for part of a job (victim searches) count by
+    walking their few tasks."""
+
+    __slots__ = ("name", "min_available", "tasks", "tracked", "_counts", "_order", "_cursor")
+
+    def __init__(self, name: str, min_available: int, tasks: list[Task] | None = None, tracked: bool = False) -> None:
+        self.name = name
+        self.min_available = min_available
+        self.tasks: list[Task] = []
+        self.tracked = tracked
+        self._counts = [0, 0, 0, 0, 0, 0]
+        self._order: list[Task] | None = None
+        self._cursor = 0
+        for task in tasks or ():
+            self.add(task)
+
+    def add(self, task: Task) -> None:
+        self.tasks.append(task)
+        if self.tracked:
+            task.pod_set = self
+            self._count(task.status, 1)
+            self._order = None
+
+    def _count(self, status: Status, sign: int) -> None:
+        counts = self._counts
+        for i in _COUNTED[status]:
+            counts[i] += sign
+
+    def moved(self, task: Task, old: Status, new: Status) -> None:
+        counts = self._counts
+        for i in _COUNTED[old]:
+            counts[i] -= 1
+        for i in _COUNTED[new]:
+            counts[i] += 1
+        if new is Status.PENDING or new is Status.RELEASING:
+            self.may_allocate(task)
+
+    def may_allocate(self, task: Task) -> None:
+        """``task`` may be a candidate again: the cursor must not be past it."""
+        if self._order is not None and task.rank < self._cursor:
+            self._cursor = task.rank
+
+    def counts(self) -> tuple[int, int, int, int, int, int]:
+        """Active allocated, active used, alive, pending, pipelined, succeeded: in one go."""
+        if self.tracked:
+            c = self._counts
+            return c[0], c[1], c[2], c[3], c[4], c[5]
+        return (
+            self._tally(0),
+            self._tally(1),
+            self._tally(2),
+            self._tally(3),
+            self._tally(4),
+            self._tally(5),
         )
 
-
-@dataclass(eq=False, slots=True)
-class PodSet:
-    """A sub-group (or the whole job when it has none) with its own gang minimum."""
-
-    name: str
-    min_available: int
-    tasks: list[Task] = field(default_factory=list)
-
-    def count(self, predicate: str) -> int:
-        return sum(1 for t in self.tasks if getattr(t.status, predicate))
+    def _tally(self, index: int) -> int:
+        if self.tracked:
+            return self._counts[index]
+        return sum(_FLAGS[t.status][index] for t in self.tasks)
 
     @property
     def active_allocated(self) -> int:
-        return self.count("active_allocated")
+        return self._tally(0)
 
     @property
     def active_used(self) -> int:
-        return self.count("active_used")
+        return self._tally(1)
 
     @property
     def alive(self) -> int:
-        return self.count("alive")
+        return self._tally(2)
+
+    @property
+    def pending(self) -> int:
+        return self._tally(3)
+
+    @property
+    def pipelined(self) -> int:
+        return self._tally(4)
+
+    @property
+    def succeeded(self) -> int:
+        return self._tally(5)
 
     def gang_satisfied(self) -> bool:
         return self.active_used >= self.min_available
@@ -129,6 +264,29 @@ class PodSet:
             return (0, 0.0, self.name)
         ratio = active / self.min_available if self.min_available else math.inf
         return (1, ratio, self.name)
+
+    def candidates(self, wanted: int, real: bool) -> list[Task]:
+        """The first ``wanted`` tasks in task order that may be placed."""
+        if not self.tracked:
+            ordered = sorted((t for t in self.tasks if t.should_allocate(real)), key=Task.order_key)
+            return ordered[:wanted]
+        order = self._order
+        if order is None:
+            order = self._order = sorted(self.tasks, key=Task.order_key)
+            for rank, task in enumerate(order):
+                task.rank = rank
+            self._cursor = 0
+        i = self._cursor
+        while i < len(order) and not order[i].should_allocate(False):  # skip what can never be a candidate
+            i += 1
+        self._cursor = i
+        out: list[Task] = []
+        for task in order[i:] if wanted else ():
+            if task.should_allocate(real):
+                out.append(task)
+                if len(out) == wanted:
+                    break
+        return out
 
 
 @dataclass(eq=False, slots=True)
@@ -146,6 +304,10 @@ class Job:
     cacheable: bool = True  # stand-ins for part of a job are not versioned: they never cache
     _cache: dict[object, tuple[int, object]] = field(default_factory=dict)
     tree: SubGroupTree | None = None  # sub-group tree and topology constraints (coordinator/subgroups.py)
+    key: str = field(init=False)  # "namespace/name" of its pod group, worked out once
+
+    def __post_init__(self) -> None:
+        self.key = self.group.key
 
     def cached(self, key: object, compute: Callable[[], T]) -> T:
         if not self.cacheable:
@@ -158,18 +320,11 @@ class Job:
         return value
 
     @property
-    def key(self) -> str:
-        return self.group.key
-
-    @property
     def tasks(self) -> list[Task]:
         return [t for ps in self.pod_sets.values() for t in ps.tasks]
 
     def elastic_state(self) -> int:
         """0 below its minimum, 1 exactly at it, 2 above it (KAI's elastic job order)."""
-        return self.cached("elastic", self._elastic_state)
-
-    def _elastic_state(self) -> int:
         at_min = True
         for ps in self.pod_sets.values():
             active = ps.active_allocated
@@ -191,12 +346,12 @@ class Job:
         )
 
     def has_pending(self) -> bool:
-        return self.cached("has_pending", lambda: any(t.status is Status.PENDING for t in self.tasks))
+        return any(ps.pending for ps in self.pod_sets.values())
 
     def ready_for_scheduling(self) -> bool:
         if self.tree is not None and not self.tree.flat:
             return self.cached("ready", self.tree.root.ready)
-        return self.cached("ready", lambda: all(ps.alive >= ps.min_available for ps in self.pod_sets.values()))
+        return all(ps.alive >= ps.min_available for ps in self.pod_sets.values())
 
     def gang_satisfied(self) -> bool:
         if self.tree is not None and not self.tree.flat:
@@ -204,28 +359,26 @@ class Job:
 
             tree = self.tree
             return self.cached("gang", lambda: tree.root.met(used))
-        return self.cached("gang", lambda: all(ps.gang_satisfied() for ps in self.pod_sets.values()))
+        return all(ps.gang_satisfied() for ps in self.pod_sets.values())
 
     def active_used(self) -> int:
-        return self.cached("active_used", lambda: sum(1 for t in self.tasks if t.status.active_used))
+        return sum(ps.active_used for ps in self.pod_sets.values())
 
     def active_allocated(self) -> int:
-        return self.cached("active_allocated", lambda: sum(1 for t in self.tasks if t.status.active_allocated))
+        return sum(ps.active_allocated for ps in self.pod_sets.values())
 
     def is_stale(self) -> bool:
-        tasks = self.tasks
-        if any(t.status is Status.SUCCEEDED for t in tasks):
+        if any(ps.succeeded for ps in self.pod_sets.values()):
             return False
-        if not any(t.status.active_used for t in tasks):
+        if not self.active_used():
             return False
         return not self.gang_satisfied()
 
     def should_pipeline(self) -> bool:
         """KAI: a pod set with a pipelined pod and too few others allocated pipelines the whole job."""
         for ps in self.pod_sets.values():
-            pipelined = any(t.status is Status.PIPELINED for t in ps.tasks)
-            others = sum(1 for t in ps.tasks if t.status.active_allocated and t.status is not Status.PIPELINED)
-            if pipelined and others < ps.min_available:
+            pipelined = ps.pipelined
+            if pipelined and ps.active_allocated - pipelined < ps.min_available:
                 return True
         return False
 
@@ -246,12 +399,12 @@ class Job:
         for ps in sets:
             if used_sets >= max_sets:
                 break
-            candidates = sorted((t for t in ps.tasks if t.should_allocate(real)), key=Task.order_key)
+            active = ps.active_allocated
+            wanted = ps.min_available - active if active < ps.min_available else 1
+            candidates = ps.candidates(wanted, real)
             if not candidates:
                 continue
-            active = ps.active_allocated
-            wanted = ps.min_available - active if active < ps.min_available else min(len(candidates), 1)
-            chosen.extend(candidates[:wanted])
+            chosen.extend(candidates)
             used_sets += 1
         return chosen
 

@@ -62,6 +62,7 @@ class QueueState:
         self._allocatable_rows: list[list[float]] = self.allocatable.tolist()
         self._total: list[float] = total.tolist()
         self._paths: dict[str, list[int]] = {}
+        self._unbounded: dict[tuple[str, bool], bool] = {}
 
     def has(self, queue: str) -> bool:
         return queue in self.tree.index
@@ -89,6 +90,19 @@ class QueueState:
                 self.allocated_np[i] += vector
 
     # ------------------------------------------------------------ capacity
+    def never_full(self, queue: str, preemptible: bool) -> bool:
+        """Whether no request can fail ``check_capacity`` for this queue: no limit on its path and,
+        for non-preemptible work, no quota either."""
+        key = (queue, preemptible)
+        known = self._unbounded.get(key)
+        if known is None:
+            path = self.path(queue)
+            known = bool(np.all(self.tree.limit[path] == UNLIMITED))
+            if not preemptible:
+                known = known and bool(np.all(self.tree.deserved[path] == UNLIMITED))
+            self._unbounded[key] = known
+        return known
+
     def check_capacity(
         self, queue: str, request: Sequence[float] | Array, preemptible: bool, limits: bool = True
     ) -> CapacityVerdict:

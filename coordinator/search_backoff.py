@@ -18,6 +18,10 @@ class SearchBackoff:
         self._failures: dict[str, tuple[int, float]] = {}  # job -> (failures in a row, not before)
         self._reasons: dict[str, dict[str, str]] = {}  # job -> what its last search said, per action
 
+    def pauses(self) -> list[float]:
+        """When each pause ends."""
+        return [until for _, until in self._failures.values()]
+
     def paused(self, now: float) -> frozenset[str]:
         return frozenset(job for job, (_, until) in self._failures.items() if until > now)
 

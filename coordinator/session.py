@@ -8,7 +8,7 @@ schedulers' pods.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,12 +23,15 @@ from coordinator.queue_state import QueueState
 from coordinator.subgroups import build_tree, leaf_pod_sets, needs_tree
 from kai_ray import labels as L
 from kai_ray.config import SchedulerConfig
-from kai_ray.model import ClusterSnapshot, Pod, PodGroup, ResourceVector, Topology
+from kai_ray.model import ClusterSnapshot, Pod, PodGroup, Queue, ResourceVector, Topology
 from shards.dra_demand import ClaimDemand
-from shards.node_table import Holding, NodeTable
+from shards.node_table import Holding, Kind, NodeTable
 from shards.placement import Diagnosis, PlacementPolicy, Placer
 from shards.pod_holds import pod_hold
-from shards.shapes import ResourceSchema, TaskShape
+from shards.shapes import GPU, ResourceSchema, TaskShape
+
+if TYPE_CHECKING:
+    from coordinator.rounds import Pick, RoundPlacer
 
 if TYPE_CHECKING:
     from coordinator.topology import SessionDomains
@@ -46,7 +49,7 @@ class SessionState:
     jobs: dict[str, Job]
     tasks: dict[str, Task]
     jobs_by_task: dict[str, Job]
-    all_pods: list[Pod]
+    all_pods: Mapping[str, Pod]  # every pod of the cluster, by key
     pod_notes: dict[str, str] = field(default_factory=dict)  # why a pod is not schedulable at all
     min_gpu_memory: float = 100.0
     last_start: dict[str, float] = field(default_factory=dict)
@@ -54,6 +57,9 @@ class SessionState:
     placer_type: type[Placer] = Placer  # how pods find nodes (benchmarks swap in a full scan)
     search_paused: frozenset[str] = frozenset()  # jobs whose victim search is backed off this session
     search_failed: set[str] = field(default_factory=set)  # jobs whose victim search failed this session
+    source: RoundPlacer | None = None  # allocate's placements, from the shards' streams
+    unplaced: dict[str, tuple[Task, int]] = field(default_factory=dict)  # job -> failing task, pods placed
+    shard_diagnoses: dict[TaskShape, Diagnosis] = field(default_factory=dict)  # every node, from the shards
     unusable_queues: Mapping[str, str] = field(default_factory=dict)  # queues that exist outside the tree
     # Per paused job, what its last real victim search said (action -> reason): a paused job keeps
     # naming the cause, so its message does not change while nothing else does.
@@ -63,6 +69,16 @@ class SessionState:
     domains: SessionDomains | None = None  # topology domains, merged from the shards' reports
     min_runtimes: MinRuntimes = field(default_factory=lambda: MinRuntimes({}, {}, {}))
     dra: DraView = field(default_factory=DraView)  # ResourceClaims and classes (coordinator/dra_session.py)
+    pending_seen: list[Job] | None = None  # see pending_jobs
+
+    def pending_jobs(self) -> list[Job]:
+        """The jobs that may have pending pods: those that had some when first asked. A session
+        only takes pods out of Pending (an undo puts back what was pending before), so no other
+        job can gain one; callers still ask each job (``has_pending``). Saves every action a
+        walk over every job of the cluster."""
+        if self.pending_seen is None:
+            self.pending_seen = [job for job in self.jobs.values() if job.has_pending()]
+        return self.pending_seen
 
     def claims_of(self, task: Task) -> ClaimDemand:
         """What the pod's claims ask now: allocations and deallocations made in this session count."""
@@ -160,9 +176,11 @@ def open_session(
     dra = DraView.of(snapshot.dra, snapshot.nodes) if snapshot.dra else DraView()
     users = dra.users(snapshot.pods, lambda p: task_status(p).active_used) if dra else {}
     tasks: dict[str, Task] = {}
+    shapes: dict[TaskShape, TaskShape] = {}  # one object per distinct shape: lookups by shape stay cheap
     for pod in ours:
         status = task_status(pod)
         shape = TaskShape.of_pod(pod, dra.demand(pod)) if pod.resource_claims else TaskShape.of_pod(pod)
+        shape = shapes.setdefault(shape, shape)
         task = Task(pod, shape, status, pod.node, pod.gpu_groups, original_status=status, original_node=pod.node)
         if pod.node is not None and status.active_used:
             gpu, cpu, memory = accepted_on(task, device_mib.get(pod.node, 100.0))
@@ -172,12 +190,12 @@ def open_session(
         config=config,
         now=now,
         table=table,
-        placer=_placer(placer_type, table, config),
+        placer=make_placer(placer_type, table, config),
         queues=_empty_queues(),
         jobs={},
         tasks=tasks,
         jobs_by_task={},
-        all_pods=list(snapshot.pods),
+        all_pods={p.key: p for p in snapshot.pods},
         min_gpu_memory=min_gpu_memory,
         placer_type=placer_type,
         unusable_queues=snapshot.unusable_queues,
@@ -189,7 +207,7 @@ def open_session(
     table.devices.releasing = {}
     table.devices.claim_gpus = {k: float(c.gpus) for k, c in dra.claims.items() if c.gpus}
     table.devices.payer = {k: min(v) for k, v in users.items() if v and k in dra.claims and dra.claims[k].allocation}
-    _attach_placed_pods(state, snapshot.pods, apply=built_here)
+    attach_placed_pods(state, snapshot.pods, apply=built_here)
     _build_jobs(state, snapshot.pod_groups, ours)
     for task in tasks.values():
         problem = state.claim_problem(task) if task.status is Status.PENDING else None
@@ -203,9 +221,10 @@ def open_session(
     return state
 
 
-def rebase_session(state: SessionState, table: NodeTable) -> None:
-    """Move a session onto another table (e.g. from candidate nodes to all nodes). The new
-    table carries the cluster's usage; what this session placed so far is held again on it."""
+def rebase_session(state: SessionState, table: NodeTable, picks: Mapping[str, Pick] | None = None) -> None:
+    """Move a session onto another table (e.g. onto all nodes). The new table carries the
+    cluster's usage and, for pods placed from the shards' streams (``picks``), what the shards
+    hold for them; what this session placed on its own table so far is held again on it."""
     old = state.table
     table.widen(_grown(table.schema, [old.schema.scalars_vector()]))
     for task in state.tasks.values():
@@ -215,6 +234,14 @@ def rebase_session(state: SessionState, table: NodeTable) -> None:
             if hold is not None:
                 task.holdings.append(Holding(task.key, hold.row, hold.kind, hold.vector, hold.shares))
             continue
+        pick = picks.get(task.key) if picks else None
+        if pick is not None and task.node is not None:  # the shard's hold is in the rows already
+            vector = table.schema.vector(task.pod.requests)
+            if task.pod.gpu_share is not None:
+                vector[GPU] = 0.0
+            kind = Kind.PIPELINED if task.status is Status.PIPELINED else Kind.ACTIVE
+            task.holdings.append(Holding(task.key, table.index[task.node], kind, vector, pick.shares, pick.create))
+            continue
         for holding in previous:  # placed by this session: hold it again on the new table
             row = table.index[old.names[holding.node]]
             vector = table.schema.vector_from(holding.vector, old.schema)
@@ -223,7 +250,7 @@ def rebase_session(state: SessionState, table: NodeTable) -> None:
             )
     _carry_claims(old, table)
     state.table = table
-    state.placer = _placer(state.placer_type, table, state.config)
+    state.placer = make_placer(state.placer_type, table, state.config)
 
 
 def _carry_claims(old: NodeTable, table: NodeTable) -> None:
@@ -242,7 +269,7 @@ def _carry_claims(old: NodeTable, table: NodeTable) -> None:
             book.take(key, held.keys, table.index[node])
 
 
-def _placer(placer_type: type[Placer], table: NodeTable, config: SchedulerConfig) -> Placer:
+def make_placer(placer_type: type[Placer], table: NodeTable, config: SchedulerConfig) -> Placer:
     placement = config.placementStrategy
     return placer_type(table, PlacementPolicy(placement.gpu, placement.cpu, placement.gpu_device))
 
@@ -258,7 +285,7 @@ def _empty_queues() -> QueueState:
     return QueueState(tree, empty, empty, empty.copy(), empty.copy(), np.zeros(3))
 
 
-def _attach_placed_pods(state: SessionState, pods: Iterable[Pod], apply: bool) -> None:
+def attach_placed_pods(state: SessionState, pods: Iterable[Pod], apply: bool) -> None:
     """Record what placed pods hold; ``apply`` also adds it to the table (when the table was
     built from the snapshot rather than handed over with usage already in it)."""
     table = state.table
@@ -291,12 +318,12 @@ def _build_jobs(state: SessionState, groups: Iterable[PodGroup], ours: list[Pod]
             _build_tree_job(state, group, tasks)
             continue
         if group.sub_groups:
-            pod_sets = {s.name: PodSet(s.name, s.min_member) for s in group.sub_groups}
+            pod_sets = {s.name: PodSet(s.name, s.min_member, tracked=True) for s in group.sub_groups}
         else:
-            pod_sets = {DEFAULT_SUBGROUP: PodSet(DEFAULT_SUBGROUP, max(group.min_member, 1))}
+            pod_sets = {DEFAULT_SUBGROUP: PodSet(DEFAULT_SUBGROUP, max(group.min_member, 1), tracked=True)}
         for task in tasks:
             name = task.subgroup if task.subgroup in pod_sets else DEFAULT_SUBGROUP
-            pod_sets.setdefault(name, PodSet(name, 0)).tasks.append(task)
+            pod_sets.setdefault(name, PodSet(name, 0, tracked=True)).add(task)
         job = Job(group, group.queue, pod_sets, group.preemptible, group.priority, stale_since=group.stale_since)
         state.jobs[group.key] = job
         for task in tasks:
@@ -325,39 +352,60 @@ def _build_tree_job(state: SessionState, group: PodGroup, tasks: list[Task]) -> 
         state.last_start[group.key] = group.last_start
 
 
+def queue_spec(q: Queue) -> QueueSpec:
+    """A Queue as the fair-share division reads it."""
+    return QueueSpec(
+        name=q.name,
+        parent=q.parent,
+        priority=q.priority,
+        created=q.created,
+        deserved=(q.gpu.quota, q.cpu.quota, q.memory.quota),
+        over_quota_weight=(q.gpu.over_quota_weight, q.cpu.over_quota_weight, q.memory.over_quota_weight),
+        limit=(q.gpu.limit, q.cpu.limit, q.memory.limit),
+    )
+
+
 def _queue_state(state: SessionState, snapshot: ClusterSnapshot) -> QueueState:
-    specs = [
-        QueueSpec(
-            name=q.name,
-            parent=q.parent,
-            priority=q.priority,
-            created=q.created,
-            deserved=(q.gpu.quota, q.cpu.quota, q.memory.quota),
-            over_quota_weight=(q.gpu.over_quota_weight, q.cpu.over_quota_weight, q.memory.over_quota_weight),
-            limit=(q.gpu.limit, q.cpu.limit, q.memory.limit),
-        )
-        for q in snapshot.queues
-    ]
+    specs = [queue_spec(q) for q in snapshot.queues]
     tree = QueueTree.build(specs)
     n = len(tree)
-    request, allocated, allocated_np = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3))
+    # Summed in plain floats per leaf (numpy's per-call cost would dominate), then rolled up.
+    sums = [[0.0] * 9 for _ in range(n)]  # request, allocated, non-preemptible allocated
     for job in state.jobs.values():
         leaf = tree.index.get(job.queue)
         if leaf is None:
             continue
-        for task in job.tasks:
-            if task.status.counts_as_queue_allocation:
-                request[leaf] += task.accepted
-                allocated[leaf] += task.accepted
-                if not job.preemptible:
-                    allocated_np[leaf] += task.accepted
-            elif task.status is Status.PENDING:
-                request[leaf] += state.requested_quota(task)
-    request, allocated, allocated_np = tree.roll_up(request), tree.roll_up(allocated), tree.roll_up(allocated_np)
+        add_queue_sums(sums[leaf], job, state.requested_quota)
+    table_of = np.array(sums, dtype=np.float64).reshape(n, 9)
+    request, allocated, allocated_np = (tree.roll_up(table_of[:, k : k + 3].copy()) for k in (0, 3, 6))
     total = _divisible_total(state, snapshot)
     usage = usage_array(tree, snapshot.queue_usage) if snapshot.queue_usage else None
     division = divide(tree, total, request, usage, state.config.kValue)
     return QueueState(tree, division.fair_share, request, allocated, allocated_np, total)
+
+
+def add_queue_sums(row: list[float], job: Job, requested: Callable[[Task], Quota]) -> None:
+    """Add a job's pods to its leaf queue's sums: what they request (placed or pending), what
+    they hold, and what they hold without being preemptible (3 x gpu, cpu, memory)."""
+    for task in job.tasks:
+        status = task.status
+        if status.counts_as_queue_allocation:
+            g, c, m = task.accepted
+            row[0] += g
+            row[1] += c
+            row[2] += m
+            row[3] += g
+            row[4] += c
+            row[5] += m
+            if not job.preemptible:
+                row[6] += g
+                row[7] += c
+                row[8] += m
+        elif status is Status.PENDING:
+            g, c, m = requested(task)
+            row[0] += g
+            row[1] += c
+            row[2] += m
 
 
 def _divisible_total(state: SessionState, snapshot: ClusterSnapshot) -> np.ndarray:

@@ -1,107 +1,69 @@
-"""The coordinator's side of the shards: who owns which node, and one batched call per shard.
+"""The coordinator's side of the shards: who owns which node, and each phase as one round.
 
-``ShardBackend`` is the single seam for remote calls: ``InProcessShards`` calls plain
-``Shard`` objects (tests, ``kai-ray schedule``); ``RayShards`` in ``kai_ray/actors.py`` sends
-the same calls to Ray actors, all shards at once. Nothing else in the coordinator touches Ray.
+Cluster changes are not sent on their own: ``ShardClient`` queues them per shard and they
+travel ahead of the next request to that shard, so a cycle costs one round trip per phase
+however many delta batches came in since the last one, and a change stays queued until the
+shard has acknowledged it. A shard that fails a round is rebuilt by ``recover`` from the
+coordinator's model (which holds every change, acknowledged or not).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
+from coordinator.cluster_model import ClusterModel
+from coordinator.shard_client import Answers, ShardClient, ShardTransport
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.model import Topology
+from kai_ray.model import Pod, Topology
 from shards import partitioner
-from shards.messages import (
-    ClaimHold,
-    NodeDevices,
-    PrepareItem,
-    PrepareReply,
-    ProposeReply,
-    ProposeRequest,
-    ShardDeltas,
-)
+from shards.messages import ClaimHold, NodeDevices, PrepareItem, PrepareReply, RowChanges, ShardDeltas
+from shards.protocol import ShardInfo, ShardRequest
 from shards.rows import NodeRows
-from shards.shard import Shard
+from shards.stream_messages import RoundReply, RoundRequest, SettleReply, SettleRequest
 from shards.topology_domains import DomainReport
 
-Call = tuple[int, str, tuple[Any, ...]]
-
-
-class ShardBackend(Protocol):
-    def shard_ids(self) -> list[int]: ...
-
-    def call_many(self, calls: Sequence[Call]) -> list[Any]:
-        """Run ``method(*args)`` on each shard named; all at once where the backend can."""
-        ...
-
-    def add_shard(self, shard_id: int) -> None: ...
-
-    def remove_shard(self, shard_id: int) -> None: ...
-
-
-class InProcessShards:
-    def __init__(self, shards: Sequence[Shard]) -> None:
-        self.shards = {s.shard_id: s for s in shards}
-        self._policy = shards[0].placer.policy if shards else None
-        self._ttl = shards[0].ttl if shards else 30.0
-
-    def shard_ids(self) -> list[int]:
-        return sorted(self.shards)
-
-    def call_many(self, calls: Sequence[Call]) -> list[Any]:
-        return [getattr(self.shards[sid], method)(*args) for sid, method, args in calls]
-
-    def add_shard(self, shard_id: int) -> None:
-        self.shards[shard_id] = Shard(shard_id, self._policy, self._ttl)
-
-    def remove_shard(self, shard_id: int) -> None:
-        del self.shards[shard_id]
+Verdicts = dict[str, bool]
 
 
 class ShardSet:
-    """Routes cluster changes to the owning shards and fans each phase out in one round.
-
-    Cluster changes are not sent on their own: they wait, per shard, and travel in the same
-    call as the next request to that shard (``Shard.run_batch``), applied before it. A shard
-    therefore always answers with every change it owns applied, and a cycle costs one round
-    trip per phase, however many delta batches came in since the last one.
-    """
-
-    def __init__(self, backend: ShardBackend) -> None:
-        self.backend = backend
+    def __init__(self, transport: ShardTransport, epoch: int | None = None) -> None:
+        self.client = ShardClient(transport, epoch)
         self.owner: dict[str, int] = {}  # node -> shard
         self.pod_node: dict[str, str] = {}  # placed pod -> its node (whose shard holds it)
-        self.calls = 0  # remote calls made, for metrics and tests of batching
-        self._waiting: dict[int, list[ShardDeltas]] = defaultdict(list)  # deltas not yet sent, per shard
+
+    @property
+    def transport(self) -> ShardTransport:
+        return self.client.transport
 
     @property
     def ids(self) -> list[int]:
-        return self.backend.shard_ids()
+        return self.client.shard_ids()
 
-    def _run(self, calls: list[Call]) -> list[Any]:
-        """One round: each call, with that shard's waiting deltas applied first."""
-        sent = [
-            self._with_waiting(sid, [(method, args)]) if self._waiting.get(sid) else (sid, method, args)
-            for sid, method, args in calls
-        ]
-        replies = self._send(sent)
-        return [reply[-1] if call[1] == "run_batch" else reply for call, reply in zip(sent, replies, strict=True)]
+    @property
+    def calls(self) -> int:
+        return self.client.calls
 
-    def flush(self) -> None:
-        """Send every waiting delta now (before shards are resized, or to inspect the shards)."""
-        self._send([self._with_waiting(sid, []) for sid in list(self._waiting) if self._waiting[sid]])
+    @property
+    def shard_cpu(self) -> float:
+        return self.client.shard_cpu
 
-    def _with_waiting(self, sid: int, calls: list[tuple[str, tuple[Any, ...]]]) -> Call:
-        """``calls`` to shard ``sid`` as one batch, after the deltas waiting for it (which leave the queue)."""
-        applies: list[tuple[str, tuple[Any, ...]]] = [("apply", (d,)) for d in self._waiting.pop(sid, [])]
-        return (sid, "run_batch", (applies + calls,))
+    @property
+    def epoch(self) -> int:
+        return self.client.epoch
 
-    def _send(self, calls: list[Call]) -> list[Any]:
-        self.calls += len(calls)
-        return self.backend.call_many(calls) if calls else []
+    @property
+    def down(self) -> frozenset[int]:
+        return frozenset(self.client.down)
+
+    def heartbeat(self) -> Answers[list[object]]:
+        """An empty round to every shard (carrying whatever changes are queued for it)."""
+        return self.client.heartbeat()
+
+    def flush(self) -> frozenset[int]:
+        """Send every queued change now (before shards are resized, or to inspect the shards)."""
+        return self.client.flush()
 
     # ------------------------------------------------------------------ deltas
     def apply(
@@ -149,43 +111,89 @@ class ShardSet:
         for shard, parts in per_shard.items():
             message = ShardDeltas(**{k: tuple(v) for k, v in parts.items()})
             if message:
-                self._waiting[shard].append(message)
+                self.client.queue(shard, message)
 
     def _shard_of_pod(self, key: str) -> int | None:
         node = self.pod_node.get(key)
         return None if node is None else self.owner.get(node)
 
-    # ------------------------------------------------------------------ phases
-    def propose(self, request: ProposeRequest) -> list[ProposeReply]:
-        return self._run([(sid, "propose", (request,)) for sid in self.ids])
-
-    def rows(self) -> list[NodeRows]:
-        return self._run([(sid, "rows", ()) for sid in self.ids])
-
-    def domains(self, topologies: Sequence[Topology]) -> list[list[DomainReport]]:
-        """Each shard's report of its nodes' domains, one per Topology asked for."""
-        return self._run([(sid, "domains", (list(topologies),)) for sid in self.ids])
-
-    def prepare(self, items: dict[int, list[PrepareItem]], now: float) -> dict[int, PrepareReply]:
-        shards = sorted(items)
-        replies = self._run([(sid, "prepare", (items[sid], now)) for sid in shards])
-        return dict(zip(shards, replies, strict=True))
-
-    def commit(self, rids: list[str], placed: dict[str, str]) -> None:
-        """Commit everywhere; ``placed`` (pod -> node) records where the committed pods now are."""
-        if rids:
-            self._run([(sid, "commit", (rids,)) for sid in self.ids])
+    def record_placed(self, placed: Mapping[str, str]) -> None:
+        """Committed pods (pod -> node): their shards hold them now."""
         self.pod_node.update(placed)
 
-    def abort(self, rids: list[str]) -> None:
-        if rids:
-            self._run([(sid, "abort", (rids,)) for sid in self.ids])
+    def release(self, shard_id: int, pods: Iterable[Pod]) -> None:
+        """A shard committed these pods but they will not be bound: they are pending again there
+        (queued like any change, so it reaches the shard even if the next round fails)."""
+        pending = tuple(pods)
+        if pending:
+            self.client.queue(shard_id, ShardDeltas(pods_upserted=pending))
 
-    def expire(self, now: float) -> list[str]:
-        gone: list[str] = []
-        for part in self._run([(sid, "expire", (now,)) for sid in self.ids]):
-            gone.extend(part)
-        return gone
+    # ------------------------------------------------------------------ phases
+    def rows(self) -> Answers[NodeRows]:
+        return self.client.rows(self.ids)
+
+    def every_row(self) -> list[NodeRows]:
+        """Every shard's rows, in shard order, for checks and baselines outside a cycle (a shard
+        that does not answer is an error here, not a lost cycle)."""
+        answers = self.rows()
+        if answers.down:
+            raise RuntimeError(f"shards {sorted(answers.down)} did not answer")
+        return [answers.replies[sid] for sid in sorted(answers.replies)]
+
+    def domains(self, topologies: Sequence[Topology]) -> Answers[list[DomainReport]]:
+        """Each shard's report of its nodes' domains, one per Topology asked for."""
+        return self.client.domains(self.ids, topologies)
+
+    def changes(self, since: Mapping[int, tuple[int, int]]) -> Answers[RowChanges]:
+        return self.client.changes(since)
+
+    def changes_after(
+        self, before: Mapping[int, ShardRequest], since: Mapping[int, tuple[int, int]]
+    ) -> Answers[tuple[object, RowChanges]]:
+        return self.client.changes_after(before, since)
+
+    def rounds(self, requests: Mapping[int, RoundRequest]) -> Answers[RoundReply]:
+        return self.client.rounds(requests)
+
+    def settle_all(self, requests: Mapping[int, SettleRequest]) -> Answers[SettleReply]:
+        return self.client.settle_all(requests)
+
+    def prepare(self, items: Mapping[int, Sequence[PrepareItem]], now: float) -> Answers[PrepareReply]:
+        return self.client.prepare(items, now)
+
+    def settle(
+        self, commit: Mapping[int, Sequence[str]], abort: Mapping[int, Sequence[str]], now: float
+    ) -> Answers[Verdicts]:
+        """Commit some reservations and abort others in one round: per shard, the commit verdicts."""
+        return self.client.settle(commit, abort, now)
+
+    def commit(self, rids: Sequence[str], now: float, shards: Sequence[int] | None = None) -> Answers[Verdicts]:
+        return self.client.commit({sid: rids for sid in (self.ids if shards is None else shards)}, now)
+
+    def abort(self, rids: Sequence[str], shards: Sequence[int] | None = None) -> Answers[Verdicts]:
+        if not rids:
+            return Answers({})
+        return self.client.abort({sid: rids for sid in (self.ids if shards is None else shards)})
+
+    def expire(self, now: float) -> Answers[list[str]]:
+        return self.client.expire(self.ids, now)
+
+    def describe(self) -> Answers[ShardInfo]:
+        return self.client.describe(self.ids)
+
+    # ------------------------------------------------------------------ failure
+    def recover(self, model: ClusterModel) -> list[int]:
+        """Replace every shard that is down with a fresh one loaded from ``model``; the ones
+        that came back. Whatever they had prepared is gone with them (treated as aborted)."""
+        back = []
+        for sid in sorted(self.client.down):
+            names = {n for n, owner in self.owner.items() if owner == sid and n in model.nodes}
+            nodes = tuple(model.nodes[n] for n in sorted(names))
+            pods = tuple(p for p in model.pods.values() if p.node in names)
+            devices, holds = model.dra.state_of(names)
+            if self.client.reload(sid, nodes, pods, tuple(devices), tuple(holds)):
+                back.append(sid)
+        return back
 
     # ------------------------------------------------------------------ scaling
     def resize(self, count: int) -> int:
@@ -195,17 +203,17 @@ class ShardSet:
         after = list(range(count))
         for sid in after:
             if sid not in before:
-                self.backend.add_shard(sid)
+                self.client.add(sid)
         moves = partitioner.moves(list(self.owner), before, after)
         by_pair: dict[tuple[int, int], list[str]] = defaultdict(list)
         for node, pair in moves.items():
             by_pair[pair].append(node)
         for (old, new), names in sorted(by_pair.items()):
-            (handover,) = self._run([(old, "hand_over", (sorted(names),))])
-            self._run([(new, "take_over", (handover,))])
+            handover = self.client.hand_over(old, sorted(names))
+            self.client.take_over(new, handover)
             for name in names:
                 self.owner[name] = new
         for sid in before:
             if sid not in after:
-                self.backend.remove_shard(sid)
+                self.client.remove(sid)
         return len(moves)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from coordinator.queue_state import QueueState
 from shards.dra_demand import ClaimDemand
 from shards.node_table import Holding, Kind, NodeTable
 from shards.placement import Choice
+
+if TYPE_CHECKING:
+    from coordinator.rounds import Pick
 
 Undo = Callable[[], None]
 
@@ -29,6 +33,14 @@ class Eviction:
     preemptor: str | None
 
 
+class PickSource(Protocol):
+    """Where stream placements come from (``coordinator.rounds.RoundPlacer``)."""
+
+    def give_back(self, pick: Pick) -> None: ...
+
+    def pipeline(self, pick: Pick, pipelined: bool = True) -> None: ...
+
+
 @dataclass(slots=True)
 class Statement:
     table: NodeTable
@@ -36,6 +48,8 @@ class Statement:
     jobs_by_task: dict[str, Job]
     undo_log: list[Undo] = field(default_factory=list)
     evictions: list[Eviction] = field(default_factory=list)
+    source: PickSource | None = None  # allocate's placements come from the shards' streams
+    picks: dict[str, Pick] = field(default_factory=dict)  # task -> its stream placement this session
     _evicted: dict[str, list[Undo]] = field(default_factory=dict)  # task -> reversals of its evictions here
 
     def checkpoint(self) -> int:
@@ -88,8 +102,37 @@ class Statement:
 
         self.undo_log.append(undo)
 
+    def place_pick(self, task: Task, pick: Pick, accepted: tuple[float, float, float]) -> None:
+        """Allocate or pipeline ``task`` where the shards' streams put it. The shard already holds
+        the capacity; the session records no holding of its own (none is needed until a session
+        table is built, which then carries the shard's hold)."""
+        assert self.source is not None
+        source = self.source
+        previous = (task.status, task.node, task.gpu_groups, task.accepted)
+        task.status = Status.PIPELINED if pick.pipelined else Status.ALLOCATED
+        task.node = pick.node
+        task.gpu_groups = tuple(g for g, _ in pick.shares)
+        task.accepted = accepted
+        self.picks[task.key] = pick
+        job = self.jobs_by_task[task.key]
+        job.version += 1
+        self.queues.add_allocation(job.queue, accepted, job.preemptible)
+
+        def undo() -> None:
+            job.version += 1
+            self.queues.add_allocation(job.queue, accepted, job.preemptible, sign=-1.0)
+            del self.picks[task.key]
+            source.give_back(pick)
+            task.status, task.node, task.gpu_groups, task.accepted = previous
+
+        self.undo_log.append(undo)
+
     def to_pipelined(self, task: Task) -> None:
         """An allocated pod of a job that must wait: its hold becomes a pipelined one."""
+        pick = self.picks.get(task.key)
+        if pick is not None and self.source is not None and not task.holdings:
+            self._pick_to_pipelined(task, pick, self.source)
+            return
         old = next(h for h in task.holdings if h.kind is Kind.ACTIVE)
         new = self._rehold(task, old, Kind.PIPELINED)
         task.status = Status.PIPELINED
@@ -99,6 +142,19 @@ class Statement:
         def undo() -> None:
             job.version += 1
             self._swap(task, new, old)
+            task.status = Status.ALLOCATED
+
+        self.undo_log.append(undo)
+
+    def _pick_to_pipelined(self, task: Task, pick: Pick, source: PickSource) -> None:
+        source.pipeline(pick)
+        task.status = Status.PIPELINED
+        job = self.jobs_by_task[task.key]
+        job.version += 1
+
+        def undo() -> None:
+            job.version += 1
+            source.pipeline(pick, pipelined=False)
             task.status = Status.ALLOCATED
 
         self.undo_log.append(undo)

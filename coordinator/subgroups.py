@@ -322,12 +322,12 @@ def leaf_pod_sets(group: PodGroup, tasks: Iterable[Task]) -> tuple[dict[str, Pod
     (a pod names a sub-group that does not exist, or one that has children)."""
     if not group.sub_groups:
         minimum = group.min_member if group.min_sub_group is None else 1
-        leaf = PodSet(DEFAULT_SUBGROUP, max(minimum, 1))
+        leaf = PodSet(DEFAULT_SUBGROUP, max(minimum, 1), tracked=True)
         for task in tasks:
-            leaf.tasks.append(task)
+            leaf.add(task)
         return {DEFAULT_SUBGROUP: leaf}, {}
     inner = {s.parent for s in group.sub_groups if s.parent}
-    leaves = {s.name: PodSet(s.name, s.min_member) for s in group.sub_groups if s.name not in inner}
+    leaves = {s.name: PodSet(s.name, s.min_member, tracked=True) for s in group.sub_groups if s.name not in inner}
     invalid: dict[str, str] = {}
     for task in tasks:
         found = leaves.get(task.pod.subgroup or DEFAULT_SUBGROUP)
@@ -337,5 +337,5 @@ def leaf_pod_sets(group: PodGroup, tasks: Iterable[Task]) -> tuple[dict[str, Pod
                 f"in PodGroup {group.key}" + (" as a leaf" if task.pod.subgroup in inner else "")
             )
             continue
-        found.tasks.append(task)
+        found.add(task)
     return leaves, invalid

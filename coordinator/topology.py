@@ -11,13 +11,13 @@ and a rolled-back attempt leaves no trace).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
-from kai_ray.model import ClusterSnapshot, PodState, Topology
+from kai_ray.model import PodGroup, Topology
 from shards.node_table import NodeTable
 from shards.topology_domains import DomainReport, domain_report
 
@@ -244,19 +244,11 @@ class SessionDomains:
         return view
 
 
-def wanted_topologies(snapshot: ClusterSnapshot, scheduler_name: str) -> list[Topology]:
-    """The Topologies that PodGroups with pending pods of this scheduler name (a session that
-    places them needs every node's row and the shards' domain reports)."""
-    waiting = {
-        f"{p.namespace}/{p.pod_group}"
-        for p in snapshot.pods
-        if p.pod_group and p.scheduler_name == scheduler_name and p.state is PodState.PENDING
-    }
+def wanted_topologies(groups: Iterable[PodGroup], known: Mapping[str, Topology]) -> list[Topology]:
+    """The Topologies that these PodGroups' constraints name (those of a session's jobs with
+    pending pods: a session that places them needs every node's row and the shards' domain reports)."""
     names: set[str] = set()
-    for group in snapshot.pod_groups:
-        if group.key not in waiting:
-            continue
+    for group in groups:
         constraints = [group.topology, *(s.topology for s in group.sub_groups)]
         names.update(c.topology for c in constraints if c is not None and c.active)
-    known = {t.name: t for t in snapshot.topologies}
     return [known[n] for n in sorted(names) if n in known]

@@ -57,6 +57,8 @@ class LoopState:
     iterations: int = 0
     last_iteration: float = field(default_factory=time.monotonic)
     synced: bool = False
+    cycle_ok: bool = True  # the last scheduling cycle finished (False while cycles fail: /healthz)
+    cycle_failed_at: float = -float("inf")  # monotonic time of the last failed cycle
     binds: int = 0
     evictions: int = 0
     cycles: int = 0  # cycles run as the leader
@@ -196,6 +198,9 @@ class SchedulerLoop:
             result.append(await self._locked(coordinator.cycle, now))
 
         await self._step("cycle", cycle)
+        self.state.cycle_ok = bool(result)
+        if not result:
+            self.state.cycle_failed_at = time.monotonic()
         if not result:
             return
         outcome = self.last_outcome = result[0]

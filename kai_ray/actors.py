@@ -1,22 +1,25 @@
 """Ray at the edges: the plain ``Shard`` and ``Coordinator`` classes as Ray actors.
 
-This is the only module that imports Ray. ``RayShards`` is the coordinator's backend for
-shard actors (every phase is one ``ray.get`` over all shards at once), and
-``RemoteCoordinator`` gives callers the same methods as ``Coordinator`` while the work
-happens in the coordinator actor.
+This is the only module that imports Ray. ``RayTransport`` delivers the shard client's
+batches to shard actors (every round is one ``ray.get`` per shard, all submitted at once)
+and reports an actor that died, or failed a batch, as ``ShardDown``; ``RemoteCoordinator``
+gives callers the same methods as ``Coordinator`` while the work happens in the
+coordinator actor.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from coordinator.coordinator import Coordinator, CycleResult
-from coordinator.shard_set import Call, ShardSet
+from coordinator.shard_set import ShardSet
 from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
 from shards.placement import PlacementPolicy
+from shards.protocol import Batch, BatchReply, ShardDown, ShardInfo
 from shards.rows import NodeRows
 from shards.shard import Shard
 
@@ -36,46 +39,103 @@ def ensure_ray(num_cpus: int | None = None, address: str | None = None) -> None:
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
-class RayShards:
-    """Shard actors; ``call_many`` sends every call before waiting for any answer."""
+class ShardActor(Shard):
+    """A shard in an actor process of its own (Ray titles it ``ray::ShardActor``), which it keeps
+    for its lifetime: its garbage collector is tuned as the coordinator's is
+    (``kai_ray.runtime.GC_THRESHOLDS``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from kai_ray.runtime import tune_gc_for_long_runs
+
+        tune_gc_for_long_runs()
+        super().__init__(*args, **kwargs)
+
+
+class RayTransport:
+    """Shard actors; ``exchange`` submits every batch before waiting for any answer."""
+
+    remote = True
 
     def __init__(self, count: int, policy: PlacementPolicy, ttl: float = 30.0) -> None:
         import ray
 
-        self._actor = ray.remote(num_cpus=0)(Shard)
+        self._actor = ray.remote(num_cpus=0)(ShardActor)
         self._policy = policy
         self._ttl = ttl
-        self.handles: dict[int, Any] = {i: self._actor.remote(i, policy, ttl) for i in range(count)}
+        self.handles: dict[int, Any] = {i: self._new(i) for i in range(count)}
+
+    def _new(self, shard_id: int) -> Any:
+        return self._actor.remote(shard_id, self._policy, self._ttl)
 
     def shard_ids(self) -> list[int]:
         return sorted(self.handles)
 
     def wait_ready(self) -> None:
         """Block until every shard actor has started and answered once (actors start lazily)."""
-        self.call_many([(sid, "node_names", ()) for sid in self.shard_ids()])
+        self.exchange({sid: Batch(0, ()) for sid in self.shard_ids()})
 
-    def call_many(self, calls: Sequence[Call]) -> list[Any]:
+    def exchange(self, batches: Mapping[int, Batch]) -> dict[int, BatchReply | ShardDown]:
+        import ray
+        from ray.exceptions import RayActorError, RayError
+
+        refs = {sid: self.handles[sid].handle.remote(batch) for sid, batch in batches.items()}
+        out: dict[int, BatchReply | ShardDown] = {}
+        for sid, ref in refs.items():
+            try:
+                out[sid] = ray.get(ref)
+            except RayActorError as error:  # the actor's process is gone
+                out[sid] = ShardDown(sid, type(error).__name__)
+            except RayError as error:  # the batch raised inside the actor: its state is suspect
+                out[sid] = ShardDown(sid, f"{type(error).__name__}: {str(error).splitlines()[0]}")
+        return out
+
+    def replace(self, shard_id: int) -> None:
         import ray
 
-        refs = [getattr(self.handles[sid], method).remote(*args) for sid, method, args in calls]
-        return list(ray.get(refs))
+        old = self.handles.get(shard_id)
+        if old is not None:
+            ray.kill(old, no_restart=True)  # a shard that failed a batch may still be alive
+        self.handles[shard_id] = self._new(shard_id)
 
-    def add_shard(self, shard_id: int) -> None:
-        self.handles[shard_id] = self._actor.remote(shard_id, self._policy, self._ttl)
+    def add(self, shard_id: int) -> None:
+        self.handles[shard_id] = self._new(shard_id)
 
-    def remove_shard(self, shard_id: int) -> None:
+    def remove(self, shard_id: int) -> None:
         import ray
 
         ray.kill(self.handles.pop(shard_id))
+
+
+@contextlib.contextmanager
+def on_ray_actors(config: SchedulerConfig, shards: int) -> Iterator[Coordinator]:
+    """A coordinator in this process whose shards are ``shards`` Ray actors, for as long as the
+    block runs (Ray is started for it, and stopped after, unless it was running already)."""
+    import ray
+
+    started = not ray.is_initialized()
+    ensure_ray()
+    strategy = config.placementStrategy
+    transport = RayTransport(shards, PlacementPolicy(strategy.gpu, strategy.cpu, strategy.gpu_device))
+    try:
+        transport.wait_ready()
+        yield Coordinator(config, ShardSet(transport))
+    finally:
+        for sid in transport.shard_ids():
+            transport.remove(sid)
+        if started:
+            ray.shutdown()
 
 
 class _CoordinatorHost:
     """What runs inside the coordinator actor: a Coordinator wired to shard actors."""
 
     def __init__(self, config: SchedulerConfig, shards: int) -> None:
+        from kai_ray.runtime import tune_gc_for_long_runs
+
+        tune_gc_for_long_runs()  # this actor's process keeps the coordinator for its lifetime
         strategy = config.placementStrategy
         policy = PlacementPolicy(strategy.gpu, strategy.cpu, strategy.gpu_device)
-        self.coordinator = Coordinator(config, ShardSet(RayShards(shards, policy)))
+        self.coordinator = Coordinator(config, ShardSet(RayTransport(shards, policy)))
 
     def apply(self, deltas: ClusterDeltas) -> None:
         self.coordinator.apply(deltas)
@@ -90,13 +150,16 @@ class _CoordinatorHost:
         self.coordinator.bind_failed(pods)
 
     def node_rows(self) -> list[NodeRows]:
-        return self.coordinator.shards.rows()
+        return self.coordinator.shards.every_row()
 
     def resize(self, shards: int) -> int:
         return self.coordinator.shards.resize(shards)
 
     def shard_calls(self) -> int:
         return self.coordinator.shards.calls
+
+    def shard_info(self) -> list[ShardInfo]:
+        return self.coordinator.shard_info()
 
 
 class RemoteCoordinator:
@@ -141,6 +204,10 @@ class RemoteCoordinator:
     def shard_calls(self) -> int:
         calls: int = self._get(self._handle.shard_calls.remote())
         return calls
+
+    def shard_info(self) -> list[ShardInfo]:
+        info: list[ShardInfo] = self._get(self._handle.shard_info.remote())
+        return info
 
     def close(self) -> None:
         import ray

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from coordinator.coordinator import Coordinator, CycleStats
-from coordinator.dra_session import DraView
+from coordinator.coordinator import Coordinator, CycleResult
+from coordinator.session import SessionState
 from coordinator.shard_set import ShardSet
+from coordinator.statement import Statement
 from kai_ray.config import SchedulerConfig
 from shards.node_table import NodeTable
-from shards.placement import Choice, Diagnosis, Mask, Placer
-from shards.shapes import TaskShape
+from shards.placement import Choice, Mask, Placer
+from shards.rows import merge_rows, table_from_rows
+from shards.shapes import ResourceSchema, TaskShape
 
 
 class FullScanPlacer(Placer):
@@ -42,7 +44,21 @@ class FullScanCoordinator(Coordinator):
     def __init__(self, config: SchedulerConfig, shards: ShardSet) -> None:
         super().__init__(config, shards, placer_type=FullScanPlacer)
 
-    def _candidate_table(self, stats: CycleStats, dra: DraView | None) -> tuple[NodeTable, dict[TaskShape, Diagnosis]]:
-        table = self._full_table()
-        stats.candidate_nodes, stats.full_table = len(table), True
-        return table, {}
+    def _session_table(self) -> NodeTable:
+        return self._whole_table()
+
+    def _whole_table(self) -> NodeTable:
+        """Every node's row from the shards, every cycle (no mirror kept across cycles)."""
+        parts = self.shards.every_row()
+        return table_from_rows(merge_rows(parts, ResourceSchema.covering([p.schema.scalars_vector() for p in parts])))
+
+    def _statement(self, state: SessionState, now: float) -> Statement:
+        """Allocate places on the session's table, pod by pod (then prepare and commit)."""
+        return Statement(state.table, state.queues, state.jobs_by_task)
+
+    def _needs_every_node(self, action: str, state: SessionState) -> bool:
+        return False  # the session has every node from the start
+
+    def _unchanged(self, now: float, names: tuple[str, ...]) -> CycleResult | None:
+        """No shortcut for cycles with nothing new: every cycle is a whole session."""
+        return None

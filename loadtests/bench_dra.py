@@ -26,7 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from coordinator.coordinator import Coordinator
-from coordinator.shard_set import InProcessShards, ShardSet
+from coordinator.shard_client import InProcessTransport
+from coordinator.shard_set import ShardSet
 from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import (
@@ -159,7 +160,7 @@ def drive(system: str, coordinator: Coordinator, load: DraWorkload) -> tuple[Ben
 
 def in_process(shards: int, kind: type[Coordinator] = Coordinator) -> Coordinator:
     config = SchedulerConfig()
-    backend = InProcessShards([Shard(i, placement_policy(config)) for i in range(shards)])
+    backend = InProcessTransport([Shard(i, placement_policy(config)) for i in range(shards)])
     return kind(config, ShardSet(backend))
 
 

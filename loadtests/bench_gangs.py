@@ -10,7 +10,7 @@ Measured, in the same run, on the same workload:
   filter, score and sort every node of the cluster for every pod (the ratio column is
   against this row);
 - kai-ray in process, 1 shard;
-- kai-ray with the Coordinator in this process and its shards as 4 Ray actors (``RayShards``),
+- kai-ray with the Coordinator in this process and its shards as 4 Ray actors (``RayTransport``),
   so every propose / prepare / commit is a real actor round trip.
 Every system must bind the same pods to the same nodes as the baseline, or the run fails.
 
@@ -27,19 +27,21 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from coordinator.coordinator import Coordinator, CycleResult
-from coordinator.shard_set import InProcessShards, ShardBackend, ShardSet
+from coordinator.shard_client import Answers, InProcessTransport, ShardTransport
+from coordinator.shard_set import ShardSet
 from kai_ray.config import SchedulerConfig
 from kai_ray.runtime import placement_policy
 from loadtests.baseline import FullScanCoordinator
 from loadtests.gang_workload import GangWorkload, gang_workload
-from loadtests.results import BenchRow, bench_main, compare, rss_bytes
+from loadtests.results import BenchRow, bench_main, compare, fresh_heap, rss_bytes
 from shards.shard import Shard
+from shards.stream_messages import SettleReply, SettleRequest
 
 ACTIONS = ("allocate",)  # every gang fits: eviction actions would find nothing to do
 FULL = {"nodes": 5_000, "gangs": 1_000, "waves": 10}
@@ -51,13 +53,21 @@ MAX_EXTRA_CYCLES = 5  # after the last wave, for gangs whose commit was refused
 class TimedShardSet(ShardSet):
     """Remembers when the last commit returned: the moment a cycle's gangs are bound."""
 
-    def __init__(self, backend: ShardBackend) -> None:
+    def __init__(self, backend: ShardTransport) -> None:
         super().__init__(backend)
         self.commit_returned = 0.0
 
-    def commit(self, rids: list[str], placed: dict[str, str]) -> None:
-        super().commit(rids, placed)
+    def settle(
+        self, commit: Mapping[int, Sequence[str]], abort: Mapping[int, Sequence[str]], now: float
+    ) -> Answers[dict[str, bool]]:
+        answers = super().settle(commit, abort, now)
         self.commit_returned = time.perf_counter()
+        return answers
+
+    def settle_all(self, requests: Mapping[int, SettleRequest]) -> Answers[SettleReply]:
+        answers = super().settle_all(requests)
+        self.commit_returned = time.perf_counter()
+        return answers
 
 
 @dataclass
@@ -73,6 +83,8 @@ class GangRun:
     prepared: int = 0
     aborted: int = 0
     apply_seconds: float = 0.0
+    cpu: float = 0.0  # this process's CPU seconds in the cycles
+    shard_cpu: float = 0.0  # what the shards report for them
 
 
 def drive(coordinator: Coordinator, shards: TimedShardSet, workload: GangWorkload) -> GangRun:
@@ -81,6 +93,7 @@ def drive(coordinator: Coordinator, shards: TimedShardSet, workload: GangWorkloa
     started = time.perf_counter()
     coordinator.apply(workload.cluster)
     run.apply_seconds += time.perf_counter() - started
+    fresh_heap()
     first_seen: dict[str, float] = {}
     now = 1_000.0
     waves = list(workload.waves) + [None] * MAX_EXTRA_CYCLES
@@ -96,8 +109,11 @@ def drive(coordinator: Coordinator, shards: TimedShardSet, workload: GangWorkloa
         if wave is not None:
             for group in wave.pod_groups_upserted:
                 first_seen[group.key] = cycle_started
+        cpu_started, shard_cpu_started = time.process_time(), shards.shard_cpu
         result = coordinator.cycle(now, ACTIONS)
         run.cycle_seconds.append(time.perf_counter() - cycle_started)
+        run.cpu += time.process_time() - cpu_started
+        run.shard_cpu += shards.shard_cpu - shard_cpu_started
         _record(run, result, shards.commit_returned, first_seen)
     return run
 
@@ -117,6 +133,7 @@ def _record(run: GangRun, result: CycleResult, committed_at: float, first_seen: 
 
 def measure(system: str, coordinator: Coordinator, shards: TimedShardSet, workload: GangWorkload) -> GangRow:
     run = drive(coordinator, shards, workload)
+    cpu, shard_cpu = run.cpu, run.shard_cpu
     partial = sum(1 for n in run.binds_per_gang.values() if n != workload.pods_per_gang)
     unplaced = workload.gangs - len(run.gang_latency)
     commit_ms = np.percentile(run.commit_seconds, [50, 99]) * 1000
@@ -138,6 +155,8 @@ def measure(system: str, coordinator: Coordinator, shards: TimedShardSet, worklo
         latencies=list(run.gang_latency.values()),
         rss_bytes=rss_bytes(),
         notes=notes,
+        coordinator_cpu=cpu if shards.transport.remote else cpu - shard_cpu,
+        shard_cpu=shard_cpu,
     )
     return GangRow(row, run)
 
@@ -153,15 +172,15 @@ def in_process(
     shards: int,
     kind: type[Coordinator] = Coordinator,
 ) -> tuple[Coordinator, TimedShardSet]:
-    shard_set = TimedShardSet(InProcessShards([Shard(i, placement_policy(config)) for i in range(shards)]))
+    shard_set = TimedShardSet(InProcessTransport([Shard(i, placement_policy(config)) for i in range(shards)]))
     return kind(config, shard_set), shard_set
 
 
 def on_ray_actors(config: SchedulerConfig, shards: int) -> tuple[Coordinator, TimedShardSet]:
-    from kai_ray.actors import RayShards, ensure_ray
+    from kai_ray.actors import RayTransport, ensure_ray
 
     ensure_ray(num_cpus=2)
-    backend = RayShards(shards, placement_policy(config))
+    backend = RayTransport(shards, placement_policy(config))
     backend.wait_ready()  # actors up before the clock
     shard_set = TimedShardSet(backend)
     return Coordinator(config, shard_set), shard_set

@@ -2,9 +2,10 @@
 
 Two measurements, on the seeded busy cluster of ``loadtests.shard_workload``:
 
-1. **propose**: one batched ``Shard.propose`` for 1,000 pending pods over a 5,000-node shard
-   (one reply: candidates per distinct pod shape, their rows, per-shape diagnoses), against
-   one ``propose`` call per pod. Both must rank the same candidates for every pod.
+1. **one round**: one ``place_round`` that places and holds 1,000 pending pods of a mix of
+   shapes on a 5,000-node shard (slot counts per node, one stream per shape), against placing
+   the same pods one by one, in the same order, with a full scan of every node per pod. Both
+   must put every pod on the same node.
 2. **per-pod placement** at 1k / 5k / 20k / 50k nodes: pods placed one by one as a session
    does (``Placer.best_node`` through the per-shape ``ShapeIndex``, then the pod held on the
    table), against ``loadtests.baseline.FullScanPlacer``, which filters, scores and sorts every
@@ -24,56 +25,84 @@ builds are part of the indexed system's time.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
+
+import numpy as np
 
 from loadtests.baseline import FullScanPlacer
 from loadtests.results import BenchRow, bench_main, compare, rss_bytes
 from loadtests.shard_workload import PendingPod, busy_shard, pending_pods
-from shards.messages import ProposeRequest
 from shards.node_table import Kind, NodeTable
 from shards.placement import Choice, Placer
 from shards.shapes import GPU, TaskShape
+from shards.stream_messages import RoundRequest, ShapeStream, Taken
+from shards.wire import pack_shapes
 
 
 def run(quick: bool) -> list[BenchRow]:
     """Every row of both measurements (quick: small sizes, for a smoke run)."""
-    rows = bench_propose(nodes=1_000 if quick else 5_000, pods=200 if quick else 1_000)
+    rows = bench_round(nodes=1_000 if quick else 5_000, pods=200 if quick else 1_000)
     for nodes in (1_000, 5_000) if quick else (1_000, 5_000, 20_000, 50_000):
         rows += bench_placement(nodes, pods=200 if quick else 1_000)
     return rows
 
 
-# ---------------------------------------------------------------------- propose
-def bench_propose(nodes: int, pods: int) -> list[BenchRow]:
-    shard = busy_shard(nodes)
+# ---------------------------------------------------------------------- one round
+def bench_round(nodes: int, pods: int) -> list[BenchRow]:
+    """One round places every pending pod, shape after shape, each shape's pods filled in with
+    slot counts; the baseline places the same pods one by one, in the same order, scanning
+    every node for each. Both must put every pod on the same node, pipelined alike."""
     batch = pending_pods(pods)
-    shapes = tuple(dict.fromkeys(p.shape for p in batch))
-    _warm_masks(shard.placer, shapes)
-    workload = f"propose: {nodes:,} nodes / {pods:,} pods"
-
-    started = time.perf_counter()
-    reply = shard.propose(ProposeRequest(shapes, pods))
-    batched = BenchRow(
-        workload,
-        "kai-ray (one batched propose)",
-        pods,
-        time.perf_counter() - started,
-        [time.perf_counter() - started],
-        rss_bytes(),
+    counts = Counter(p.shape for p in batch)
+    table = tuple(counts)
+    workload = f"one round: {nodes:,} nodes / {pods:,} pods, {len(table)} shapes"
+    shard = busy_shard(nodes)
+    _warm_masks(shard.placer, table)
+    for shape in table:
+        shard.placer.index(shape)  # the shard keeps its indexes from cycle to cycle
+    request = RoundRequest(
+        "bench",
+        0.0,
+        Taken(pack_shapes(table), np.zeros(len(table), dtype=np.int64)),
+        np.arange(len(table), dtype=np.int64),
+        np.array([counts[s] for s in table], dtype=np.int64),
     )
+    started = time.perf_counter()
+    reply = shard.place_round(request)
+    ours = BenchRow(workload, "kai-ray (one round of streams)", pods, time.perf_counter() - started, [], rss_bytes())
+    placed = {shape: _expand(stream) for shape, stream in zip(table, reply.streams, strict=True)}
 
+    scanned_shard = busy_shard(nodes)
+    scanned = FullScanPlacer(scanned_shard.table, shard.placer.policy)
+    _warm_masks(scanned, table)
     latencies = []
-    for pod in batch:
-        one = time.perf_counter()
-        alone = shard.propose(ProposeRequest((pod.shape,), pods))
-        latencies.append(time.perf_counter() - one)
-        if alone.ranked[0] != reply.ranked[shapes.index(pod.shape)]:
-            raise AssertionError(f"{pod.key}: the per-pod propose ranks other candidates")
-    baseline = BenchRow(workload, "baseline (one propose per pod)", pods, sum(latencies), latencies, rss_bytes())
-    compare([batched, baseline], baseline)
-    batched.notes = f"{len(shapes)} shapes, {len(reply.rows)} rows sent; {_per_pod_us(batched, pods):.0f} µs/pod"
-    baseline.notes = f"{_per_pod_us(baseline, pods):.0f} µs/pod"
-    return [batched, baseline]
+    for shape in table:
+        sequence = []
+        for i in range(counts[shape]):
+            one = time.perf_counter()
+            choice = scanned.best_node(shape)
+            if choice is not None:
+                hold_choice(scanned_shard.table, PendingPod(f"bench/scan-{i}", shape), choice)
+                sequence.append((scanned_shard.table.names[choice.node], choice.pipelined))
+            latencies.append(time.perf_counter() - one)
+        if sequence != placed[shape]:
+            raise AssertionError(f"{shape}: the round placed {placed[shape][:5]}..., the full scan {sequence[:5]}...")
+    baseline = BenchRow(workload, "baseline (per-pod full scan)", pods, sum(latencies), latencies, rss_bytes())
+    compare([ours, baseline], baseline)
+    ours.notes = (
+        f"{len(table)} shapes, {sum(len(s) for s in reply.streams)} entries; {_per_pod_us(ours, pods):.1f} µs/pod"
+    )
+    baseline.notes = f"{_per_pod_us(baseline, pods):.0f} µs/pod; same nodes for every pod"
+    return [ours, baseline]
+
+
+def _expand(stream: ShapeStream) -> list[tuple[str, bool]]:
+    return [
+        (str(name), bool(pipelined))
+        for name, count, pipelined in zip(stream.names, stream.counts, stream.pipelined, strict=True)
+        for _ in range(int(count))
+    ]
 
 
 # ---------------------------------------------------------------------- placement

@@ -20,15 +20,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from coordinator.coordinator import Coordinator
-from coordinator.shard_set import InProcessShards, ShardSet
-from kai_ray.config import SchedulerConfig
-from kai_ray.runtime import placement_policy
-from loadtests.baseline import FullScanCoordinator
 from loadtests.pod_workloads import PodWorkload, kai_fill, scheduler_perf
-from loadtests.results import BenchRow, compare, rss_bytes
-from shards.shard import Shard
+from loadtests.results import BenchRow, compare, fresh_heap, rss_bytes
+from loadtests.systems import baseline, in_process, on_ray
 
-CONFIG = SchedulerConfig()
 ACTIONS = ("allocate",)  # every pod fits: eviction actions would find nothing to do
 MAX_IDLE_CYCLES = 3
 System = tuple[str, Callable[[], Coordinator]]
@@ -41,7 +36,6 @@ class Sizes:
     fill: tuple[int, int]
     scaling: tuple[int, ...]  # shard actor counts
     ray_shards_basic: int
-    ray_shards_large: int
 
 
 FULL = Sizes(
@@ -50,28 +44,8 @@ FULL = Sizes(
     fill=(500, 4_000),
     scaling=(1, 2, 4, 8),
     ray_shards_basic=2,
-    ray_shards_large=4,
 )
-QUICK = Sizes(
-    basic=(1_000, 2_000), large=(5_000, 2_000), fill=(100, 800), scaling=(1, 2), ray_shards_basic=2, ray_shards_large=2
-)
-
-
-def baseline() -> Coordinator:
-    return FullScanCoordinator(CONFIG, ShardSet(InProcessShards([Shard(0, placement_policy(CONFIG))])))
-
-
-def in_process() -> Coordinator:
-    return Coordinator(CONFIG, ShardSet(InProcessShards([Shard(0, placement_policy(CONFIG))])))
-
-
-def on_ray(shards: int) -> Coordinator:
-    from kai_ray.actors import RayShards, ensure_ray
-
-    ensure_ray()
-    backend = RayShards(shards, placement_policy(CONFIG))
-    backend.wait_ready()  # actors up before the clock
-    return Coordinator(CONFIG, ShardSet(backend))
+QUICK = Sizes(basic=(1_000, 2_000), large=(5_000, 2_000), fill=(100, 800), scaling=(1, 2), ray_shards_basic=2)
 
 
 def drive(system: str, coordinator: Coordinator, workload: PodWorkload) -> tuple[BenchRow, dict[str, str]]:
@@ -80,7 +54,9 @@ def drive(system: str, coordinator: Coordinator, workload: PodWorkload) -> tuple
     coordinator.apply(workload.cluster)
     coordinator.shards.flush()
     loaded = time.perf_counter() - loading
+    fresh_heap()
     started = time.perf_counter()
+    cpu_started, shard_cpu_started = time.process_time(), coordinator.shards.shard_cpu
     coordinator.apply(workload.pending)
     placed: dict[str, str] = {}
     latencies: list[float] = []
@@ -95,10 +71,24 @@ def drive(system: str, coordinator: Coordinator, workload: PodWorkload) -> tuple
         latencies.extend([done] * len(result.binds))
         idle = 0 if result.binds else idle + 1
     elapsed = time.perf_counter() - started
-    notes = f"{cycles} cycles; cluster loaded in {loaded:.1f} s (not timed)"
+    row = BenchRow(workload.label, system, len(placed), elapsed, latencies, rss_bytes())
+    cpu_split(row, coordinator, cpu_started, shard_cpu_started)
+    row.notes = f"{cycles} cycles; {row.notes}; cluster loaded in {loaded:.1f} s (not timed)"
     if len(placed) < workload.pods:
-        notes += f"; {workload.pods - len(placed)} PODS NOT PLACED"
-    return BenchRow(workload.label, system, len(placed), elapsed, latencies, rss_bytes(), notes=notes), placed
+        row.notes += f"; {workload.pods - len(placed)} PODS NOT PLACED"
+    return row, placed
+
+
+def cpu_split(row: BenchRow, coordinator: Coordinator, cpu_started: float, shard_cpu_started: float) -> None:
+    """The CPU time of the measured part, split: what the shards report spending on their batches,
+    and the coordinator's (this process's, less what in-process shards spent in it)."""
+    shards = coordinator.shards.shard_cpu - shard_cpu_started
+    process = time.process_time() - cpu_started
+    row.shard_cpu = shards
+    row.coordinator_cpu = process if coordinator.shards.transport.remote else process - shards
+    pods = max(row.pods, 1)
+    coordinator_us, shards_us = row.coordinator_cpu / pods * 1e6, row.shard_cpu / pods * 1e6
+    row.notes = f"CPU per pod: coordinator {coordinator_us:.0f} µs, shards {shards_us:.0f} µs"
 
 
 def compare_systems(workload: PodWorkload, systems: list[System]) -> list[BenchRow]:
@@ -125,6 +115,7 @@ def run(quick: bool) -> Iterator[list[BenchRow]]:
         [
             ("baseline: per-pod full scan", baseline),
             ("kai-ray: in-process, 1 shard", in_process),
+            ("kai-ray: in-process, 8 shards", lambda: in_process(shards=8)),
             (f"kai-ray: {sizes.ray_shards_basic} Ray shard actors", lambda: on_ray(sizes.ray_shards_basic)),
         ],
     )
@@ -134,7 +125,8 @@ def run(quick: bool) -> Iterator[list[BenchRow]]:
         [
             ("baseline: per-pod full scan", baseline),
             ("kai-ray: in-process, 1 shard", in_process),
-            (f"kai-ray: {sizes.ray_shards_large} Ray shard actors", lambda: on_ray(sizes.ray_shards_large)),
+            ("kai-ray: 1 Ray shard actor", lambda: on_ray(1)),
+            ("kai-ray: 2 Ray shard actors", lambda: on_ray(2)),
         ],
     )
     del large
@@ -156,7 +148,8 @@ def run(quick: bool) -> Iterator[list[BenchRow]]:
     for row in rows:
         row.workload = "shard scaling: " + row.workload
     yield rows
-    from loadtests import bench_gangs, bench_topology
+    from loadtests import bench_core, bench_gangs, bench_topology
 
     yield bench_gangs.run(quick)
     yield bench_topology.run(quick)
+    yield bench_core.run(quick)

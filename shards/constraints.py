@@ -16,10 +16,13 @@ from shards.shapes import Constraints
 
 Mask = npt.NDArray[np.bool_]
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+# Why a node is turned away: kube-scheduler's filter messages, which KAI passes on (runbooks read
+# them), each owned by the filter that turns the node away (``shards.placement.FILTER_OF``).
+NOT_READY = "node(s) were not ready"
+UNSCHEDULABLE = "node(s) were unschedulable"
+TAINTED = "node(s) had untolerated taint(s)"
+MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
-# kube-scheduler's filter messages, which KAI passes on.
-NODES_NOT_READY = "node(s) were not ready"
-NODES_CORDONED = "node(s) were unschedulable"
 
 
 def tolerates_all(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> bool:
@@ -74,19 +77,17 @@ class ConstraintMasks:
     def reasons(self, constraints: Constraints, rows: Mask | None = None) -> dict[str, int]:
         """How many of ``rows`` (default: present nodes) each static filter turns away."""
         table = self.table
-        not_ready, cordoned = NODES_NOT_READY, NODES_CORDONED
-        tainted, mismatch = "node(s) had untolerated taint(s)", "node(s) didn't match Pod's node affinity/selector"
-        counts = {not_ready: 0, cordoned: 0, tainted: 0, mismatch: 0}
+        counts = dict.fromkeys((NOT_READY, UNSCHEDULABLE, TAINTED, MISMATCH), 0)
         considered = table.present if rows is None else rows
         for row in np.flatnonzero(considered & ~self.admitted(constraints)):
             if not table.ready[row] and not tolerates_all((NOT_READY_TAINT,), constraints.tolerations):
-                counts[not_ready] += 1
+                counts[NOT_READY] += 1
             elif table.unschedulable[row] and not tolerates_all((UNSCHEDULABLE_TAINT,), constraints.tolerations):
-                counts[cordoned] += 1
+                counts[UNSCHEDULABLE] += 1
             elif not tolerates_all(table.taints[row], constraints.tolerations):
-                counts[tainted] += 1
+                counts[TAINTED] += 1
             elif not constraints.matches_labels(table.labels[row], table.names[row]):
-                counts[mismatch] += 1
+                counts[MISMATCH] += 1
         return {k: v for k, v in counts.items() if v}
 
 

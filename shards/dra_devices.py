@@ -76,6 +76,22 @@ class DeviceBook:
     def __bool__(self) -> bool:
         return bool(self.devices or self.claims)
 
+    def copy(self, on_change: Callable[[int], None] | None) -> DeviceBook:
+        """An independent copy reporting changes to ``on_change`` (a session's copy of a table)."""
+        out = DeviceBook(on_change)
+        out.devices = dict(self.devices)
+        out.by_key = dict(self.by_key)
+        out.owner = dict(self.owner)
+        out.claims = dict(self.claims)
+        out.users = {k: set(v) for k, v in self.users.items()}
+        out.overrides = dict(self.overrides)
+        out.releasing = dict(self.releasing)
+        out.payer = dict(self.payer)
+        out.claim_gpus = dict(self.claim_gpus)
+        out.selectors = self.selectors
+        out.row_version = dict(self.row_version)
+        return out
+
     def _changed(self, row: int | None) -> None:
         if row is None:
             return

@@ -27,6 +27,7 @@ class MovedHolding:
     created: tuple[str, ...]
     state: str = ""  # reservation state
     deadline: float = 0.0
+    epoch: int = 0  # of the coordinator that prepared the reservation
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +48,8 @@ def take_nodes(table: NodeTable, pods: dict[str, Holding], book: ReservationBook
         staying = []
         for holding in reservation.holdings:
             if holding.node in leaving:
-                moved.append(_moved(reservation.rid, holding, table, reservation.state.value, reservation.deadline))
+                state, deadline, epoch = reservation.state.value, reservation.deadline, reservation.epoch
+                moved.append(_moved(reservation.rid, holding, table, state, deadline, epoch))
             else:
                 staying.append(holding)
         reservation.holdings = staying
@@ -78,7 +80,7 @@ def give_nodes(table: NodeTable, pods: dict[str, Holding], book: ReservationBook
             continue
         reservation = book.get(item.owner)
         if reservation is None:
-            reservation = Reservation(item.owner, item.deadline, [], ReservationState(item.state))
+            reservation = Reservation(item.owner, item.deadline, [], ReservationState(item.state), item.epoch)
             book.add(reservation)
         if reservation.state is ReservationState.PREPARED:
             reservation.holdings.append(holding)
@@ -91,7 +93,9 @@ def give_nodes(table: NodeTable, pods: dict[str, Holding], book: ReservationBook
             table.release(holding)
 
 
-def _moved(owner: str, holding: Holding, table: NodeTable, state: str = "", deadline: float = 0.0) -> MovedHolding:
+def _moved(
+    owner: str, holding: Holding, table: NodeTable, state: str = "", deadline: float = 0.0, epoch: int = 0
+) -> MovedHolding:
     return MovedHolding(
         owner,
         holding.pod,
@@ -102,4 +106,5 @@ def _moved(owner: str, holding: Holding, table: NodeTable, state: str = "", dead
         holding.created_groups,
         state,
         deadline,
+        epoch,
     )

@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kai_ray.model import Device, GpuShare, Node, Pod, ResourceVector
-from shards.placement import Diagnosis
 from shards.rows import NodeRows
-from shards.shapes import TaskShape
 
 NodeDevices = tuple[str, tuple[Device, ...]]  # node, every DRA device its slices publish
 ClaimHold = tuple[str, str | None, tuple[str, ...]]  # claim key, its node (None: released), device keys
@@ -31,20 +29,14 @@ class ShardDeltas:
 
 
 @dataclass(frozen=True, slots=True)
-class ProposeRequest:
-    """Distinct pod shapes of a cycle and how many candidate nodes each needs."""
+class RowChanges:
+    """The rows of a shard that changed since a mirror last looked, and the nodes it lost."""
 
-    shapes: tuple[TaskShape, ...]
-    candidates_per_shape: int
-
-
-@dataclass(frozen=True, slots=True)
-class ProposeReply:
-    rows: NodeRows  # every node named below, with its current usage
-    ranked: tuple[tuple[str, ...], ...]  # per shape: best candidates first
-    totals: tuple[float, float, float]  # ready nodes' allocatable gpu, cpu, memory
-    scanned: int  # nodes the shard looked at
-    diagnoses: tuple[Diagnosis, ...] = ()  # per shape: why the nodes NOT sent cannot take it
+    rows: NodeRows
+    removed: tuple[str, ...]
+    stamp: int  # ask with this next time
+    incarnation: int  # which shard object answered (a replaced shard starts its clock over)
+    full: bool  # every node of the shard is in ``rows``: the mirror drops the others it has of it
 
 
 @dataclass(frozen=True, slots=True)

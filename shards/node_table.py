@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -46,7 +46,8 @@ class Holding:
 
 
 class NodeTable:
-    """Capacity arrays for a fixed set of node rows (nodes may be added, never reordered)."""
+    """Capacity arrays for a set of node rows. Rows never move; a removed node's row is emptied
+    and given to the next node added, so a table with node churn does not grow without end."""
 
     def __init__(self, schema: ResourceSchema, nodes: Sequence[Node] = ()) -> None:
         self.schema = schema
@@ -63,9 +64,13 @@ class NodeTable:
         self.gpu_mem = np.zeros(0, dtype=np.int64)
         self.ready = np.zeros(0, dtype=bool)
         self.unschedulable = np.zeros(0, dtype=bool)
-        self.present = np.zeros(0, dtype=bool)  # False once a node is removed (its row stays)
+        self.present = np.zeros(0, dtype=bool)  # False for a removed node's row, until it is reused
+        self.free_rows: list[int] = []
         self.name_rank = np.zeros(0, dtype=np.int64)
         self.version = np.zeros(0, dtype=np.int64)
+        self.stamp = np.zeros(0, dtype=np.int64)  # the clock when the row last changed
+        self.clock = 0
+        self.removed_log: list[tuple[int, str]] = []  # (clock, name) of removed nodes, for mirrors
         self.room_future = np.zeros(0, dtype=np.int64)
         self.room_idle = np.zeros(0, dtype=np.int64)
         self.groups: list[dict[str, GroupUsage]] = []
@@ -105,6 +110,7 @@ class NodeTable:
         table.ready, table.unschedulable = np.asarray(ready, dtype=bool).copy(), np.asarray(unschedulable, dtype=bool)
         table.present = np.ones(n, dtype=bool)
         table.version = np.zeros(n, dtype=np.int64)
+        table.stamp = np.zeros(n, dtype=np.int64)
         table.room_future = np.full(n, -1, dtype=np.int64)
         table.room_idle = np.full(n, -1, dtype=np.int64)
         table.name_rank = np.argsort(np.argsort(np.array(table.names), kind="stable"), kind="stable")
@@ -122,6 +128,29 @@ class NodeTable:
         new = [n for n in nodes if n.name not in self.index]
         if not new:
             return
+        while new and self.free_rows:
+            self._reuse(self.free_rows.pop(), new.pop(0))
+        if new:
+            self._append(new)
+        self.name_rank = np.argsort(np.argsort(np.array(self.names), kind="stable"), kind="stable")
+        self.static_epoch += 1
+
+    def _reuse(self, row: int, node: Node) -> None:
+        """An empty row (its node was removed) takes ``node``; its version keeps counting up, so
+        nothing cached for the old node is taken for the new one."""
+        self.index[node.name] = row
+        self.names[row] = node.name
+        self.labels[row] = dict(node.labels)
+        self.taints[row] = node.taints
+        self.groups[row] = {}
+        self.alloc[row] = self.schema.vector(node.allocatable)
+        self.held[:, row] = 0.0
+        self.gpu_count[row] = self.alloc[row, GPU]
+        self.gpu_mem[row] = int(node.gpu_memory_mib)
+        self.ready[row], self.unschedulable[row], self.present[row] = node.ready, node.unschedulable, True
+        self.refresh(row)
+
+    def _append(self, new: list[Node]) -> None:
         start = len(self.names)
         for offset, node in enumerate(new):
             self.index[node.name] = start + offset
@@ -141,10 +170,10 @@ class NodeTable:
         self.unschedulable = np.concatenate([self.unschedulable, np.array([n.unschedulable for n in new], dtype=bool)])
         self.present = np.concatenate([self.present, np.ones(len(new), dtype=bool)])
         self.version = np.concatenate([self.version, np.zeros(len(new), dtype=np.int64)])
+        self.stamp = np.concatenate([self.stamp, np.arange(self.clock + 1, self.clock + 1 + len(new), dtype=np.int64)])
+        self.clock += len(new)
         self.room_future = np.concatenate([self.room_future, np.full(len(new), -1, dtype=np.int64)])
         self.room_idle = np.concatenate([self.room_idle, np.full(len(new), -1, dtype=np.int64)])
-        self.name_rank = np.argsort(np.argsort(np.array(self.names), kind="stable"), kind="stable")
-        self.static_epoch += 1
 
     def update_node(self, node: Node) -> None:
         """New labels, taints, readiness or allocatable for an existing node; holdings stay."""
@@ -161,11 +190,23 @@ class NodeTable:
         self.refresh(row)
 
     def remove_node(self, name: str) -> None:
-        """The node is gone: its row stays (indices are stable) but nothing fits there."""
-        row = self.index[name]
+        """The node is gone: its row is emptied and kept for the next node added. Whatever still
+        held capacity on it must have been released first."""
+        row = self.index.pop(name)
+        for claim in [c for c, held in self.devices.claims.items() if held.row == row]:
+            self.devices.release(claim)
+        if row in self.devices.devices:
+            self.devices.set_devices(row, ())
         self.present[row] = False
+        self.ready[row] = False
+        self.labels[row], self.taints[row], self.groups[row] = {}, (), {}
+        self.alloc[row] = 0.0
+        self.held[:, row] = 0.0
+        self.gpu_count[row] = 0.0
+        self.refresh(row)
+        self.free_rows.append(row)
+        self.removed_log.append((self.clock, name))
         self.static_epoch += 1
-        self.version[row] += 1
 
     # ---------------------------------------------------------------- holdings
     def hold(
@@ -225,8 +266,36 @@ class NodeTable:
         self.room_future[row] = counts.best_room_future
         self.room_idle[row] = counts.best_room_idle
         self.version[row] += 1
+        self.clock += 1
+        self.stamp[row] = self.clock
         if self.change_log is not None:
             self.change_log.append(row)
+
+    def changed_since(self, stamp: int) -> tuple[npt.NDArray[np.int64], list[str]]:
+        """Present rows changed after clock ``stamp``, and the nodes removed after it."""
+        rows = np.flatnonzero((self.stamp > stamp) & self.present)
+        return rows, [name for clock, name in self.removed_log if clock > stamp]
+
+    def forget_removed(self, stamp: int) -> None:
+        """Removals up to clock ``stamp`` have been seen by whoever mirrors this table."""
+        self.removed_log = [(clock, name) for clock, name in self.removed_log if clock > stamp]
+
+    def copy(self) -> NodeTable:
+        """An independent copy (a session may change it freely): arrays and shared-GPU records are
+        copied; labels and taints are shared, nothing changes them in place."""
+        out = NodeTable.__new__(NodeTable)
+        out.__dict__.update(self.__dict__)
+        for name in ("alloc", "held", "idle", "future", "gpu_count", "gpu_mem", "ready", "unschedulable"):
+            setattr(out, name, getattr(self, name).copy())
+        for name in ("present", "name_rank", "version", "stamp", "room_future", "room_idle"):
+            setattr(out, name, getattr(self, name).copy())
+        out.names, out.index = list(self.names), dict(self.index)
+        out.labels, out.taints = list(self.labels), list(self.taints)
+        out.groups = [{g: replace(u) for g, u in row.items()} if row else {} for row in self.groups]
+        out.free_rows, out.removed_log = list(self.free_rows), []
+        out.change_log = None
+        out.devices = self.devices.copy(out.refresh)
+        return out
 
     def track_changes(self) -> list[int]:
         """Start (or keep) logging changed rows; session-scoped tables only, the log is not trimmed."""

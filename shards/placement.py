@@ -24,9 +24,10 @@ import numpy as np
 import numpy.typing as npt
 
 from kai_ray.model import GpuShare
-from shards.constraints import NODES_CORDONED, NODES_NOT_READY, ConstraintMasks
+from shards.constraints import MISMATCH, NOT_READY, TAINTED, UNSCHEDULABLE, ConstraintMasks
 from shards.dra_devices import Allocation
 from shards.node_table import NodeTable
+from shards.scorers import PLACEMENT, Scoring, band_row, band_rows
 from shards.shapes import CPU, GPU, MEMORY, PODS, TaskShape
 
 if TYPE_CHECKING:
@@ -43,11 +44,6 @@ class PlacementPolicy:
     gpu: str = "binpack"  # binpack | spread, for pods that want GPUs
     cpu: str = "binpack"  # binpack | spread, for CPU-only pods
     gpu_device: str = "pack"  # pack | spread: which shared GPU a fraction joins
-
-    @property
-    def gpu_sharing_order(self) -> bool:
-        """KAI registers gpusharingorder only with GPU binpack."""
-        return self.gpu == "binpack"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +83,7 @@ class Placer:
         self._indexes: dict[TaskShape, ShapeIndex] = {}
         self._requests: dict[TaskShape, list[float]] = {}
         self._requests_schema = table.schema  # the layout those cached requests follow
+        self._scoring: dict[TaskShape, Scoring] = {}
 
     # ------------------------------------------------------------------ fit
     def fit(self, shape: TaskShape, allowed: Mask | None = None, rows: Ints | None = None) -> Fit:
@@ -168,19 +165,23 @@ class Placer:
         return now, future, mib
 
     def rank_row(self, shape: TaskShape, row: int, now: bool, mib: int | None) -> tuple[float, float]:
-        """``rank_keys`` for one row in plain Python."""
-        table = self.table
-        band = 100.0 if now else 0.0
-        if shape.is_cpu_only:
-            band += 10.0 if table.gpu_count[row] <= 0 else 0.0
-        elif shape.share is not None and self.policy.gpu_sharing_order and mib is not None:
-            band += 1000.0 if table.room_future[row] >= mib else 0.0
-        column, strategy = (CPU, self.policy.cpu) if shape.is_cpu_only else (GPU, self.policy.gpu)
-        free = float(table.future[row, column])
-        if strategy == "spread":
-            total = float(table.alloc[row, column] if column != GPU else table.gpu_count[row])
-            return band, (free / total if total > 0 else 0.0)
-        return band, -free
+        """``rank_keys`` for one row in plain Python (``shards.scorers``, the per-row forms)."""
+        scoring = self.scoring(shape)
+        return band_row(scoring, row, now, mib), PLACEMENT.row(scoring, row)
+
+    def scoring(self, shape: TaskShape) -> Scoring:
+        found = self._scoring.get(shape)
+        if found is None:
+            found = self._scoring[shape] = Scoring(self.table, shape, self.policy.gpu, self.policy.cpu)
+        return found
+
+    def policy_of(self, shape: TaskShape) -> str:
+        """binpack or spread, for this shape's kind of pod."""
+        return self.policy.cpu if shape.is_cpu_only else self.policy.gpu
+
+    def request_list(self, shape: TaskShape) -> list[float]:
+        """What a pod of ``shape`` asks of a node, as plain floats in column order (pods 0)."""
+        return self._request_list(shape)
 
     def _request_list(self, shape: TaskShape) -> list[float]:
         if self._requests_schema is not self.table.schema:  # the table gained columns: re-lay every request
@@ -215,22 +216,10 @@ class Placer:
     def rank_keys(self, shape: TaskShape, fit: Fit, rows: Ints, aligned: bool = False) -> tuple[Floats, Floats]:
         """(band, placement) for candidate ``rows``; higher is better in both. ``aligned``: the
         fit's arrays already cover exactly ``rows``."""
-        table = self.table
         now = fit.now if aligned else fit.now[rows]
         mib = None if fit.share_mib is None else (fit.share_mib if aligned else fit.share_mib[rows])
-        band = np.where(now, 100.0, 0.0)
-        if shape.is_cpu_only:
-            band += np.where(table.gpu_count[rows] <= 0, 10.0, 0.0)
-        elif shape.share is not None and self.policy.gpu_sharing_order and mib is not None:
-            band += np.where(table.room_future[rows] >= mib, 1000.0, 0.0)
-        column, strategy = (CPU, self.policy.cpu) if shape.is_cpu_only else (GPU, self.policy.gpu)
-        free = table.future[rows, column]
-        if strategy == "spread":
-            total = table.alloc[rows, column] if column != GPU else table.gpu_count[rows]
-            placement = np.divide(free, total, out=np.zeros_like(free), where=total > 0)
-        else:
-            placement = -free
-        return band, placement
+        scoring = self.scoring(shape)
+        return band_rows(scoring, rows, now, mib), PLACEMENT.rows(scoring, rows)
 
     def best_node(self, shape: TaskShape, pipeline_only: bool = False, allowed: Mask | None = None) -> Choice | None:
         """The best node for one pod of ``shape``, as KAI ranks them; None when none fits."""
@@ -239,6 +228,10 @@ class Placer:
         if row is None:
             return None
         return self.choose_on(row, shape, pipeline_only)
+
+    def index(self, shape: TaskShape) -> ShapeIndex:
+        """The shape's best-first index over this table (built on first use, kept current)."""
+        return self._index(shape)
 
     def _index(self, shape: TaskShape) -> ShapeIndex:
         index = self._indexes.get(shape)
@@ -350,6 +343,19 @@ class Placer:
 # and tools written against KAI's messages keep working.
 NO_NODES_FOUND = "no nodes with enough resources were found"
 NOT_ENOUGH = "node(s) didn't have enough resources: "
+# The filter each reason comes from (kube-scheduler's plugin names): what "why pending" and the
+# unschedulable counts attribute a turned-away node to.
+FILTER_OF = {
+    NOT_READY: "NodeReady",
+    UNSCHEDULABLE: "NodeUnschedulable",
+    TAINTED: "TaintToleration",
+    MISMATCH: "NodeAffinity",
+    NOT_ENOUGH + "CPU cores": "NodeResourcesFit",
+    NOT_ENOUGH + "memory": "NodeResourcesFit",
+    NOT_ENOUGH + "GPUs": "NodeResourcesFit",
+    NOT_ENOUGH + "shared GPUs": "GpuSharing",
+    "node(s) pod number exceeded": "NodeResourcesFit",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,6 +365,15 @@ class Diagnosis:
     nodes: int
     counts: dict[str, int]
     largest: dict[str, float]  # the biggest allocatable among nodes the pod may use
+
+    def by_filter(self) -> dict[str, int]:
+        """Nodes turned away per filter: each reason names the filter that gives it (``FILTER_OF``;
+        DRA's reasons belong to DynamicResources)."""
+        out: dict[str, int] = {}
+        for why, n in self.counts.items():
+            name = FILTER_OF.get(why, "DynamicResources")
+            out[name] = out.get(name, 0) + n
+        return out
 
     def merged(self, other: Diagnosis) -> Diagnosis:
         counts = dict(self.counts)
@@ -378,7 +393,7 @@ class Diagnosis:
         detail = ". ".join(f"{n} {why}" for why, n in ranked) or f"{self.nodes} node(s) did not fit"
         text = f"{NO_NODES_FOUND}: {detail}."
         if not self.largest:  # every node was turned away before its capacity was looked at
-            if set(self.counts) <= {NODES_NOT_READY, NODES_CORDONED}:
+            if set(self.counts) <= {NOT_READY, UNSCHEDULABLE}:
                 text += " Every node is not ready or cordoned."
             return text
         asks = shape.request

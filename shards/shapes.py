@@ -90,7 +90,8 @@ class Constraints:
         pin = demand.affinity() if demand is not None else ()
         if pin:  # allocated claims tie the pod to their node, on top of its own affinity
             affinity = tuple(term + pin for term in affinity) if affinity else (pin,)
-        return Constraints(tuple(sorted(pod.node_selector.items())), affinity, pod.tolerations)
+        selector = tuple(sorted(pod.node_selector.items())) if pod.node_selector else ()
+        return Constraints(selector, affinity, pod.tolerations)
 
     def matches_labels(self, labels: Mapping[str, str], node_name: str) -> bool:
         if any(labels.get(k) != v for k, v in self.node_selector):

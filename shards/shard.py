@@ -1,33 +1,60 @@
 """One shard: a partition of the cluster's nodes, what runs on them, and reservations.
 
-A plain class: tests drive it in-process; ``kai_ray/actors.py`` hosts it in a Ray actor.
-Every public method is one batched call (one round trip per shard per phase).
+A plain class: tests drive it in-process; ``kai_ray.actors`` turns it into a Ray actor.
+The coordinator reaches it through ``handle`` only (``shards.protocol``): one batch of typed
+requests per round trip. The methods behind it are plain and tests call them directly.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
+import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
-from kai_ray.model import Pod, ResourceVector, Topology
-from shards.dra_devices import apply_dra, release_claims, take_claims
+from kai_ray.model import Node, Pod, ResourceVector, Topology
+from shards.dra_devices import apply_dra
 from shards.handover import ShardHandover, give_nodes, take_nodes
-from shards.messages import Placement, PrepareItem, PrepareReply, ProposeReply, ProposeRequest, ShardDeltas
+from shards.messages import ClaimHold, NodeDevices, RowChanges, ShardDeltas
 from shards.node_table import Holding, Kind, NodeTable
 from shards.placement import PlacementPolicy, Placer
 from shards.pod_holds import pod_hold
-from shards.reservations import Reservation, ReservationBook, ReservationState
+from shards.proposal import Proposal, ProposalKeeper
+from shards.protocol import (
+    Abort,
+    ApplyDeltas,
+    Batch,
+    BatchReply,
+    Changes,
+    Commit,
+    Describe,
+    Domains,
+    Expire,
+    HandOver,
+    Load,
+    Prepare,
+    Round,
+    RowsOf,
+    Settle,
+    ShardInfo,
+    ShardRequest,
+    TakeOver,
+)
+from shards.reservations import ReservationBook, ReservationState
 from shards.rows import NodeRows, export_rows
-from shards.shapes import CPU, GPU, MEMORY, PODS, ResourceSchema
+from shards.shapes import ResourceSchema
+from shards.stream_messages import RoundReply, RoundRequest, SettleReply, SettleRequest, Taken
 from shards.topology_domains import DomainCache, DomainReport
+from shards.two_phase import TwoPhase
+from shards.wire import pack_diagnoses
 
-TOLERANCE = 1e-6
+_INCARNATIONS = itertools.count(time.time_ns())  # unique per shard object, across replacements
 
 
-class Shard:
+class Shard(TwoPhase):
     def __init__(
         self,
         shard_id: int,
@@ -36,17 +63,107 @@ class Shard:
         schema: ResourceSchema | None = None,
     ) -> None:
         self.shard_id = shard_id
-        self.table = NodeTable(schema or ResourceSchema())
-        self.placer = Placer(self.table, policy or PlacementPolicy())
+        self.policy = policy or PlacementPolicy()
         self.ttl = reservation_ttl
+        self.epoch = 0  # the newest coordinator epoch seen; reservations of older ones are void
+        self.applied_seq = 0  # cluster changes numbered up to this one are applied
+        self.incarnation = next(_INCARNATIONS)
+        self._reset(schema or ResourceSchema())
+
+    def _reset(self, schema: ResourceSchema) -> None:
+        self.incarnation = next(_INCARNATIONS)  # a mirror of the old table must start over
+        self.table = NodeTable(schema)
+        self.placer = Placer(self.table, self.policy)
         self.pods: dict[str, Holding] = {}  # what each placed pod holds here
         self.book = ReservationBook()
         self.domain_cache = DomainCache(self.table)
         self.claim_holds: dict[str, list[str]] = {}  # prepared reservation -> DRA claims it allocated
+        self.keeper = ProposalKeeper(self.table, self.placer)
+        self.proposal: Proposal | None = None  # what this cycle placed and holds
+        self.broken: set[str] = set()  # proposals whose holds a cluster change took away
 
-    def run_batch(self, calls: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
-        """Several requests in one round trip, in order (queued deltas, then a phase's call)."""
-        return [getattr(self, method)(*args) for method, args in calls]
+    # ------------------------------------------------------------------ the protocol
+    def handle(self, batch: Batch) -> BatchReply:
+        """One round trip: every request of the batch, in order."""
+        started = time.thread_time()
+        if batch.epoch < self.epoch:
+            return BatchReply(self.applied_seq, stale=True, epoch=self.epoch)
+        if batch.epoch > self.epoch:
+            self._new_epoch(batch.epoch)
+        replies = tuple(self._serve(request) for request in batch.requests)
+        return BatchReply(self.applied_seq, replies, epoch=self.epoch, cpu=time.thread_time() - started)
+
+    def _serve(self, request: ShardRequest) -> object:
+        match request:
+            case ApplyDeltas(seq=seq, deltas=deltas):
+                if seq <= self.applied_seq:
+                    return None  # delivered before; only the acknowledgement was lost
+                if seq != self.applied_seq + 1:
+                    raise ValueError(f"shard {self.shard_id}: changes {self.applied_seq + 1}..{seq - 1} never arrived")
+                self.apply(deltas)
+                self.applied_seq = seq
+                return None
+            case Load(seq=seq, nodes=nodes, pods=pods, devices=devices, claims=claims):
+                self.load(nodes, pods, devices, claims)
+                self.applied_seq = seq
+                return None
+            case RowsOf(names=names):
+                return self.rows(None if names is None else list(names))
+            case Changes(stamp=stamp, incarnation=incarnation):
+                return self.changes(stamp, incarnation)
+            case Prepare(items=items, now=now):
+                return self.prepare(list(items), now)
+            case Commit(rids=rids, now=now):
+                return self.commit(list(rids), now)
+            case Abort(rids=rids):
+                return self.abort(list(rids))
+            case Expire(now=now):
+                return self.expire(now)
+            case HandOver(names=names):
+                return self.hand_over(list(names))
+            case TakeOver(handover=handover):
+                self.take_over(handover)
+                return None
+            case Round(request=round_request):
+                return self.place_round(round_request)
+            case Settle(request=settle_request):
+                return self.settle(settle_request)
+            case Domains(topologies=topologies):
+                return self.domains(topologies)
+            case Describe():
+                return self.describe()
+        raise TypeError(f"shard {self.shard_id}: unknown request {type(request).__name__}")
+
+    def _new_epoch(self, epoch: int) -> None:
+        """A new coordinator took over: what older ones prepared will never be committed."""
+        for reservation in list(self.book.prepared()):
+            if reservation.epoch < epoch:
+                self._release(reservation)
+                self.book.resolve(reservation, ReservationState.ABORTED)
+        self.epoch = epoch
+
+    def load(
+        self,
+        nodes: tuple[Node, ...],
+        pods: tuple[Pod, ...],
+        devices: tuple[NodeDevices, ...] = (),
+        claims: tuple[ClaimHold, ...] = (),
+    ) -> None:
+        """Start over with these nodes, placed pods and DRA devices and claims (reservations are
+        gone with the old state)."""
+        self._reset(ResourceSchema())
+        self.apply(ShardDeltas(nodes_upserted=nodes, pods_upserted=pods, devices=devices, claims=claims))
+
+    def describe(self) -> ShardInfo:
+        return ShardInfo(
+            self.shard_id,
+            os.getpid(),
+            int(self.table.present.sum()),
+            len(self.pods),
+            self.book.open_count(),
+            self.epoch,
+            self.applied_seq,
+        )
 
     # ------------------------------------------------------------------ deltas
     def apply(self, deltas: ShardDeltas) -> None:
@@ -56,15 +173,30 @@ class Shard:
         for node in deltas.nodes_upserted:
             if node.name in known:
                 self.table.update_node(node)
-        for name in deltas.nodes_removed:
-            if name in self.table.index:
-                self.table.remove_node(name)
+        self._remove_nodes([name for name in deltas.nodes_removed if name in self.table.index])
         for pod in deltas.pods_upserted:
             self._place_pod(pod)
         for key in deltas.pods_removed:
             self._drop_pod(key)
         if deltas.devices or deltas.claims:
             apply_dra(self.table, deltas.devices, deltas.claims)
+
+    def _remove_nodes(self, names: list[str]) -> None:
+        """Kubernetes deletes a deleted node's pods (their own deletions may come later) and a
+        reservation holding capacity there can no longer be committed: both go with the node."""
+        if not names:
+            return
+        rows = {self.table.index[name] for name in names}
+        if self.proposal is not None and any(e.row in rows for e in self.proposal.holdings_entries()):
+            self._drop_proposal()
+        for key in [k for k, holding in self.pods.items() if holding.node in rows]:
+            self._drop_pod(key)
+        for reservation in self.book.prepared():
+            if any(holding.node in rows for holding in reservation.holdings):
+                self._release(reservation)
+                self.book.resolve(reservation, ReservationState.ABORTED)
+        for name in names:
+            self.table.remove_node(name)
 
     def _ensure_schema(self, vectors: list[ResourceVector]) -> None:
         names = {n for v in vectors for n in v.scalars} - set(self.table.schema.scalars)
@@ -82,6 +214,10 @@ class Shard:
             return replace(holding, vector=schema.vector_from(holding.vector, old))
 
         self.pods = {key: relaid(holding) for key, holding in self.pods.items()}
+        if self.proposal is not None:
+            for entry in self.proposal.holdings_entries():
+                entry.holding = relaid(entry.holding)
+                entry.vector = schema.vector_from(entry.vector, old)
         for reservation in self.book.prepared():
             reservation.holdings = [relaid(holding) for holding in reservation.holdings]
 
@@ -116,34 +252,9 @@ class Shard:
         if holding is not None:
             self.table.release(holding)
 
-    # ------------------------------------------------------------------ propose
-    def propose(self, request: ProposeRequest) -> ProposeReply:
-        """For each shape, this shard's best nodes in the exact order a session would use."""
-        table = self.table
-        picked: set[int] = set()
-        ranked: list[tuple[str, ...]] = []
-        for shape in request.shapes:
-            fit = self.placer.fit(shape)
-            rows = np.flatnonzero(fit.future)
-            if len(rows):
-                band, placement = self.placer.rank_keys(shape, fit, rows)
-                order = np.lexsort((table.name_rank[rows], -placement, -band))[: request.candidates_per_shape]
-                rows = rows[order]
-            picked.update(int(r) for r in rows)
-            ranked.append(tuple(table.names[r] for r in rows))
-        sent = np.zeros(len(table), dtype=bool)
-        sent[list(picked)] = True
-        diagnoses = tuple(self.placer.diagnose(shape, exclude=sent) for shape in request.shapes)
-        return ProposeReply(export_rows(table, sorted(picked)), tuple(ranked), self.totals(), len(table), diagnoses)
-
     def domains(self, topologies: Sequence[Topology]) -> list[DomainReport]:
         """This shard's nodes' domains in each Topology (the coordinator merges every shard's)."""
         return [self.domain_cache.report(topology) for topology in topologies]
-
-    def totals(self) -> tuple[float, float, float]:
-        usable = self.table.present & self.table.ready
-        alloc = self.table.alloc[usable]
-        return float(alloc[:, GPU].sum()), float(alloc[:, CPU].sum()), float(alloc[:, MEMORY].sum())
 
     def rows(self, names: list[str] | None = None) -> NodeRows:
         """Current state of some (default: all present) nodes."""
@@ -154,132 +265,83 @@ class Shard:
             wanted = np.array([table.index[n] for n in names if n in table.index], dtype=np.int64)
         return export_rows(table, wanted)
 
-    # ------------------------------------------------------------------ two-phase commit
-    def prepare(self, items: list[PrepareItem], now: float) -> PrepareReply:
-        """Hold capacity for each reservation, all its placements or none of them."""
-        self.expire(now)
-        # Widen before anything is held: holdings made earlier in this call would keep the old layout.
-        self._ensure_schema([p.requests for item in items for p in item.placements])
-        held: list[str] = []
-        refused: dict[str, str] = {}
-        for item in items:
-            existing = self.book.get(item.rid)
-            if existing is not None:
-                if existing.state is ReservationState.PREPARED:
-                    held.append(item.rid)  # a retried prepare
-                else:
-                    refused[item.rid] = f"reservation already {existing.state.value}"
-                continue
-            holdings: list[Holding] = []
-            claims: list[str] = []
-            problem = ""
-            for placement in item.placements:
-                problem = self._check_and_hold(placement, holdings) or take_claims(self.table, placement, claims)
-                if problem:
-                    break
-            if problem:
-                for holding in reversed(holdings):
-                    self.table.release(holding)
-                release_claims(self.table, claims)
-                refused[item.rid] = problem
-                continue
-            if claims:
-                self.claim_holds[item.rid] = claims
-            self.book.add(Reservation(item.rid, now + self.ttl, holdings))
-            held.append(item.rid)
-        return PrepareReply(tuple(held), refused)
-
-    def _check_and_hold(self, placement: Placement, holdings: list[Holding]) -> str:
+    def changes(self, stamp: int, incarnation: int) -> RowChanges:
+        """What changed since a mirror of this shard last looked (everything, for a new mirror or
+        one of another incarnation of this shard)."""
         table = self.table
-        row = table.index.get(placement.node)
-        if row is None or not table.present[row]:
-            return f"node {placement.node} is not in shard {self.shard_id}"
-        vector = table.schema.vector(placement.requests)
-        if placement.share is not None:
-            vector[GPU] = 0.0
-        before_idle, before_future = table.idle[row].copy(), table.future[row].copy()
-        kind = Kind.PIPELINED if placement.pipelined else Kind.ACTIVE
-        holding = table.hold(placement.pod, row, kind, vector, placement.shares, placement.create)
-        holdings.append(holding)
-        problem = self._overcommit(row, before_idle, before_future, not placement.pipelined)
-        if problem:
-            return f"node {placement.node}: {problem} for pod {placement.pod}"
-        return ""
+        full = incarnation != self.incarnation or stamp > table.clock
+        rows, removed = table.changed_since(-1 if full else stamp)
+        table.forget_removed(stamp if not full else table.clock)
+        return RowChanges(export_rows(table, rows), () if full else tuple(removed), table.clock, self.incarnation, full)
 
-    def _overcommit(self, row: int, before_idle: np.ndarray, before_future: np.ndarray, now: bool) -> str:
-        """A column pushed below zero by this hold (pre-existing deficits are not blamed on it)."""
-        table = self.table
-        views = [("free", table.idle[row], before_idle)] if now else []
-        views.append(("free once releasing pods finish", table.future[row], before_future))
-        names = ["cpu", "memory", "gpu", "pods", *table.schema.scalars]
-        for label, after, before in views:
-            worse = (after < -TOLERANCE) & (after < before - TOLERANCE)
-            if worse.any():
-                column = int(np.flatnonzero(worse)[0])
-                return f"not enough {names[column]} {label}"
-        device = int(table.gpu_mem[row])
-        for gid, usage in table.groups[row].items():
-            if usage.active + usage.pipelined > device or usage.active + usage.releasing > device:
-                return f"shared GPU {gid} is full"
-        if table.future[row, PODS] < -TOLERANCE:
-            return "no free pod slot"
-        return ""
+    # ------------------------------------------------------------------ proposals
+    def _proposal(self, pid: str, now: float) -> Proposal:
+        """This cycle's proposal; one of an earlier cycle is released first (that cycle is over)."""
+        if pid in self.broken:
+            raise RuntimeError(f"shard {self.shard_id}: proposal {pid} lost holds to a cluster change")
+        current = self.proposal
+        if current is not None and current.pid != pid:
+            self.keeper.release_all(current)
+            current = None
+        if current is None:
+            current = self.proposal = Proposal(pid, now + self.ttl)
+        return current
 
-    def commit(self, rids: list[str]) -> dict[str, bool]:
-        """Prepared reservations become assumed pods; True also for ones already committed."""
-        out: dict[str, bool] = {}
-        for rid in rids:
-            reservation = self.book.get(rid)
-            if reservation is None:
-                out[rid] = False
-                continue
-            if reservation.state is ReservationState.PREPARED:
-                for holding in reservation.holdings:
-                    previous = self.pods.pop(holding.pod, None)
-                    if previous is not None:
-                        self.table.release(previous)
-                    self.pods[holding.pod] = holding
-                self.book.resolve(reservation, ReservationState.COMMITTED)
-                self.claim_holds.pop(rid, None)  # the claims stay allocated, as the binder will write
-            out[rid] = reservation.state is ReservationState.COMMITTED
-        return out
+    def place_round(self, request: RoundRequest) -> RoundReply:
+        table = request.taken.table()
+        self._ensure_schema([shape.request for shape in table])
+        proposal = self._proposal(request.proposal, request.now)
+        diagnoses = self._take(proposal, request.taken)
+        shapes = tuple(table[i] for i in request.place.tolist())
+        streams, conflicts = self.keeper.place(proposal, shapes, tuple(request.wanted.tolist()))
+        return RoundReply(tuple(streams), np.array(conflicts, dtype=np.int64).reshape(-1, 2), diagnoses)
 
-    def abort(self, rids: list[str]) -> dict[str, bool]:
-        """Release prepared reservations; True also for ones already aborted, expired or unknown."""
-        out: dict[str, bool] = {}
-        for rid in rids:
-            reservation = self.book.get(rid)
-            if reservation is None:
-                out[rid] = True
-                continue
-            if reservation.state is ReservationState.PREPARED:
-                self._release(reservation)
-                self.book.resolve(reservation, ReservationState.ABORTED)
-            out[rid] = reservation.state is not ReservationState.COMMITTED
-        return out
+    def _take(self, proposal: Proposal, taken: Taken) -> bytes:
+        """Release what the session did not take, pipeline what it pipelined, then diagnose."""
+        self.keeper.keep(proposal, taken.keep_by_shape())
+        self.keeper.pipeline(proposal, taken.pipelined_by_shape())
+        table = taken.table()
+        wanted = taken.diagnose.tolist()
+        return pack_diagnoses({i: self.placer.diagnose(table[i]) for i in wanted}) if wanted else b""
+
+    def settle(self, request: SettleRequest) -> SettleReply:
+        """Commit the binds (all of them, or none once the proposal's deadline has passed)."""
+        proposal = self._proposal(request.proposal, request.now)
+        diagnoses = self._take(proposal, request.taken)
+        binds = request.binds
+        if proposal.deadline < request.now:  # too late: the capacity was promised only until then
+            self.keeper.release_all(proposal)
+            self.proposal = None
+            return SettleReply(dict.fromkeys(binds.rids, False), diagnoses)
+        refused = self.keeper.overrun(proposal, request.taken.table(), binds)
+        for pod, rid in zip(binds.pods.tolist(), binds.rid.tolist(), strict=True):
+            if binds.rids[rid] not in refused:
+                previous = self.pods.pop(pod, None)
+                if previous is not None:
+                    self.table.release(previous)
+        self.keeper.commit(proposal, request.taken.table(), binds, refused, self.pods)
+        self.proposal = None
+        return SettleReply({rid: rid not in refused for rid in binds.rids}, diagnoses)
+
+    def _drop_proposal(self) -> None:
+        if self.proposal is not None:
+            self.keeper.release_all(self.proposal)
+            self.broken.add(self.proposal.pid)
+            self.proposal = None
 
     def expire(self, now: float) -> list[str]:
-        """Release prepared reservations nobody resolved in time; their ids."""
-        gone = []
-        for reservation in self.book.prepared():
-            if reservation.deadline < now:
-                self._release(reservation)
-                self.book.resolve(reservation, ReservationState.EXPIRED)
-                gone.append(reservation.rid)
-        return gone
-
-    def _release(self, reservation: Reservation) -> None:
-        for holding in reversed(reservation.holdings):
-            self.table.release(holding)
-        release_claims(self.table, self.claim_holds.pop(reservation.rid, []))
-
-    def reservation_state(self, rid: str) -> str | None:
-        reservation = self.book.get(rid)
-        return None if reservation is None else reservation.state.value
+        if self.proposal is not None and self.proposal.deadline < now:
+            self.keeper.release_all(self.proposal)
+            self.proposal = None
+        return super().expire(now)
 
     # ------------------------------------------------------------------ rebalancing
     def hand_over(self, names: list[str]) -> ShardHandover:
-        """Give nodes away with everything on them: pods' holds and reservations."""
+        """Give nodes away with everything on them: pods' holds and reservations. Shards are
+        resized between cycles: a proposal still open belongs to a cycle that failed."""
+        if self.proposal is not None:
+            self.keeper.release_all(self.proposal)
+            self.proposal = None
         return take_nodes(self.table, self.pods, self.book, names)
 
     def take_over(self, handover: ShardHandover) -> None:

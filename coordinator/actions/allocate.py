@@ -12,7 +12,7 @@ from __future__ import annotations
 from coordinator.actions.topology_allocate import TreeAllocation
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job, Status, Task
-from coordinator.session import SessionState
+from coordinator.session import SessionState, accepted_on
 from coordinator.statement import Statement
 from shards.placement import Mask
 from shards.shapes import TaskShape
@@ -36,8 +36,10 @@ def allocate_job(
             job.fit_errors["allocate"] = f"{verdict.reason}: {verdict.message}"
         return False
     checkpoint = stmt.checkpoint()
-    if job.tree is not None:
+    if job.tree is not None:  # the coordinator opens such sessions on every node's row
         return _allocate_tree(state, stmt, job, tasks, pipeline_only, allowed, checkpoint)
+    if stmt.source is not None and allowed is None and not pipeline_only:
+        return _place_from_streams(state, stmt, job, tasks, checkpoint)
     for placed, task in enumerate(tasks):
         problem = state.claim_problem(task)
         if problem:  # KAI's DRA PreFilter: the pod cannot go anywhere
@@ -58,6 +60,28 @@ def allocate_job(
         claims = state.claims_of(task) if task.pod.resource_claims else None
         stmt.place(task, choice, state.accepted_quota(task, choice.node), claims)
     return True
+
+
+def _place_from_streams(state: SessionState, stmt: Statement, job: Job, tasks: list[Task], checkpoint: int) -> bool:
+    """Each task takes the next placement of its shape from the shards' merged streams."""
+    source = state.source
+    assert source is not None
+    for placed, task in enumerate(tasks):
+        pick = source.take(task.shape)
+        if pick is None:
+            # Why it does not fit is asked of the shards once allocate is done (every node's state
+            # then), and written in when the session's decisions are collected.
+            state.unplaced[job.key] = (task, placed)
+            job.fit_errors["allocate"] = ""
+            stmt.rollback(checkpoint)
+            return False
+        stmt.place_pick(task, pick, accepted_on(task, pick.gpu_mem))
+    return True
+
+
+def explain_unplaced(state: SessionState, job: Job, task: Task, placed: int, why: str) -> None:
+    """The allocate reason of a job the shards found no room for, once their diagnosis is in."""
+    job.fit_errors["allocate"] = _failure_text(job, task, placed, why)
 
 
 def _allocate_tree(
@@ -85,9 +109,12 @@ def _allocate_tree(
 
 
 def _task_failure(state: SessionState, job: Job, task_failed: Task, placed: int, shape: TaskShape) -> str:
+    return _failure_text(job, task_failed, placed, state.explain(shape))
+
+
+def _failure_text(job: Job, task_failed: Task, placed: int, why: str) -> str:
     """KAI's words for a job whose pod found no node (actions/common/allocate.go), so tools and
     runbooks that read KAI's messages read kai-ray's."""
-    why = state.explain(shape)
     pod_set = job.pod_sets.get(task_failed.subgroup)
     minimum = pod_set.min_available if pod_set else 1
     gang = any(ps.min_available > 1 for ps in job.pod_sets.values())
@@ -111,9 +138,17 @@ class AllocateAction:
     def execute(self, state: SessionState, stmt: Statement) -> None:
         order = JobOrder(state.queues, lambda j: state.job_request(j, real=False))
         order.push_all(eligible_jobs(state, pending_only=True))
+        streams = stmt.source is not None
+        later: dict[tuple[str, bool], list[float]] = {}  # queue allocations of simple placements, summed
         while not order.empty():
-            job = order.pop()
+            alone = streams and order.alone()
+            if not alone:
+                _add_allocations(state, later)
+            job = order.pop_alone() if alone else order.pop()
             assert job is not None
+            if alone and _place_single_pod(state, stmt, job, later):
+                continue
+            _add_allocations(state, later)
             checkpoint = stmt.checkpoint()
             already_running = job.active_allocated() > 0
             ok, pipelined = self._attempt(state, stmt, job)
@@ -125,27 +160,85 @@ class AllocateAction:
                 state.last_start[job.key] = state.now
             if job.tasks_to_allocate(real=True):
                 order.push(job)
+        _add_allocations(state, later)
 
     @staticmethod
     def _attempt(state: SessionState, stmt: Statement, job: Job) -> tuple[bool, bool]:
-        before = set(id(t) for t in job.tasks if t.status in (Status.ALLOCATED, Status.PIPELINED))
+        placing = job.tasks_to_allocate(real=True)  # the pods this attempt places, if it succeeds
         if not allocate_job(state, stmt, job, pipeline_only=False, real=True):
             return False, False
         if job.should_pipeline():
-            for task in job.tasks:
-                if task.status is Status.ALLOCATED and id(task) not in before:
+            for task in placing:
+                if task.status is Status.ALLOCATED:
                     stmt.to_pipelined(task)
             return True, True
         return True, False
 
 
+def _add_allocations(state: SessionState, later: dict[tuple[str, bool], list[float]]) -> None:
+    """Book the summed allocations of simple placements (before anyone reads them)."""
+    for (queue, preemptible), amount in later.items():
+        state.queues.add_allocation(queue, amount, preemptible)
+    later.clear()
+
+
+def _place_single_pod(
+    state: SessionState, stmt: Statement, job: Job, later: dict[tuple[str, bool], list[float]]
+) -> bool:
+    """The common case, done directly: a job with one pod left to place, popped while its queue
+    is the only one with work (no queue order to keep). What the general path would do, step by
+    step, without the bookkeeping a rollback needs (a single pod is placed whole or not at all).
+    False when the job is not that simple (the caller takes the general path)."""
+    if len(job.pod_sets) != 1:
+        return False
+    (pod_set,) = job.pod_sets.values()
+    active, _, _, pending, pipelined, _ = pod_set.counts()
+    if pending != 1 or pipelined:
+        return False
+    (task,) = pod_set.candidates(1, real=True)  # what tasks_to_allocate gives: the one pending pod
+    queues = state.queues
+    if not queues.never_full(job.queue, job.preemptible):
+        _add_allocations(state, later)
+        verdict = queues.check_capacity(job.queue, state.requested_quota(task), job.preemptible)
+        if not verdict.ok:
+            job.fit_errors["allocate"] = f"{verdict.reason}: {verdict.message}"
+            return True
+    source = state.source
+    assert source is not None
+    pick = source.take(task.shape)
+    if pick is None:
+        state.unplaced[job.key] = (task, 0)
+        job.fit_errors["allocate"] = ""
+        return True
+    already_running = active > 0
+    task.status = Status.PIPELINED if pick.pipelined else Status.ALLOCATED
+    task.node = pick.node
+    task.gpu_groups = tuple(g for g, _ in pick.shares)
+    accepted = accepted_on(task, pick.gpu_mem)
+    task.accepted = accepted
+    stmt.picks[task.key] = pick
+    job.version += 1
+    total = later.get((job.queue, job.preemptible))
+    if total is None:
+        later[(job.queue, job.preemptible)] = list(accepted)
+    else:
+        total[0] += accepted[0]
+        total[1] += accepted[1]
+        total[2] += accepted[2]
+    # job.should_pipeline(), worked out: its only pipelined pod is this one, and the others
+    # allocated before it are ``active``.
+    if not (pick.pipelined and active < pod_set.min_available) and not already_running:
+        state.last_start[job.key] = state.now
+    return True
+
+
 def eligible_jobs(state: SessionState, pending_only: bool, preemptible_only: bool = False) -> list[Job]:
     """KAI's job filters: ready, with pending pods, in an existing leaf queue."""
     out = []
-    for job in state.jobs.values():
-        if not job.ready_for_scheduling():
-            continue
+    for job in state.pending_jobs() if pending_only else state.jobs.values():
         if pending_only and not job.has_pending():
+            continue
+        if not job.ready_for_scheduling():
             continue
         if preemptible_only and not job.preemptible:
             continue

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import signal
+import time
 
 from kai_ray.logs import FORMATS, configure
 
@@ -151,11 +152,15 @@ async def _main(args: argparse.Namespace, config: object) -> int:
         pod_grouper=args.pod_grouper,
         mark_disruption_target=args.mark_disruption_target,
     )
+    alive = stalled_after(max(60.0, 30 * args.period), lambda: loop.state.last_iteration)
+    # A failed cycle (a shard actor died, say) fails the check until cycles succeed again and for a
+    # few seconds more, so that a probe or an operator polling now and then still sees it.
+    recently = max(5.0, 5 * args.period)
     try:
         server = await serve(
             registry,
             args.metrics_port,
-            stalled_after(max(60.0, 30 * args.period), lambda: loop.state.last_iteration),
+            lambda: alive() and loop.state.cycle_ok and time.monotonic() - loop.state.cycle_failed_at > recently,
             lambda: loop.state.synced,
         )
     except OSError as exc:

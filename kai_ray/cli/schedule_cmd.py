@@ -33,6 +33,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--actions", help="comma-separated actions to run instead of the config's, or 'none'")
     parser.add_argument("--now", help="the session's clock, RFC 3339 (default: the current time)")
     parser.add_argument("--shards", type=int, help="node shards to split the cluster into (default: config)")
+    parser.add_argument(
+        "--ray-shards", type=int, metavar="N", help="run the session on N shard actors on Ray instead (same decisions)"
+    )
     parser.add_argument("-o", "--output", choices=("json", "text"), default="json")
     parser.set_defaults(handler=run)
 
@@ -55,9 +58,11 @@ def decide(
     now: float,
     actions: Sequence[str] | None = None,
     shards: int | None = None,
+    ray_shards: int | None = None,
 ) -> Decisions:
-    """The session ``schedule`` runs: the live coordinator's cycle on in-process shards, fed
-    the snapshot as its first deltas. ``actions`` replaces the config's list (None keeps it)."""
+    """The session ``schedule`` runs: the live coordinator's cycle on in-process shards (or on
+    ``ray_shards`` shard actors), fed the snapshot as its first deltas. ``actions`` replaces the
+    config's list (None keeps it)."""
     from kai_ray.deltas import ClusterDeltas
     from kai_ray.runtime import in_process_coordinator, shard_count
 
@@ -65,6 +70,12 @@ def decide(
         # As for the config's own list: KAI turns consolidation off under a spread strategy.
         spread = "spread" in (config.placementStrategy.gpu, config.placementStrategy.cpu)
         actions = tuple(a for a in actions if not (spread and a == "consolidation"))
+    if ray_shards:
+        from kai_ray.actors import on_ray_actors
+
+        with on_ray_actors(config, ray_shards) as on_actors:
+            on_actors.apply(ClusterDeltas.of_snapshot(snapshot))
+            return on_actors.cycle(now, actions).decisions
     coordinator = in_process_coordinator(config, shard_count(config, len(snapshot.nodes), shards))
     coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
     return coordinator.cycle(now, actions).decisions
@@ -82,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
     snapshot = load_snapshot(args.snapshot, config.schedulerName)
     for warning in snapshot.report.warnings:
         print(f"kai-ray: warning: {warning}", file=sys.stderr)
-    decisions = decide(snapshot, config, now, actions, args.shards)
+    if args.ray_shards is not None and args.ray_shards < 1:
+        raise InputError(f"--ray-shards: needs at least one shard actor, got {args.ray_shards}")
+    decisions = decide(snapshot, config, now, actions, args.shards, args.ray_shards)
     if args.output == "json":
         print_json(decisions.to_json())
         return 0

@@ -89,7 +89,7 @@ class InProcess:
         return self.coordinator.step(deltas, now, actions)
 
     def node_rows(self) -> list[NodeRows]:
-        return self.coordinator.shards.rows()
+        return self.coordinator.shards.every_row()
 
 
 @dataclass(frozen=True, slots=True)

@@ -227,3 +227,18 @@ def test_a_non_preemptible_job_may_not_go_over_quota(kai_ray: RunCli, tmp_path: 
     out = decisions(kai_ray, tmp_path, objects, "--actions", "allocate")
     assert "NonPreemptibleOverQuota" in out["pods"]["team/serve-0"]["reason"]
     assert out["pods"]["team/train-0"]["status"] == "Binding"  # preemptible: over quota is fine
+
+
+def test_ray_shard_actors_decide_exactly_what_one_shard_in_process_decides(
+    kai_ray: RunCli, ray_session: None, tmp_path: Path
+) -> None:
+    path = EXAMPLE
+    in_process = schedule(kai_ray, path, "--shards", "1").json()
+    on_actors = schedule(kai_ray, path, "--ray-shards", "2").json()
+    assert on_actors == in_process
+    assert any(p["status"] == "Binding" for p in in_process["pods"].values())  # something was placed
+
+
+def test_ray_shards_needs_at_least_one_actor(kai_ray: RunCli) -> None:
+    result = kai_ray("schedule", "--snapshot", EXAMPLE, "--now", NOW, "--ray-shards", "0")
+    assert result.code == 2 and "--ray-shards" in result.err

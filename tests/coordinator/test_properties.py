@@ -10,7 +10,7 @@ the smallest cases these properties found.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -21,16 +21,20 @@ from coordinator.decisions import Decisions
 from coordinator.jobs import Status
 from coordinator.scheduler import run_session
 from coordinator.session import open_session
-from coordinator.shard_set import Call, InProcessShards, ShardSet
+from coordinator.shard_client import InProcessTransport
+from coordinator.shard_set import ShardSet
 from coordinator.statement import Statement
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import ClusterSnapshot, Pod, PodState, ResourceVector
 from kai_ray.runtime import in_process_coordinator, placement_policy
 from shards.messages import ShardDeltas
+from shards.node_table import Kind
 from shards.placement import Diagnosis
+from shards.protocol import Batch, BatchReply, Settle, ShardDown
 from shards.rows import merge_rows, table_from_rows
 from shards.shapes import CPU, PODS, TaskShape
 from shards.shard import Shard
+from shards.stream_messages import SettleRequest
 from tests.builders import JobSpec, build, config, node, queue
 from tests.coordinator.decision_checks import check_decisions
 from tests.coordinator.random_clusters import NOW, clusters, shuffled
@@ -92,10 +96,11 @@ def test_decisions_do_not_depend_on_the_number_of_shards(snapshot: ClusterSnapsh
 
 
 # ------------------------------------------------------------------ invariant 3
-class _LateArrival(InProcessShards):
-    """In-process shards where, just before the first prepare reaches them, a pod of another
-    scheduler takes all the CPU left on the node of the first placement: a cluster change that
-    slips in after the session decided, which the shard's re-check must catch."""
+class _LateArrival(InProcessTransport):
+    """In-process shards where, just before the first binds are committed, a pod of another
+    scheduler takes all the CPU the kubelet sees free on the node of the first bind (the
+    shard's holds are invisible to it): a cluster change that slips in after the shard placed
+    and held the pods, which the shard's re-check at commit must catch."""
 
     def __init__(self, shards: Sequence[Shard]) -> None:
         super().__init__(shards)
@@ -103,18 +108,33 @@ class _LateArrival(InProcessShards):
         self.armed = True
         self.blocked: str | None = None  # the node that filled up
 
-    def call_many(self, calls: Sequence[Call]) -> list[Any]:
-        if self.armed and any(method == "prepare" for _, method, _ in calls):
+    def exchange(self, batches: Mapping[int, Batch]) -> dict[int, BatchReply | ShardDown]:
+        settles = [
+            (sid, r.request)
+            for sid, b in sorted(batches.items())
+            for r in b.requests
+            if isinstance(r, Settle) and len(r.request.binds)
+        ]
+        if self.armed and settles:
             self.armed = False
-            self._fill_first_node(calls)
-        return super().call_many(calls)
+            self._fill_first_node(*settles[0])
+        return super().exchange(batches)
 
-    def _fill_first_node(self, calls: Sequence[Call]) -> None:
+    def _fill_first_node(self, shard_id: int, settle: SettleRequest) -> None:
         assert self.coordinator is not None
-        shard_id, _, (items, _) = next(c for c in calls if c[1] == "prepare")
-        target = items[0].placements[0].node
-        table = self.shards[shard_id].table
-        free_cpu = float(table.idle[table.index[target], CPU])
+        shard = self.shards[shard_id]
+        assert shard.proposal is not None
+        binds = settle.binds
+        shape, wanted = settle.taken.table()[int(binds.shape[0])], int(binds.position[0])
+        position, row = 0, -1
+        for entry in shard.proposal.streams[shape]:
+            if position <= wanted < position + entry.count:
+                row = entry.row
+            position += entry.count
+        table = shard.table
+        target = table.names[row]
+        held = [e for e in shard.proposal.holdings_entries() if e.row == row and e.kind is Kind.ACTIVE]
+        free_cpu = float(table.idle[row, CPU]) + sum(float(e.vector[CPU]) * e.count for e in held)
         blocker = Pod(
             "kube-system",
             "late-arrival",
@@ -125,7 +145,7 @@ class _LateArrival(InProcessShards):
             requests=ResourceVector.of(cpu=free_cpu, pods=1),
         )
         self.coordinator.apply(ClusterDeltas(pods_upserted=(blocker,)))
-        self.coordinator.shards.flush()  # the change reaches the shard before the prepare does
+        self.coordinator.shards.flush()  # the change reaches the shard before the commit does
         self.blocked = target
 
 
@@ -157,6 +177,7 @@ def test_a_reservation_refused_after_a_late_change_binds_nothing_and_leaves_no_t
     check_decisions(snapshot, first.decisions, retried)
     for shard in backend.shards.values():
         assert shard.book.prepared() == [], "every reservation is committed or aborted within the cycle"
+        assert shard.proposal is None, "every hold is committed or released within the cycle"
     # Next cycle the refused pods are ordinary pending pods again, and the shards hold exactly what
     # the coordinator's model says: a fresh coordinator given that model decides the same.
     fresh = in_process_coordinator(config(), shards)

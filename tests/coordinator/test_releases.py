@@ -13,7 +13,7 @@ from tests.builders import JobSpec, build, config, node, queue
 
 def _used_gpus(coordinator: object, name: str) -> float:
     """Whole GPUs held (active + releasing) on node ``name``, as its shard counts them."""
-    for rows in coordinator.shards.rows():  # type: ignore[attr-defined]
+    for rows in coordinator.shards.every_row():  # type: ignore[attr-defined]
         if name in rows.names:
             row = rows.names.index(name)
             return float(rows.held[0, row, GPU] + rows.held[1, row, GPU])

@@ -64,7 +64,7 @@ def fresh_decisions(items: list[Obj], config_path: Path, workdir: Path) -> dict[
 
 
 def node_differences(coordinator: Coordinator, snapshot: ClusterSnapshot, config: SchedulerConfig) -> list[str]:
-    running = accounting.from_rows(coordinator.shards.rows())
+    running = accounting.from_rows(coordinator.shards.every_row())
     table = open_session(snapshot, config, 0.0).table
     fresh = accounting.from_rows([export_rows(table, [table.index[n.name] for n in snapshot.nodes])])
     counted = accounting.from_pods(snapshot.pods, [n.name for n in snapshot.nodes])

@@ -52,7 +52,8 @@ class Recount:
 
 
 def live_holdings(shard: Shard) -> list[Holding]:
-    return [*shard.pods.values(), *(h for r in shard.book.prepared() for h in r.holdings)]
+    proposed = shard.proposal.holdings() if shard.proposal is not None else []
+    return [*shard.pods.values(), *(h for r in shard.book.prepared() for h in r.holdings), *proposed]
 
 
 def recount(table: NodeTable, holdings: Iterable[Holding]) -> Recount:

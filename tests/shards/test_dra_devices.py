@@ -121,7 +121,7 @@ def test_two_reservations_for_one_device_the_second_is_refused_and_holds_nothing
 def test_committed_claims_stay_until_the_api_server_releases_them() -> None:
     shard = shard_with_gpus(1)
     shard.prepare([PrepareItem("r1", (placement("ns/a", "ns/ca", 0),))], 1.0)
-    shard.commit(["r1"])
+    shard.commit(["r1"], 1.0)
     shard.expire(1_000_000.0)
     assert "ns/ca" in shard.table.devices.claims
     shard.apply(ShardDeltas(claims=(("ns/ca", "n", ()),)))

@@ -1,6 +1,6 @@
 """Rebalancing: nodes move between shards with everything on them.
 
-Hypothesis drives a ``ShardSet`` over ``InProcessShards`` through cluster deltas, two-phase
+Hypothesis drives a ``ShardSet`` over ``InProcessTransport`` through cluster deltas, two-phase
 commits routed by node owner (so a reservation may span shards), the clock passing TTLs,
 expiry, and ``resize(n)`` between random shard counts. Checked:
 
@@ -26,7 +26,8 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from coordinator.shard_set import InProcessShards, ShardSet
+from coordinator.shard_client import InProcessTransport
+from coordinator.shard_set import ShardSet
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import PodState
 from loadtests.baseline import FullScanPlacer
@@ -114,7 +115,7 @@ def cluster_state(shards: dict[int, Shard], unsettled: set[str]) -> tuple[dict[s
 class RebalancingMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.backend = InProcessShards([Shard(0, reservation_ttl=TTL)])
+        self.backend = InProcessTransport([Shard(0, reservation_ttl=TTL)])
         self.shard_set = ShardSet(self.backend)
         self.now = 0.0
         self.hardware: dict[str, str] = {}
@@ -227,7 +228,7 @@ class RebalancingMachine(RuleBasedStateMachine):
             items[0] = PrepareItem(rid, (*items[0].placements, chosen))
             holds.append(Held(key, ask, node, Kind.PIPELINED if pipelined else Kind.ACTIVE, groups))
         self._expiry_may_run(set(per_shard))
-        replies = self.shard_set.prepare(per_shard, self.now)
+        replies = self.shard_set.prepare(per_shard, self.now).replies
         if all(rid in reply.held for reply in replies.values()):
             self.reservations[rid] = Expected(self.now + TTL, holds)
             event("prepared across shards" if len(per_shard) > 1 else "prepared on one shard")
@@ -280,7 +281,15 @@ class RebalancingMachine(RuleBasedStateMachine):
         expected = self.reservations[rid]
         if expected.prepared_before_move:
             event("committed after a move")
-        self.shard_set.commit([rid], {h.key: h.node for h in expected.holds})
+        holding = [sid for sid, shard in self.backend.shards.items() if shard.reservation_state(rid) is not None]
+        answers = self.shard_set.commit([rid], self.now, holding)
+        if expected.deadline < self.now:  # too late: every part expires instead, nothing is committed
+            event("commit after the deadline")
+            assert not any(answers.replies[sid][rid] for sid in holding), answers
+            expected.states = {EXPIRED}
+            return
+        assert all(answers.replies[sid][rid] for sid in holding), answers
+        self.shard_set.record_placed({h.key: h.node for h in expected.holds})
         expected.states = {COMMITTED}
         for held in expected.holds:
             self.pods[held.key] = held
@@ -382,7 +391,7 @@ def test_a_moved_part_of_a_reservation_follows_its_expiry_on_the_receiving_shard
     """Expiry runs per shard (on each prepare there), so a gang across two shards can be expired
     on one and still prepared on the other. When the other's node moves over, the part it brings
     must be released like the rest, not kept under a reservation that will never release it."""
-    backend = InProcessShards([Shard(0, reservation_ttl=TTL)])
+    backend = InProcessTransport([Shard(0, reservation_ttl=TTL)])
     shard_set = ShardSet(backend)
     shard_set.resize(2)
     names = [n for n in NAMES if partitioner.owner(n, [0, 1]) == 1][:1] + [
@@ -392,7 +401,7 @@ def test_a_moved_part_of_a_reservation_follows_its_expiry_on_the_receiving_shard
     shard_set.flush()
     ask = ASKS[0]
     items = {shard_set.owner[n]: [PrepareItem("gang", (placement(f"default/{n}", ask, n, False),))] for n in names}
-    assert all("gang" in reply.held for reply in shard_set.prepare(items, now=0.0).values())
+    assert all("gang" in reply.held for reply in shard_set.prepare(items, now=0.0).replies.values())
     shard_set.prepare({0: []}, now=TTL + 1)  # shard 0 expires its part; shard 1 has not looked yet
     shard_set.resize(1)  # shard 1's node moves onto shard 0
     (survivor,) = backend.shards.values()

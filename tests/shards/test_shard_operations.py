@@ -126,8 +126,11 @@ class ShardMachine(RuleBasedStateMachine):
     @rule(name=st.sampled_from(NAMES), kind=st.sampled_from(sorted(NODE_KINDS)))
     def add_node(self, name: str, kind: str) -> None:
         kind = self.hardware.setdefault(name, kind)
+        table = self.shard.table
+        rows_before, grows = len(table), name not in table.index and not table.free_rows
         if self._apply_if_possible(ShardDeltas(nodes_upserted=(make_node(name, kind),))):
             self.present.add(name)
+            assert len(self.shard.table) == rows_before + grows  # a removed node's row is reused first
 
     @precondition(lambda self: self.hardware)
     @rule(data=st.data(), scale=st.sampled_from((0.5, 1.0, 1.5)), ready=st.booleans(), zone=st.sampled_from("ab"))
@@ -140,9 +143,18 @@ class ShardMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.present)
     @rule(data=st.data())
     def remove_node(self, data: st.DataObject) -> None:
+        """The node's pods go with it, and a reservation holding capacity there is aborted."""
         name = data.draw(st.sampled_from(sorted(self.present)))
+        rows_before = len(self.shard.table)
         self.shard.apply(ShardDeltas(nodes_removed=(name,)))
         self.present.discard(name)
+        for key in [k for k, held in self.pods.items() if held.node == name]:
+            del self.pods[key]
+        for expected in self.reservations.values():
+            if expected.state == PREPARED and any(h.node == name for h in expected.holds):
+                expected.state = ABORTED
+                event("a reservation aborted with its node")
+        assert len(self.shard.table) == rows_before and name not in self.shard.table.index
 
     # ------------------------------------------------------------------ pod deltas
     def _groups_for(self, data: st.DataObject, node: str, ask: Ask, prefix: str, join: bool = False) -> tuple[str, ...]:
@@ -171,7 +183,8 @@ class ShardMachine(RuleBasedStateMachine):
         node = data.draw(st.sampled_from(sorted(self.hardware)))
         key = self._next("default/x")
         groups = self._groups_for(data, node, ask, "ext")
-        if self._apply_if_possible(ShardDeltas(pods_upserted=(make_pod(key, ask, state, node, groups),))):
+        applied = self._apply_if_possible(ShardDeltas(pods_upserted=(make_pod(key, ask, state, node, groups),)))
+        if applied and node in self.present:  # a pod on a node the shard does not have holds nothing
             self.pods[key] = Held(key, ask, node, KIND_OF[state], groups)
 
     def _pods_of_kind(self, kind: Kind) -> list[str]:
@@ -319,12 +332,15 @@ class ShardMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def commit(self, data: st.DataObject) -> None:
         rids = self._rids(data)
-        answers = self.shard.commit(rids)
+        answers = self.shard.commit(rids, self.now)
         for rid in rids:
             expected = self.reservations.get(rid)
             if expected is None:
                 assert answers[rid] is False
                 continue
+            if expected.state == PREPARED and expected.deadline < self.now:
+                expected.state = EXPIRED  # a commit after the deadline finds the capacity given back
+                event("commit after the deadline")
             if expected.state == PREPARED:
                 expected.state = COMMITTED
                 for held in expected.holds:

@@ -1,0 +1,81 @@
+"""A coordinator that keeps its session state across cycles decides what a fresh one would.
+
+Cycle after cycle on random clusters: the watch confirms some binds (and reports others
+failed), pods finish, new jobs arrive, pod groups change, and then the long-lived
+coordinator (tasks, jobs and queue sums kept from earlier cycles, cycles with nothing new
+skipped) must decide exactly what a coordinator that has never run decides on the same
+cluster: the one it believes in, assumed binds included.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import replace
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from coordinator.coordinator import Coordinator
+from kai_ray.deltas import ClusterDeltas
+from kai_ray.model import ClusterSnapshot, PodGroup, PodState
+from kai_ray.runtime import in_process_coordinator
+from tests.builders import JobSpec, build, config
+from tests.coordinator.random_clusters import NOW, clusters
+from tests.coordinator.test_properties import ACTIONS, comparable
+
+CYCLES = 4
+
+
+def _fresh_decides(coordinator: Coordinator, now: float, shards: int) -> object:
+    fresh = in_process_coordinator(config(), shards)
+    fresh.apply(ClusterDeltas.of_snapshot(coordinator.model.snapshot()))
+    fresh.search_backoff = copy.deepcopy(coordinator.search_backoff)  # which victim searches wait
+    return comparable(fresh.cycle(now, ACTIONS).decisions)
+
+
+def _changes(rng: random.Random, coordinator: Coordinator, cycle: int, bound: list[str]) -> ClusterDeltas:
+    """What a cluster reports between two cycles."""
+    pods = coordinator.model.pods
+    confirmed, failed = [], []
+    for key in bound:
+        pod = pods.get(key)
+        if pod is None:
+            continue
+        if rng.random() < 0.8:
+            confirmed.append(replace(pod, state=PodState.RUNNING))
+        else:
+            failed.append(key)
+    if failed:
+        coordinator.bind_failed(failed)
+    running = sorted(k for k, p in pods.items() if p.state is PodState.RUNNING)
+    gone = tuple(rng.sample(running, min(len(running), rng.randint(0, 2))))
+    groups = sorted(coordinator.model.pod_groups.values(), key=lambda g: g.key)
+    changed_group: tuple[PodGroup, ...] = ()
+    if groups and rng.random() < 0.5:
+        group = rng.choice(groups)
+        changed_group = (replace(group, priority=group.priority + rng.choice((-10, 10))),)
+    queues = [g.queue for g in groups] or ["q0"]
+    late = [
+        JobSpec(f"late{cycle}-{i}", rng.choice(queues), gpu=1, created=NOW + cycle) for i in range(rng.randint(0, 2))
+    ]
+    arrivals = build([], [], late)
+    return ClusterDeltas(
+        pods_upserted=tuple(confirmed) + arrivals.pods,
+        pods_removed=gone,
+        pod_groups_upserted=changed_group + arrivals.pod_groups,
+    )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(clusters(), st.integers(0, 2**16), st.sampled_from((1, 2)))
+def test_a_long_lived_coordinator_decides_as_a_fresh_one(snapshot: ClusterSnapshot, seed: int, shards: int) -> None:
+    rng = random.Random(seed)
+    coordinator = in_process_coordinator(config(), shards)
+    coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+    for cycle in range(CYCLES):
+        now = NOW + 10 * cycle
+        expected = _fresh_decides(coordinator, now, shards)
+        result = coordinator.cycle(now, ACTIONS)
+        assert comparable(result.decisions) == expected, cycle
+        coordinator.apply(_changes(rng, coordinator, cycle, [b.pod for b in result.binds]))
