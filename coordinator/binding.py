@@ -17,14 +17,14 @@ from typing import TypeVar
 
 from coordinator.cluster_model import ClusterModel
 from coordinator.decisions import PodDecision
-from coordinator.jobs import Status, Task
 from coordinator.results import BindIntent, CycleResult
 from coordinator.rounds import Pick, RoundPlacer, merged_diagnoses
 from coordinator.session import SessionState
 from coordinator.shard_client import Answers
 from coordinator.shard_set import ShardSet
+from coordinator.tasks import Status, Task
+from shards.diagnosis import Diagnosis
 from shards.messages import Placement, PrepareItem
-from shards.placement import Diagnosis
 from shards.shapes import TaskShape
 
 R = TypeVar("R")

@@ -36,7 +36,7 @@ from coordinator.binding import BindCommit, ShardLost, check, retry_next_cycle
 from coordinator.cluster_model import ClusterModel
 from coordinator.decisions import Decisions, Settled, collect
 from coordinator.job_timers import remember_clocks
-from coordinator.jobs import Job, Status
+from coordinator.jobs import Job
 from coordinator.node_mirror import NodeMirror
 from coordinator.results import BindIntent, CycleResult, CycleStats, EvictIntent
 from coordinator.rounds import RoundPlacer, merged_diagnoses
@@ -45,6 +45,7 @@ from coordinator.session import SessionState, open_session, rebase_session
 from coordinator.session_cache import SessionCache
 from coordinator.shard_set import ShardSet
 from coordinator.statement import Statement
+from coordinator.tasks import Status
 from coordinator.topology import SessionDomains, wanted_topologies
 from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas

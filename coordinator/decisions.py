@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coordinator.fairshare import RESOURCES
-from coordinator.jobs import Job, Status, Task
+from coordinator.jobs import Job
 from coordinator.session import SessionState
 from coordinator.statement import Eviction
+from coordinator.tasks import Status, Task
 from kai_ray.model import Pod, PodState
 
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from coordinator.jobs import Job, Task
+from coordinator.jobs import Job
+from coordinator.tasks import Task
 from kai_ray.model import Queue
 
 Validator = Callable[[dict[str, list[Task]]], bool]

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from coordinator.jobs import Job, Task
+from coordinator.jobs import Job
 from coordinator.queue_state import QueueState, less_equal
+from coordinator.tasks import Task
 from kai_ray.model.fairshare import UNLIMITED, Array
 
 

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from coordinator.shard_client import Answers
 from coordinator.shard_set import ShardSet
-from shards.placement import Diagnosis
+from shards.diagnosis import Diagnosis
 from shards.shapes import TaskShape
 from shards.stream_messages import (
     Binds,

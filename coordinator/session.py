@@ -8,25 +8,27 @@ schedulers' pods.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from coordinator.dra_session import DraView
-from coordinator.fairshare import QueueSpec, QueueTree, divide, usage_array
 from coordinator.job_timers import apply_timers
-from coordinator.jobs import DEFAULT_SUBGROUP, Job, PodSet, Status, Task, task_status
+from coordinator.jobs import Job, PodSet
 from coordinator.min_runtime import MinRuntimes
 from coordinator.queue_state import QueueState
+from coordinator.session_queues import empty_queue_state, queue_state_of
 from coordinator.subgroups import build_tree, leaf_pod_sets, needs_tree
+from coordinator.tasks import DEFAULT_SUBGROUP, Status, Task, task_status
 from kai_ray import labels as L
 from kai_ray.config import SchedulerConfig
-from kai_ray.model import ClusterSnapshot, Pod, PodGroup, Queue, ResourceVector, Topology
+from kai_ray.model import ClusterSnapshot, Pod, PodGroup, ResourceVector, Topology
+from shards.diagnosis import Diagnosis
 from shards.dra_demand import ClaimDemand
 from shards.node_table import Holding, Kind, NodeTable
-from shards.placement import Diagnosis, PlacementPolicy, Placer
+from shards.placement import PlacementPolicy, Placer
 from shards.pod_holds import pod_hold
 from shards.shapes import GPU, ResourceSchema, TaskShape
 
@@ -191,7 +193,7 @@ def open_session(
         now=now,
         table=table,
         placer=make_placer(placer_type, table, config),
-        queues=_empty_queues(),
+        queues=empty_queue_state(),
         jobs={},
         tasks=tasks,
         jobs_by_task={},
@@ -213,7 +215,7 @@ def open_session(
         problem = state.claim_problem(task) if task.status is Status.PENDING else None
         if problem:
             state.pod_notes.setdefault(task.key, problem)
-    state.queues = _queue_state(state, snapshot)
+    state.queues = queue_state_of(state, snapshot)
     state.min_runtimes = MinRuntimes.of(
         snapshot.queues, config.defaultPreemptMinRuntime, config.defaultReclaimMinRuntime, config.reclaimResolveMethod
     )
@@ -277,12 +279,6 @@ def make_placer(placer_type: type[Placer], table: NodeTable, config: SchedulerCo
 def _grown(schema: ResourceSchema, vectors: list[ResourceVector]) -> ResourceSchema:
     names = set(schema.scalars) | {n for v in vectors for n in v.scalars}
     return schema if len(names) == len(schema.scalars) else ResourceSchema(tuple(sorted(names)))
-
-
-def _empty_queues() -> QueueState:
-    tree = QueueTree.build([])
-    empty = np.zeros((0, 3))
-    return QueueState(tree, empty, empty, empty.copy(), empty.copy(), np.zeros(3))
 
 
 def attach_placed_pods(state: SessionState, pods: Iterable[Pod], apply: bool) -> None:
@@ -350,79 +346,6 @@ def _build_tree_job(state: SessionState, group: PodGroup, tasks: list[Task]) -> 
             state.jobs_by_task[task.key] = job
     if group.last_start is not None:
         state.last_start[group.key] = group.last_start
-
-
-def queue_spec(q: Queue) -> QueueSpec:
-    """A Queue as the fair-share division reads it."""
-    return QueueSpec(
-        name=q.name,
-        parent=q.parent,
-        priority=q.priority,
-        created=q.created,
-        deserved=(q.gpu.quota, q.cpu.quota, q.memory.quota),
-        over_quota_weight=(q.gpu.over_quota_weight, q.cpu.over_quota_weight, q.memory.over_quota_weight),
-        limit=(q.gpu.limit, q.cpu.limit, q.memory.limit),
-    )
-
-
-def _queue_state(state: SessionState, snapshot: ClusterSnapshot) -> QueueState:
-    specs = [queue_spec(q) for q in snapshot.queues]
-    tree = QueueTree.build(specs)
-    n = len(tree)
-    # Summed in plain floats per leaf (numpy's per-call cost would dominate), then rolled up.
-    sums = [[0.0] * 9 for _ in range(n)]  # request, allocated, non-preemptible allocated
-    for job in state.jobs.values():
-        leaf = tree.index.get(job.queue)
-        if leaf is None:
-            continue
-        add_queue_sums(sums[leaf], job, state.requested_quota)
-    table_of = np.array(sums, dtype=np.float64).reshape(n, 9)
-    request, allocated, allocated_np = (tree.roll_up(table_of[:, k : k + 3].copy()) for k in (0, 3, 6))
-    total = _divisible_total(state, snapshot)
-    usage = usage_array(tree, snapshot.queue_usage) if snapshot.queue_usage else None
-    division = divide(tree, total, request, usage, state.config.kValue)
-    return QueueState(tree, division.fair_share, request, allocated, allocated_np, total)
-
-
-def add_queue_sums(row: list[float], job: Job, requested: Callable[[Task], Quota]) -> None:
-    """Add a job's pods to its leaf queue's sums: what they request (placed or pending), what
-    they hold, and what they hold without being preemptible (3 x gpu, cpu, memory)."""
-    for task in job.tasks:
-        status = task.status
-        if status.counts_as_queue_allocation:
-            g, c, m = task.accepted
-            row[0] += g
-            row[1] += c
-            row[2] += m
-            row[3] += g
-            row[4] += c
-            row[5] += m
-            if not job.preemptible:
-                row[6] += g
-                row[7] += c
-                row[8] += m
-        elif status is Status.PENDING:
-            g, c, m = requested(task)
-            row[0] += g
-            row[1] += c
-            row[2] += m
-
-
-def _divisible_total(state: SessionState, snapshot: ClusterSnapshot) -> np.ndarray:
-    """Ready nodes' allocatable minus what other schedulers' pods use (KAI's proportion total)."""
-    ready = {n.name: n for n in snapshot.nodes if n.ready}
-    total = np.zeros(3)
-    for node in ready.values():
-        total += (node.allocatable.gpu, node.allocatable.cpu, node.allocatable.memory)
-    for pod in snapshot.pods:
-        if pod.scheduler_name == state.config.schedulerName or pod.node not in ready:
-            continue
-        if not task_status(pod).active_used:
-            continue
-        gpu = pod.requests.gpu + (pod.gpu_share.quota_gpus(state.min_gpu_memory) if pod.gpu_share else 0.0)
-        total -= (gpu, pod.requests.cpu, pod.requests.memory)
-    total[0] += state.dra.gpu_devices  # DRA GPUs are GPUs of the cluster too (KAI)
-    return total
 
 
 def accepted_on(task: Task, device_mib: float) -> Quota:

@@ -21,18 +21,18 @@ import numpy as np
 from coordinator.cluster_model import ClusterModel
 from coordinator.fairshare import QueueTree, divide, usage_array
 from coordinator.job_timers import apply_timers
-from coordinator.jobs import DEFAULT_SUBGROUP, Job, PodSet, Task, task_status
+from coordinator.jobs import Job, PodSet
 from coordinator.min_runtime import MinRuntimes
 from coordinator.queue_state import QueueState
 from coordinator.session import (
     SessionState,
     accepted_on,
-    add_queue_sums,
     attach_placed_pods,
     make_placer,
-    queue_spec,
 )
+from coordinator.session_queues import add_queue_sums, queue_spec
 from coordinator.subgroups import build_tree, leaf_pod_sets, needs_tree
+from coordinator.tasks import DEFAULT_SUBGROUP, Task, task_status
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import Pod, PodGroup
 from shards.node_table import NodeTable

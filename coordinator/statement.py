@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from coordinator.dra_session import evict_claims, grants_of, place_claims
-from coordinator.jobs import Job, Status, Task
+from coordinator.jobs import Job
 from coordinator.queue_state import QueueState
+from coordinator.tasks import Status, Task
 from shards.dra_demand import ClaimDemand
 from shards.node_table import Holding, Kind, NodeTable
 from shards.placement import Choice

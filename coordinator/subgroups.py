@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from coordinator.jobs import DEFAULT_SUBGROUP, PodSet, Task
+from coordinator.jobs import PodSet
+from coordinator.tasks import DEFAULT_SUBGROUP, Task
 from kai_ray.model import PodGroup, TopologyConstraint
 
 Counter = Callable[[PodSet], int]

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from coordinator.jobs import Job, PodSet, Task
+from coordinator.jobs import Job, PodSet
 from coordinator.session import SessionState
+from coordinator.tasks import Task
 from coordinator.topology import ROOT, Floats, Ints, Mask, SessionDomains, TopologyView
 from kai_ray.model import TopologyConstraint
 from shards.domain_index import Rows

@@ -8,6 +8,7 @@ a module.
 
 from shards import partitioner, wire
 from shards.constraints import tolerates_all
+from shards.diagnosis import Diagnosis
 from shards.domain_index import Rows, best_in
 from shards.dra_cel import SELECTORS
 from shards.dra_demand import ClaimDemand, ClaimSpec, RequestSpec, claim_demand, claim_key
@@ -15,7 +16,7 @@ from shards.dra_devices import Allocation, DeviceBook, Held
 from shards.handover import ShardHandover
 from shards.messages import ClaimHold, NodeDevices, Placement, PrepareItem, PrepareReply, RowChanges, ShardDeltas
 from shards.node_table import Holding, Kind, NodeTable
-from shards.placement import Choice, Diagnosis, Mask, PlacementPolicy, Placer
+from shards.placement import Choice, Mask, PlacementPolicy, Placer
 from shards.pod_holds import pod_hold
 from shards.protocol import (
     Abort,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from shards.placement import Diagnosis
+from shards.diagnosis import Diagnosis
 from shards.shapes import TaskShape
 from shards.wire import unpack_diagnoses, unpack_positions, unpack_shapes, unpack_shares
 

@@ -16,7 +16,7 @@ from typing import Any
 import msgpack
 
 from kai_ray.model import GpuShare, ResourceVector, SelectorRequirement, Toleration
-from shards.placement import Diagnosis
+from shards.diagnosis import Diagnosis
 from shards.shapes import Constraints, TaskShape
 
 Plain = Any

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from coordinator.actions.topology_allocate import TreeAllocation
 from coordinator.job_order import JobOrder
-from coordinator.jobs import Job, Status, Task
+from coordinator.jobs import Job
 from coordinator.session import SessionState, accepted_on
 from coordinator.statement import Statement
+from coordinator.tasks import Status, Task
 from shards.placement import Mask
 from shards.shapes import TaskShape
 

@@ -15,8 +15,9 @@ from coordinator.actions.solver import Validator
 from coordinator.actions.victim_search import Precheck, VictimSearchAction
 from coordinator.actions.victims import VictimPool
 from coordinator.job_order import JobOrder
-from coordinator.jobs import Job, Status
+from coordinator.jobs import Job
 from coordinator.session import SessionState
+from coordinator.tasks import Status
 from shards.shapes import GPU
 
 

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from coordinator.jobs import Job, PodSet, Task
+from coordinator.jobs import Job, PodSet
 from coordinator.session import SessionState
 from coordinator.subgroups import clone_tree
+from coordinator.tasks import Task
 from shards.constraints import tolerates_all
 from shards.shapes import GPU
 

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from coordinator.jobs import Job, Status, Task
+from coordinator.jobs import Job
 from coordinator.session import SessionState
+from coordinator.tasks import Status, Task
 
 Request = tuple[float, ...]
 

@@ -19,9 +19,10 @@ from coordinator.actions.allocate import allocate_job
 from coordinator.actions.scenario import IdleGpuFilter, NodeAffinityFilter, Scenario, gpu_headroom_all, job_with_tasks
 from coordinator.actions.topology_filter import TopologyGpuFilter
 from coordinator.job_order import JobOrder
-from coordinator.jobs import Job, Status, Task
+from coordinator.jobs import Job
 from coordinator.session import SessionState
 from coordinator.statement import Statement
+from coordinator.tasks import Status, Task
 
 Validator = Callable[[Scenario], bool]
 VictimsQueueFactory = Callable[[], JobOrder]

@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from coordinator.jobs import Job, PodSet, Task
+from coordinator.jobs import Job, PodSet
 from coordinator.session import SessionState
 from coordinator.statement import Statement
 from coordinator.subgroups import SubGroupSet, SubGroupTree, ordered
+from coordinator.tasks import Task
 from coordinator.topology import Mask
 from coordinator.topology_select import Demand, NodeSet, demand_of, leaf_anchors, subset_nodes
 from kai_ray.model import TopologyConstraint

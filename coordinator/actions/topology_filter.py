@@ -15,9 +15,10 @@ from collections import defaultdict
 import numpy as np
 
 from coordinator.actions.scenario import Scenario, gpu_headroom_all
-from coordinator.jobs import Job, Task
+from coordinator.jobs import Job
 from coordinator.session import SessionState
 from coordinator.subgroups import SubGroupSet, SubGroupTree
+from coordinator.tasks import Task
 from coordinator.topology_select import session_domains
 from kai_ray.model import TopologyConstraint
 

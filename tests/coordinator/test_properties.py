@@ -18,18 +18,18 @@ from hypothesis import strategies as st
 
 from coordinator.coordinator import Coordinator, CycleResult
 from coordinator.decisions import Decisions
-from coordinator.jobs import Status
 from coordinator.scheduler import run_session
 from coordinator.session import open_session
 from coordinator.shard_client import InProcessTransport
 from coordinator.shard_set import ShardSet
 from coordinator.statement import Statement
+from coordinator.tasks import Status
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import ClusterSnapshot, Pod, PodState, ResourceVector
 from kai_ray.runtime import in_process_coordinator, placement_policy
+from shards.diagnosis import Diagnosis
 from shards.messages import ShardDeltas
 from shards.node_table import Kind
-from shards.placement import Diagnosis
 from shards.protocol import Batch, BatchReply, Settle, ShardDown
 from shards.rows import merge_rows, table_from_rows
 from shards.shapes import CPU, PODS, TaskShape

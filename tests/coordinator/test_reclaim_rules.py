@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from coordinator.jobs import DEFAULT_SUBGROUP, Job, PodSet, Status, Task
+from coordinator.jobs import Job, PodSet
 from coordinator.reclaim_rules import victim_chunks
+from coordinator.tasks import DEFAULT_SUBGROUP, Status, Task
 from kai_ray.model import Pod, PodGroup, ResourceVector
 from shards.shapes import TaskShape
 

@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 from kai_ray.model import PodState
 from shards.constraints import TAINTED
+from shards.diagnosis import NOT_ENOUGH, Diagnosis
 from shards.messages import ShardDeltas
-from shards.placement import NOT_ENOUGH, Diagnosis, PlacementPolicy
+from shards.placement import PlacementPolicy
 from shards.scorers import BAND_SCORERS, PLACEMENT
 from shards.shapes import TaskShape
 from shards.shard import Shard

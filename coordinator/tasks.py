@@ -1,0 +1,150 @@
+"""Tasks (pods) as one scheduling session sees and changes them, and their statuses.
+
+Statuses follow KAI's: a task moves between PENDING, ALLOCATED (bind now), PIPELINED
+(waits for releasing capacity), RUNNING and RELEASING inside a session; the session
+never talks to Kubernetes, so every change here is virtual until decisions are emitted.
+Each status change is counted in the task's pod set (``coordinator.jobs``).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from typing import TYPE_CHECKING, Any
+
+from kai_ray.model import Pod, PodState
+from shards.node_table import Holding
+from shards.shapes import TaskShape
+
+if TYPE_CHECKING:
+    from coordinator.jobs import PodSet
+
+DEFAULT_SUBGROUP = "default"
+
+
+class Status(enum.Enum):
+    PENDING = "Pending"
+    ALLOCATED = "Binding"
+    PIPELINED = "Pipelined"
+    RUNNING = "Running"
+    RELEASING = "Releasing"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+    @property
+    def active_allocated(self) -> bool:
+        return self in (Status.ALLOCATED, Status.PIPELINED, Status.RUNNING)
+
+    @property
+    def active_used(self) -> bool:
+        return self in (Status.ALLOCATED, Status.PIPELINED, Status.RUNNING, Status.RELEASING)
+
+    @property
+    def counts_as_queue_allocation(self) -> bool:
+        """KAI's queue 'allocated' at session open (pipelined and releasing pods excluded)."""
+        return self in (Status.ALLOCATED, Status.RUNNING)
+
+    @property
+    def alive(self) -> bool:
+        return self in (Status.PENDING, Status.ALLOCATED, Status.PIPELINED, Status.RUNNING)
+
+
+_FROM_POD_STATE = {
+    PodState.PENDING: Status.PENDING,
+    PodState.PIPELINED: Status.PIPELINED,
+    PodState.BINDING: Status.ALLOCATED,
+    PodState.RUNNING: Status.RUNNING,
+    PodState.RELEASING: Status.RELEASING,
+    PodState.SUCCEEDED: Status.SUCCEEDED,
+    PodState.FAILED: Status.FAILED,
+}
+
+
+class Task:
+    """One pod in a session. Its status is a property: every change is counted in its pod set,
+    so a job's gang and elastic questions are answered from counters, not by walking its pods."""
+
+    __slots__ = (
+        "pod",
+        "shape",
+        "_status",
+        "node",
+        "gpu_groups",
+        "holdings",
+        "_evicted",
+        "original_status",
+        "original_node",
+        "accepted",
+        "pod_set",
+        "rank",
+        "key",
+        "claims",
+    )
+
+    def __init__(
+        self,
+        pod: Pod,
+        shape: TaskShape,
+        status: Status,
+        node: str | None,
+        gpu_groups: tuple[str, ...] = (),
+        holdings: list[Holding] | None = None,
+        evicted_in_session: bool = False,
+        original_status: Status = Status.PENDING,
+        original_node: str | None = None,
+        accepted: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    ) -> None:
+        self.pod = pod
+        self.shape = shape
+        self._status = status
+        self.node = node
+        self.gpu_groups = gpu_groups
+        self.holdings: list[Holding] = [] if holdings is None else holdings
+        self._evicted = evicted_in_session  # KAI's "virtual" Releasing: may be re-placed (moved)
+        self.original_status = original_status
+        self.original_node = original_node
+        self.accepted = accepted  # queue quota it holds: gpu, cpu, memory
+        self.pod_set: PodSet | None = None  # the job's own pod set, which counts this task
+        self.rank = 0  # its place in that pod set's task order
+        self.key = pod.key  # "namespace/name", worked out once
+        self.claims: tuple[Any, ...] = ()  # DRA claims this session allocated for it (dra_session.ClaimGrant)
+
+    def __repr__(self) -> str:
+        return f"Task({self.key}, {self._status.value}, {self.node})"
+
+    @property
+    def status(self) -> Status:
+        return self._status
+
+    @status.setter
+    def status(self, status: Status) -> None:
+        if status is not self._status and self.pod_set is not None:
+            self.pod_set.moved(self, self._status, status)
+        self._status = status
+
+    @property
+    def evicted_in_session(self) -> bool:
+        return self._evicted
+
+    @evicted_in_session.setter
+    def evicted_in_session(self, evicted: bool) -> None:
+        self._evicted = evicted
+        if evicted and self.pod_set is not None:
+            self.pod_set.may_allocate(self)
+
+    @property
+    def subgroup(self) -> str:
+        return self.pod.subgroup or DEFAULT_SUBGROUP
+
+    def order_key(self) -> tuple[int, float, float, str]:
+        """KAI's task order: leaders first, then higher task priority (labelled first), then age."""
+        priority = -self.pod.task_priority if self.pod.task_priority is not None else math.inf
+        return (0 if self.pod.is_leader else 1, priority, self.pod.created, self.pod.uid or self.pod.name)
+
+    def should_allocate(self, real: bool) -> bool:
+        """Pending tasks; in simulations also tasks evicted earlier in the same attempt."""
+        return self._status is Status.PENDING or (not real and self._status is Status.RELEASING and self._evicted)
+
+
+def task_status(pod: Pod) -> Status:
+    return _FROM_POD_STATE[pod.state]
