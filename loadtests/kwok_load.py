@@ -15,7 +15,8 @@ Time runs from the scheduler's process start until a watch opened beforehand has
 bound. Both schedulers use the admin identity (exempt from API priority and fairness alike);
 kube-scheduler's client rate limit is raised from its default 50/s to 5,000/s so that it is not
 throttled by its own client. The report gives pods/s, kai-ray's ratio to kube-scheduler,
-p50/p99 time to bind, the apiserver's request rate and each process's CPU over the window.
+p50/p99 time to bind, the apiserver's request rate and its requests per bound pod by verb and
+resource, and each process's CPU over the window.
 Exit code 1 when a pod stayed unbound or a gang was left partial.
 """
 
