@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.topology.cluster import decide_docs, documents, topology
-from tests.topology.kai_allocate_tables import CASES, MULTI_TOPOLOGY_CASES, RACK_DOMAIN, ZONE_DOMAIN, Case
+from tests.topology.kai_allocate_tables import CASES, RACK_DOMAIN, ZONE_DOMAIN, Case
+from tests.topology.kai_multi_topology_tables import MULTI_TOPOLOGY_CASES
 
 
 def _check(case: Case, docs: list[dict[str, object]], shards: int = 1) -> None:
