@@ -6,6 +6,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from kai_ray import labels as L
 from kai_ray.errors import InputError
 from kai_ray.io.fields import ObjectReader
@@ -26,6 +28,10 @@ from kai_ray.quantity import QuantityError, plain
 
 _CORE_NAMES = {"cpu", "memory", GPU_RESOURCE, "pods"}
 _IGNORED_RESOURCES = {"ephemeral-storage", "storage"}
+# Pods of one workload share their resources sections: what they add up to is worked out once
+# per distinct text of those sections (a quarter of the first deltas of 10,000 template-made pods).
+_REQUESTS_BY_TEXT: dict[bytes, ResourceVector] = {}
+_MAX_REMEMBERED = 4096
 
 
 def _resource_vector(reader: ObjectReader, path: str, values: Mapping[str, Any], namespaced: bool) -> ResourceVector:
@@ -113,7 +119,38 @@ def _max(a: ResourceVector, b: ResourceVector) -> ResourceVector:
     )
 
 
+def _resources_text(spec: Any) -> bytes | None:
+    """The parts of a pod spec its requests depend on, as one key; None when they are not plain
+    JSON-like values (then the pod is parsed the long way, which says what is wrong)."""
+    try:
+        text = orjson.dumps(
+            [
+                [c.get("resources") or {} for c in spec.get("containers") or ()],
+                [c.get("resources") or {} for c in spec.get("initContainers") or ()],
+                spec.get("overhead") or {},
+            ],
+            option=orjson.OPT_SORT_KEYS,
+        )
+    except (AttributeError, TypeError, orjson.JSONEncodeError):
+        return None
+    # orjson writes NaN and infinity as null, the same as a real null: such a pod is not keyed.
+    return None if b"null" in text else text
+
+
 def _pod_requests(reader: ObjectReader) -> ResourceVector:
+    text = _resources_text(reader.get("spec", None))
+    if text is None:
+        return _sum_requests(reader)
+    known = _REQUESTS_BY_TEXT.get(text)
+    if known is None:
+        known = _sum_requests(reader)  # raises on a malformed section: nothing is remembered then
+        if len(_REQUESTS_BY_TEXT) >= _MAX_REMEMBERED:
+            _REQUESTS_BY_TEXT.clear()
+        _REQUESTS_BY_TEXT[text] = known
+    return known
+
+
+def _sum_requests(reader: ObjectReader) -> ResourceVector:
     containers = reader.sequence("spec.containers")
     if not containers:
         raise reader.fail("spec.containers", "missing")
