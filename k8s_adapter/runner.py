@@ -212,8 +212,7 @@ class SchedulerLoop:
         self._background(self._step("bind", lambda: self._bind(coordinator, outcome)))
         await self._step("evict", lambda: self._evict(outcome))
         if outcome.job_clocks or self.clocks.retry or self.clocks.waiting:
-            live = set(outcome.pod_jobs.values()) if self.clocks.waiting or outcome.job_clocks else None
-            groups = self.cache.raw_groups
+            groups, live = self.cache.raw_groups, outcome.decisions.pod_groups  # every job of the session
             self._background(
                 self._step("clocks", lambda: self.clocks.write(outcome.job_clocks, groups.__contains__, live))
             )
