@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,20 +140,27 @@ def _go_build(go: str, module: str, out: Path, log: Path) -> None:
             built.rename(out / target.name)
 
 
+def build_once(home: Path, done: Path, build: Callable[[], None]) -> None:
+    """Run ``build`` (which must create ``done``) unless ``done`` exists. Processes that get here
+    together wait on a lock in ``home``; the later ones find the first one's result."""
+    if done.exists():
+        return
+    home.mkdir(parents=True, exist_ok=True)
+    with (home / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            build()
+
+
 def ensure_built(progress: bool = True) -> Path:
     """The directory holding the four binaries, building them first if this version set is new."""
     go = go_binary()
-    key = cache_key(go_version(go))
-    home = cache_root() / "e2e" / key
+    version = go_version(go)
+    home = cache_root() / "e2e" / cache_key(version)
     bin_dir = home / "bin"
     stamp = home / "build.json"
-    if stamp.exists():
-        return bin_dir
-    home.mkdir(parents=True, exist_ok=True)
-    with (home / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits for the first build
-        if stamp.exists():
-            return bin_dir
+
+    def build() -> None:
         if progress:
             print(f"realcluster: building {', '.join(t.name for t in TARGETS)} into {home} ...", file=sys.stderr)
         started = time.monotonic()
@@ -168,13 +176,15 @@ def ensure_built(progress: bool = True) -> Path:
         staging.rename(bin_dir)
         record = {
             "versions": pinned_versions(),
-            "go": go_version(go),
+            "go": version,
             "seconds": seconds,
             "total_seconds": round(time.monotonic() - started, 1),
         }
         stamp.write_text(json.dumps(record, indent=2) + "\n")
         if progress:
             print(f"realcluster: built in {record['total_seconds']} s {seconds}", file=sys.stderr)
+
+    build_once(home, stamp, build)
     return bin_dir
 
 

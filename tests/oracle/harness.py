@@ -14,7 +14,6 @@ start in well under a second. ``Oracle`` keeps one harness process for many sess
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -28,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from realcluster.build import GoMissing, cache_root, go_version
+from realcluster.build import GoMissing, build_once, cache_root, go_version
 
 HERE = Path(__file__).resolve().parent
 BUILD_FLAGS = ("-trimpath", "-ldflags=-s -w")
@@ -86,15 +85,11 @@ def pinned_kai() -> str:
 def ensure_built(progress: bool = True) -> Path:
     """The oracle binary, built first if this version of the harness is new."""
     go = _go()
-    home = cache_root() / "oracle" / cache_key(_go_version(go))
+    version = _go_version(go)
+    home = cache_root() / "oracle" / cache_key(version)
     binary = home / "oracle"
-    if binary.exists():
-        return binary
-    home.mkdir(parents=True, exist_ok=True)
-    with (home / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits for the first build
-        if binary.exists():
-            return binary
+
+    def build() -> None:
         if progress:
             print(f"oracle: building {pinned_kai()} into {home} (minutes, once) ...", file=sys.stderr)
         env = dict(os.environ, GOTOOLCHAIN="local", CGO_ENABLED=os.environ.get("CGO_ENABLED", "0"))
@@ -116,9 +111,11 @@ def ensure_built(progress: bool = True) -> Path:
             raise OracleUnavailable(f"building {pinned_kai()} failed (log {log}): {' | '.join(lines[-3:])}")
         staging.rename(binary)
         seconds = round(time.monotonic() - started, 1)
-        (home / "build.json").write_text(json.dumps({"kai": pinned_kai(), "go": _go_version(go), "seconds": seconds}))
+        (home / "build.json").write_text(json.dumps({"kai": pinned_kai(), "go": version, "seconds": seconds}))
         if progress:
             print(f"oracle: built in {seconds} s", file=sys.stderr)
+
+    build_once(home, binary, build)
     return binary
 
 
