@@ -55,19 +55,33 @@ def _open_brackets(text: str) -> int:
 
 
 def _exact_depth(text: str) -> int:
-    """How deep the documents really nest, from the parser's events (no recursion)."""
-    depth = deepest = 0
+    """How deep the documents really nest, from the parser's events (no recursion).
+
+    The C parser is tried first because it is fast. It may refuse deep input itself, and it may
+    do so before yielding a single event (libyaml's scanner looks ahead and has a nesting limit
+    of its own in newer builds), so when it fails the pure-Python parser, which keeps its state
+    on a list and has no such limit, measures again: kai-ray's limit and message stay the same
+    whichever PyYAML is installed."""
     try:
-        for event in yaml.parse(text, Loader=_Loader):
-            if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
-                depth += 1
-                deepest = max(deepest, depth)
-                if deepest > MAX_DEPTH:
-                    break
-            elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
-                depth -= 1
+        return _deepest_event(text, _Loader)
     except yaml.YAMLError:
-        pass  # the load that follows reports the syntax error with its position
+        pass
+    try:
+        return _deepest_event(text, yaml.SafeLoader)
+    except yaml.YAMLError:
+        return 0  # not too deep as far as it parses: the load reports the syntax error with its position
+
+
+def _deepest_event(text: str, loader: type) -> int:
+    depth = deepest = 0
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_DEPTH:
+                break
+        elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+            depth -= 1
     return deepest
 
 

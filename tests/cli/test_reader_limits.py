@@ -4,11 +4,14 @@ line on stderr and exit 2, whichever reader meets it (snapshot, config, fair-sha
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
+from kai_ray.errors import InputError
+from kai_ray.io.documents import MAX_DEPTH, parse_documents
 from tests import manifests as m
 from tests.cli.conftest import RunCli
 from tests.cli.test_bad_input import assert_one_line_error
@@ -33,9 +36,22 @@ def test_deep_nesting_is_one_line_for_every_reader(kai_ray: RunCli, tmp_path: Pa
     deep = tmp_path / "deep.yaml"
     deep.write_text(text)
     snapshot = m.write(tmp_path / "ok.yaml", [m.node("n1")])
-    assert_one_line_error(kai_ray("schedule", "--snapshot", deep), "nested deeper than 200 levels")
-    assert_one_line_error(kai_ray("schedule", "--snapshot", snapshot, "--config", deep), "nested deeper")
-    assert_one_line_error(kai_ray("fairshare", deep), "nested deeper")
+    # kai-ray's own limit, whatever nesting limit the installed YAML or JSON parser has of its own
+    limit = f"{deep}: nested deeper than {MAX_DEPTH} levels"
+    assert_one_line_error(kai_ray("schedule", "--snapshot", deep), limit)
+    assert_one_line_error(kai_ray("schedule", "--snapshot", snapshot, "--config", deep), limit)
+    assert_one_line_error(kai_ray("fairshare", deep), limit)
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 999, 1001, 5000])
+@pytest.mark.parametrize("make", [deep_yaml, deep_block_yaml, deep_json])
+def test_the_depth_limit_is_kai_rays_on_both_sides_of_the_parsers_own(make: Callable[[int], str], depth: int) -> None:
+    """libyaml refuses input nested past 1,000 levels in some builds, before producing a single
+    event; kai-ray measures again without it, so the same input gets the same message."""
+    with pytest.raises(InputError) as refused:
+        parse_documents(make(depth), "deep.yaml")
+    assert str(refused.value) == f"deep.yaml: nested deeper than {MAX_DEPTH} levels"
+    assert parse_documents(make(MAX_DEPTH - 2), "ok.yaml")  # just within the limit: read
 
 
 def test_ordinary_nesting_is_not_refused(kai_ray: RunCli, tmp_path: Path) -> None:
@@ -143,7 +159,7 @@ def test_a_kind_of_another_group_is_skipped_not_refused(kai_ray: RunCli, tmp_pat
     [
         (None, "no such kubeconfig file"),
         (bytes(range(256)) * 4, "not UTF-8"),
-        (deep_yaml().encode(), "nested deeper"),
+        (deep_yaml().encode(), f"nested deeper than {MAX_DEPTH} levels"),
         (b"clusters: []\n", "clusters: missing or empty"),
         (b"[1, 2]\n", "not a kubeconfig"),
     ],
