@@ -32,12 +32,20 @@ def context() -> set[str]:
 
 
 def test_the_context_holds_the_project_the_packages_and_the_crds(context: set[str]) -> None:
-    wanted = {"pyproject.toml", "README.md"} | tracked(*RUNTIME_PACKAGES, "helm/kai-ray/crds")
+    wanted = {"requirements.lock", "pyproject.toml", "README.md"} | tracked(*RUNTIME_PACKAGES, "helm/kai-ray/crds")
     assert wanted - context == set()
 
 
 def test_the_context_holds_nothing_else(context: set[str]) -> None:
-    allowed_roots = {"pyproject.toml", "README.md", "Dockerfile", ".dockerignore", *RUNTIME_PACKAGES, "helm"}
+    allowed_roots = {
+        "requirements.lock",
+        "pyproject.toml",
+        "README.md",
+        "Dockerfile",
+        ".dockerignore",
+        *RUNTIME_PACKAGES,
+        "helm",
+    }
     assert {path.split("/")[0] for path in context} <= allowed_roots
     junk = [p for p in context if "__pycache__" in p or p.endswith((".pyc", ".kubeconfig")) or ".egg-info" in p]
     assert junk == []
@@ -83,7 +91,9 @@ def test_every_file_the_dockerfile_copies_is_in_the_context(context: set[str]) -
 
 def test_the_dockerfile_builds_in_one_stage_and_runs_a_non_root_user_in_a_slim_one() -> None:
     build, final = stages(DOCKERFILE)
-    assert any("pip install ." in line for line in build)
+    installs = [line for line in build if "pip install " in line]
+    assert installs[0].endswith("pip install -r requirements.lock")  # the locked set, hashes checked
+    assert installs[1:] == ["RUN /opt/kai-ray/bin/pip install --no-deps --no-build-isolation ."]  # nothing unlocked
     assert not any("pip install" in line for line in final)  # no compiler or pip cache in the image
     assert any(line.startswith("COPY --from=build /opt/kai-ray /opt/kai-ray") for line in final)
     [user] = [line.split()[1] for line in final if line.startswith("USER ")]
