@@ -124,14 +124,36 @@ def _build_env() -> dict[str, str]:
     return env
 
 
-def _go_build(go: str, module: str, out: Path, log: Path) -> None:
-    targets = [t for t in TARGETS if t.module == module]
-    command = [go, "build", *BUILD_FLAGS, "-o", f"{out}{os.sep}", *(t.package for t in targets)]
+def run_go_build(command: list[str], cwd: Path, env: dict[str, str], log: Path, label: str, progress: bool) -> int:
+    """Run a ``go build -v`` with its output appended to ``log``; every PROGRESS_SECONDS print one
+    line on stderr with the time so far and the packages compiled (none yet: modules are being
+    downloaded), so a cold build of many minutes shows it is moving. Returns go's exit code."""
     with log.open("ab") as sink:
-        sink.write(f"$ (cd go/{module} && {' '.join(command)})\n".encode())
+        sink.write(f"$ (cd {cwd} && {' '.join(command)})\n".encode())
         sink.flush()
-        done = subprocess.run(command, cwd=GO_DIR / module, env=_build_env(), stdout=sink, stderr=sink, check=False)
-    if done.returncode != 0:
+        start = sink.tell()
+        began = time.monotonic()
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=sink, stderr=sink)
+        while True:
+            try:
+                return process.wait(timeout=PROGRESS_SECONDS)
+            except subprocess.TimeoutExpired:
+                if progress:
+                    with log.open("rb") as written:
+                        written.seek(start)
+                        packages = written.read().count(b"\n")
+                    doing = f"{packages} packages compiled" if packages else "downloading modules"
+                    print(f"{label}: {time.monotonic() - began:.0f} s, {doing}", file=sys.stderr, flush=True)
+
+
+PROGRESS_SECONDS = 30.0
+
+
+def _go_build(go: str, module: str, out: Path, log: Path, progress: bool) -> None:
+    targets = [t for t in TARGETS if t.module == module]
+    command = [go, "build", "-v", *BUILD_FLAGS, "-o", f"{out}{os.sep}", *(t.package for t in targets)]
+    code = run_go_build(command, GO_DIR / module, _build_env(), log, f"realcluster: go/{module}", progress)
+    if code != 0:
         tail = log.read_text(errors="replace").strip().splitlines()[-1:]
         raise BuildFailed(f"go build in realcluster/go/{module} failed (see {log}): {' '.join(tail)}")
     for target in targets:
@@ -170,7 +192,7 @@ def ensure_built(progress: bool = True) -> Path:
         seconds: dict[str, float] = {}
         for module in sorted({t.module for t in TARGETS}):
             begun = time.monotonic()
-            _go_build(go, module, staging, log)
+            _go_build(go, module, staging, log, progress)
             seconds[module] = round(time.monotonic() - begun, 1)
         shutil.rmtree(bin_dir, ignore_errors=True)
         staging.rename(bin_dir)

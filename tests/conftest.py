@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,32 +36,65 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("--e2e"):
-        from realcluster.build import GoMissing, go_binary
-
-        try:
-            go_binary()
-        except GoMissing as missing:
-            raise pytest.UsageError(str(missing)) from None  # one line, and the run fails
-
-
 REAL_PARAMS = {"real", "real-etcd"}
 REAL_FIXTURES = {"real", "real_cluster", "etcd_watch_cluster", "binaries", "prometheus_binary"}
+ORACLE = Path(__file__).resolve().parent / "oracle"
+
+
+def _needs_real_cluster(item: pytest.Item) -> bool:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return E2E in item.path.parents and (params.get("cluster") in REAL_PARAMS or bool(fixtures & REAL_FIXTURES))
+
+
+def _needs_oracle(item: pytest.Item) -> bool:
+    return ORACLE in item.path.parents and "oracle" in getattr(item, "fixturenames", ())
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without ``--e2e`` the tests of tests/e2e run against the dev cluster only: every test that
-    needs the real control plane (built with Go) is deselected, so the default run never needs Go."""
-    if config.getoption("--e2e"):
+    needs the real control plane (built with Go) is deselected, so the default run never needs Go.
+
+    Tests that need Go's builds (the real control plane with ``--e2e``, the KAI oracle) skip with
+    the reason when no Go toolchain is on PATH, except under CI (``CI`` set), where Go is part of
+    the set-up: there the run fails in one line (``pytest_collection_finish``)."""
+    if not config.getoption("--e2e"):
+        drop = [item for item in items if _needs_real_cluster(item)]
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = [item for item in items if not _needs_real_cluster(item)]
+    if os.environ.get("CI") or shutil.which("go") is not None:
         return
-    keep, drop = [], []
     for item in items:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        fixtures = set(getattr(item, "fixturenames", ()))
-        real_param = params.get("cluster") in REAL_PARAMS
-        needs_real = E2E in item.path.parents and (real_param or bool(fixtures & REAL_FIXTURES))
-        (drop if needs_real else keep).append(item)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+        for needs, what in GO_BUILDS:
+            if needs(item):
+                item.add_marker(pytest.mark.skip(reason=f"no Go toolchain on PATH to build {what}"))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Go builds run here, once, before the first test and outside every test's timeout (a cold
+    build of the control plane takes a quarter of an hour on two cores; .ci/run does them as steps
+    of their own first, so here they are usually found in the cache). A build that cannot run or
+    fails ends the run with one line."""
+    items = [item for item in session.items if not item.get_closest_marker("skip")]
+    if any(_needs_real_cluster(item) for item in items):
+        from realcluster.build import BuildFailed, GoMissing, ensure_built
+
+        try:
+            ensure_built()
+        except (GoMissing, BuildFailed) as failed:
+            raise pytest.UsageError(str(failed)) from None
+    if any(_needs_oracle(item) for item in items):
+        from tests.oracle.harness import OracleUnavailable
+        from tests.oracle.harness import ensure_built as ensure_oracle_built
+
+        try:
+            ensure_oracle_built()
+        except OracleUnavailable as failed:
+            raise pytest.UsageError(f"oracle tier: {failed}") from None
+
+
+GO_BUILDS = (
+    (_needs_real_cluster, "the real control plane (etcd, kube-apiserver, kwok)"),
+    (_needs_oracle, "the KAI oracle (KAI's scheduler code)"),
+)

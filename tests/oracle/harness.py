@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from realcluster.build import GoMissing, build_once, cache_root, go_version
+from realcluster.build import GoMissing, build_once, cache_root, go_version, run_go_build
 
 HERE = Path(__file__).resolve().parent
 BUILD_FLAGS = ("-trimpath", "-ldflags=-s -w")
@@ -97,16 +97,9 @@ def ensure_built(progress: bool = True) -> Path:
         log = home / "build.log"
         started = time.monotonic()
         staging = home / "oracle.partial"
-        with log.open("wb") as sink:
-            done = subprocess.run(
-                [go, "build", *BUILD_FLAGS, "-o", str(staging), "."],
-                cwd=HERE,
-                env=env,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                check=False,
-            )
-        if done.returncode != 0:
+        log.write_bytes(b"")
+        command = [go, "build", "-v", *BUILD_FLAGS, "-o", str(staging), "."]
+        if run_go_build(command, HERE, env, log, "oracle", progress) != 0:
             lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
             raise OracleUnavailable(f"building {pinned_kai()} failed (log {log}): {' | '.join(lines[-3:])}")
         staging.rename(binary)
