@@ -106,8 +106,7 @@ class JobOrder:
             self._link(leaf)
 
     def key_of(self, job: Job) -> tuple[object, ...]:
-        key: tuple[object, ...] = job.order_key()
-        return tuple(_Reversed(k) for k in key) if self.victims else key
+        return job.victim_key() if self.victims else job.order_key()
 
     def push_sorted(self, queue: str, entries: list[Entry], accept: Callable[[Job], bool] | None = None) -> None:
         """Offer a queue's jobs already sorted by ``key_of`` (shared lists are not copied)."""
@@ -244,21 +243,3 @@ class JobOrder:
         for popped in [*self._popped.get(leaf, []), job]:
             given_back = given_back + self.allocated_of(popped)
         return np.zeros(3), given_back
-
-
-class _Reversed:
-    """Inverts the order of one key component (victims: the job scheduled last comes first)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: object) -> None:
-        self.value = value
-
-    def __lt__(self, other: _Reversed) -> bool:
-        return bool(other.value < self.value)  # type: ignore[operator]
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Reversed) and bool(self.value == other.value)
-
-    def __hash__(self) -> int:
-        return hash(self.value)

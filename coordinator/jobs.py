@@ -161,6 +161,16 @@ class PodSet:
         return out
 
 
+_INVERTED = bytes(range(255, -1, -1))
+
+
+def descending(text: str) -> bytes:
+    """A key that sorts strings in reverse: UTF-8 keeps code-point order, every byte inverted
+    reverses it, and the final 0xff puts a string after every longer one it begins (no UTF-8
+    byte inverts to 0xff but NUL, which names and UIDs never hold)."""
+    return text.encode().translate(_INVERTED) + b"\xff"
+
+
 @dataclass(eq=False, slots=True)
 class Job:
     group: PodGroup
@@ -215,6 +225,18 @@ class Job:
             self.elastic_state(),
             self.group.created,
             self.group.uid or self.key,
+        )
+
+    def victim_key(self) -> tuple[bool, int, int, float, bytes]:
+        """``order_key`` reversed component by component (as victims, the job that would be
+        scheduled last comes first), in values that compare natively: sorting thousands of
+        running jobs compares these millions of times."""
+        return (
+            not self.overrun,
+            self.priority + self.boost,
+            -self.elastic_state(),
+            -self.group.created,
+            descending(self.group.uid or self.key),
         )
 
     def has_pending(self) -> bool:

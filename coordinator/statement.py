@@ -52,6 +52,9 @@ class Statement:
     source: PickSource | None = None  # allocate's placements come from the shards' streams
     picks: dict[str, Pick] = field(default_factory=dict)  # task -> its stream placement this session
     _evicted: dict[str, list[Undo]] = field(default_factory=dict)  # task -> reversals of its evictions here
+    # Jobs whose tasks changed status (done or undone) since the last ``take_changed``: what a
+    # victim pool re-sorts after a commit instead of every running job of the cluster.
+    changed: set[str] = field(default_factory=set)
 
     def checkpoint(self) -> int:
         return len(self.undo_log)
@@ -59,6 +62,15 @@ class Statement:
     def rollback(self, checkpoint: int = 0) -> None:
         while len(self.undo_log) > checkpoint:
             self.undo_log.pop()()
+
+    def take_changed(self) -> set[str]:
+        """The keys of the jobs changed since the last call, and a fresh start."""
+        changed, self.changed = self.changed, set()
+        return changed
+
+    def _touch(self, job: Job) -> None:
+        job.version += 1
+        self.changed.add(job.key)
 
     def commit(self) -> None:
         """Keep everything done so far; later rollbacks cannot go behind this point."""
@@ -84,7 +96,7 @@ class Statement:
         task.gpu_groups = tuple(g for g, _ in choice.shares)
         task.accepted = accepted
         job = self.jobs_by_task[task.key]
-        job.version += 1
+        self._touch(job)
         self.queues.add_allocation(job.queue, accepted, job.preemptible)
         undo_claims = None
         if claims is not None:
@@ -92,7 +104,7 @@ class Statement:
             previous_claims, task.claims = task.claims, grants_of(claims, task.node, choice.devices)
 
         def undo() -> None:
-            job.version += 1
+            self._touch(job)
             if undo_claims is not None:
                 undo_claims()
                 task.claims = previous_claims
@@ -116,11 +128,11 @@ class Statement:
         task.accepted = accepted
         self.picks[task.key] = pick
         job = self.jobs_by_task[task.key]
-        job.version += 1
+        self._touch(job)
         self.queues.add_allocation(job.queue, accepted, job.preemptible)
 
         def undo() -> None:
-            job.version += 1
+            self._touch(job)
             self.queues.add_allocation(job.queue, accepted, job.preemptible, sign=-1.0)
             del self.picks[task.key]
             source.give_back(pick)
@@ -138,10 +150,10 @@ class Statement:
         new = self._rehold(task, old, Kind.PIPELINED)
         task.status = Status.PIPELINED
         job = self.jobs_by_task[task.key]
-        job.version += 1
+        self._touch(job)
 
         def undo() -> None:
-            job.version += 1
+            self._touch(job)
             self._swap(task, new, old)
             task.status = Status.ALLOCATED
 
@@ -151,10 +163,10 @@ class Statement:
         source.pipeline(pick)
         task.status = Status.PIPELINED
         job = self.jobs_by_task[task.key]
-        job.version += 1
+        self._touch(job)
 
         def undo() -> None:
-            job.version += 1
+            self._touch(job)
             source.pipeline(pick, pipelined=False)
             task.status = Status.ALLOCATED
 
@@ -198,7 +210,7 @@ class Statement:
     def _evict(self, task: Task, action: str, preemptor: str | None) -> Undo:
         """Evicts ``task``; returns what takes the eviction back."""
         job = self.jobs_by_task[task.key]
-        job.version += 1
+        self._touch(job)
         previous_status = task.status
         current = next((h for h in task.holdings if h.kind is not Kind.RELEASING), None)
         replacement = None
@@ -217,7 +229,7 @@ class Statement:
         undo_charges = [self._charge(payer, gpus) for payer, gpus in charges if gpus]
 
         def reverse() -> None:
-            job.version += 1
+            self._touch(job)
             for undo_charge in reversed(undo_charges):
                 undo_charge()
             if undo_claims is not None:
@@ -239,12 +251,12 @@ class Statement:
             return lambda: None  # a user that is not this scheduler's pod: its queue is not ours
         amount = (gpus, 0.0, 0.0)
         task.accepted = (task.accepted[0] + gpus, task.accepted[1], task.accepted[2])
-        job.version += 1
+        self._touch(job)
         self.queues.add_allocation(job.queue, amount, job.preemptible)
 
         def undo() -> None:
             task.accepted = (task.accepted[0] - gpus, task.accepted[1], task.accepted[2])
-            job.version += 1
+            self._touch(job)
             self.queues.add_allocation(job.queue, amount, job.preemptible, sign=-1.0)
 
         return undo

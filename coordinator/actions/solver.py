@@ -232,7 +232,7 @@ class JobSolver:
         """Jobs with pending pods by queue, as of the start of this search."""
         if self._pending_by_queue is None:
             self._pending_by_queue = {}
-            for job in self.state.jobs.values():
+            for job in self.state.pending_jobs():
                 if job.has_pending():
                     self._pending_by_queue.setdefault(job.queue, []).append(job)
         return self._pending_by_queue

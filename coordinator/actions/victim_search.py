@@ -72,6 +72,7 @@ class VictimSearchAction:
         )
         budget = SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
         pool = VictimPool(state)
+        stmt.take_changed()  # the pool is built from the session as it is from here on
         failed = FailedSearches(per_queue=self.signatures_per_queue)
         while not order.empty():
             job = order.pop()
@@ -89,7 +90,7 @@ class VictimSearchAction:
                 solver = JobSolver(state, stmt, self.name, self.validator(state, job), victims, budget)
                 if solver.solve(job):
                     stmt.commit()
-                    pool.invalidate()  # a commit changes who runs
+                    pool.refresh(stmt.take_changed())  # a commit changes who runs
                     continue
             search_failed(state, job, failed)
 
