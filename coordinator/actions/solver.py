@@ -10,6 +10,7 @@ kept ("recorded") for the next step. The job is solved when its gang is satisfie
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ import numpy as np
 from coordinator.actions.allocate import allocate_job
 from coordinator.actions.scenario import IdleGpuFilter, NodeAffinityFilter, Scenario, gpu_headroom_all, job_with_tasks
 from coordinator.actions.topology_filter import TopologyGpuFilter
+from coordinator.actions.victims import SortedJobs
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job
 from coordinator.session import SessionState
@@ -72,6 +74,7 @@ class JobSolver:
         action: str,
         validator: Validator,
         victims_queue: VictimsQueueFactory,
+        pending: SortedJobs,
         budget: SearchBudget | None = None,
     ) -> None:
         self.state = state
@@ -79,8 +82,8 @@ class JobSolver:
         self.action = action
         self.validator = validator
         self.victims_queue = victims_queue
+        self.pending = pending  # jobs with pending pods, per queue in job order (the action's)
         self.budget = budget or SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
-        self._pending_by_queue: dict[str, list[Job]] | None = None
 
     def solve(self, job: Job) -> bool:
         """Try to make room for ``job``; on success the statement holds the evictions and
@@ -199,43 +202,61 @@ class JobSolver:
         unique = list({id(t): t for t in victims}.values())
         victim_jobs = {state.jobs_by_task[t.key].key for t in unique}
         order = JobOrder(state.queues, lambda j: state.job_request(j, real=False))
-        # Pending jobs of other queues would only be popped and skipped: they cannot change the
-        # order between the victims' jobs and the preemptor, so only the queues involved are built.
-        involved = {state.jobs[k].queue for k in victim_jobs} | {scenario.preemptor.queue}
-        pending = self._pending_jobs()
-        candidates = {j.key: j for queue in involved for j in pending.get(queue, ()) if j.has_pending()}
-        for key in victim_jobs:
-            candidates[key] = state.jobs[key]
-        candidates[scenario.preemptor.key] = scenario.preemptor
-        order.push_all(candidates.values())
+        # The jobs this simulation acts on: the victims' jobs and the preemptor (a stand-in for
+        # the pods this step places), with the keys they are ordered by (taken now, as the order
+        # takes them on push), and how many of them each leaf queue holds.
+        interesting = victim_jobs | {scenario.preemptor.key}
+        acting = {key: state.jobs[key] for key in victim_jobs}
+        acting[scenario.preemptor.key] = scenario.preemptor
+        acting = {key: job for key, job in acting.items() if state.queues.has(job.queue)}
+        acting = {key: job for key, job in acting.items() if state.queues.is_leaf(job.queue)}
+        pushed_key = {key: order.key_of(job) for key, job in acting.items()}
+        left = Counter(job.queue for job in acting.values())
+        # KAI walks every pending job in fair order and skips those it does not act on: they
+        # still decide which queue comes next. Pending jobs of other queues would only be popped
+        # and skipped, so only the queues involved are offered, from the action's sorted lists.
+        lists = self.pending.by_queue()
+        for queue in left:
+            if queue in lists:
+                order.push_sorted(queue, lists[queue], lambda j: j.key not in interesting and j.has_pending())
+        order.push_all(acting.values())
         placed_preemptor = False
-        waiting = len(victim_jobs - {scenario.preemptor.key}) + 1  # jobs this simulation acts on
-        while waiting and not order.empty():  # the jobs left after those would only be skipped
-            job = order.pop()
-            assert job is not None
+
+        def act(job: Job) -> bool:
+            """Pipeline the job; False when it is the preemptor and does not fit."""
+            nonlocal placed_preemptor
+            del acting[job.key]
+            placed = allocate_job(state, self.stmt, job, pipeline_only=True, real=False, allowed=allowed)
             if job is scenario.preemptor:
-                waiting -= 1
-                if not allocate_job(state, self.stmt, job, pipeline_only=True, real=False, allowed=allowed):
+                placed_preemptor = placed
+                return placed
+            return True
+
+        while acting:
+            if len(left) == 1:
+                # What is left to act on sits in one leaf queue: nothing in other queues, and no
+                # job skipped in between, can change their order, which is the leaf's own (its
+                # jobs' keys are unique). Acting on them now saves popping every pending job of
+                # the queues involved: in a reclaim storm, thousands per simulation.
+                for job in sorted(acting.values(), key=lambda j: pushed_key[j.key]):
+                    if not act(job):
+                        return "retry", None
+                break
+            job = order.pop()
+            if job is None:
+                break
+            if acting.get(job.key) is job:
+                left[job.queue] -= 1
+                if not left[job.queue]:
+                    del left[job.queue]
+                if not act(job):
                     return "retry", None
-                placed_preemptor = True
-            elif job.key in victim_jobs:
-                waiting -= 1
-                allocate_job(state, self.stmt, job, pipeline_only=True, real=False, allowed=allowed)
         if not placed_preemptor:
             return "retry", None
         if not self.validator(scenario):
             return "refused", None
         chosen = [t for t in unique if t.status in (Status.RELEASING, Status.PIPELINED)]
         return "solved", Solution(chosen, _chunks_of(scenario, chosen))
-
-    def _pending_jobs(self) -> dict[str, list[Job]]:
-        """Jobs with pending pods by queue, as of the start of this search."""
-        if self._pending_by_queue is None:
-            self._pending_by_queue = {}
-            for job in self.state.pending_jobs():
-                if job.has_pending():
-                    self._pending_by_queue.setdefault(job.queue, []).append(job)
-        return self._pending_by_queue
 
     def _feasible_nodes(self, job: Job) -> set[str]:
         """KAI's FeasibleNodesForJob: GPU jobs only consider nodes with some free or freeing GPU."""

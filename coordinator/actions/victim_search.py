@@ -25,7 +25,7 @@ from coordinator.actions.allocate import eligible_jobs
 from coordinator.actions.scenario import Scenario
 from coordinator.actions.search_pruning import FailedSearches, search_failed, should_search
 from coordinator.actions.solver import JobSolver, SearchBudget, Validator
-from coordinator.actions.victims import VictimPool
+from coordinator.actions.victims import VictimPool, pending_pool
 from coordinator.job_order import JobOrder
 from coordinator.job_timers import delay_message, within_preemption_delay
 from coordinator.jobs import Job
@@ -72,7 +72,8 @@ class VictimSearchAction:
         )
         budget = SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
         pool = VictimPool(state)
-        stmt.take_changed()  # the pool is built from the session as it is from here on
+        pending = pending_pool(state)
+        stmt.take_changed()  # the pools are built from the session as it is from here on
         failed = FailedSearches(per_queue=self.signatures_per_queue)
         while not order.empty():
             job = order.pop()
@@ -87,10 +88,12 @@ class VictimSearchAction:
                 continue
             if verdict is Precheck.SEARCH:
                 victims = partial(self.victims, state, pool, job, request)
-                solver = JobSolver(state, stmt, self.name, self.validator(state, job), victims, budget)
+                solver = JobSolver(state, stmt, self.name, self.validator(state, job), victims, pending, budget)
                 if solver.solve(job):
                     stmt.commit()
-                    pool.refresh(stmt.take_changed())  # a commit changes who runs
+                    changed = stmt.take_changed()  # a commit changes who runs and who waits
+                    pool.refresh(changed)
+                    pending.refresh(changed)
                     continue
             search_failed(state, job, failed)
 

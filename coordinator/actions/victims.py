@@ -1,4 +1,5 @@
-"""Which running jobs may be victims, and in which order they are offered."""
+"""The jobs a victim search walks, kept sorted across its commits: running jobs that could be
+victims (in victim order) and jobs with pending pods (in job order), per leaf queue."""
 
 from __future__ import annotations
 
@@ -9,54 +10,66 @@ from coordinator.job_order import Entry, JobOrder
 from coordinator.jobs import Job
 from coordinator.session import SessionState
 
+JobKey = Callable[[Job], tuple[object, ...]]
 
-class VictimPool:
-    """Jobs that could be victims, per leaf queue, sorted in victim order. An action builds one
-    and shares it across all its searches. A commit changes only the jobs it touched (the
-    preemptor, its victims, the victims' jobs moved elsewhere): ``refresh`` takes each of them
-    out of its queue's list and puts it back where its new key sorts, if it is still a
-    candidate, so the cost of a commit does not grow with the number of running jobs."""
 
-    def __init__(self, state: SessionState) -> None:
+class SortedJobs:
+    """The jobs that pass ``admits``, per leaf queue, each queue's list sorted by ``key`` (then by
+    the job's place in the session: no two entries tie). Built on first use; a commit changes only
+    the jobs it touched (the preemptor, its victims, the victims' jobs moved elsewhere), so
+    ``refresh`` takes each of those out of its queue's list and puts it back where its new key
+    sorts, if it still passes: the cost of a commit does not grow with the jobs of the cluster."""
+
+    def __init__(
+        self, state: SessionState, jobs: Callable[[], Iterable[Job]], key: JobKey, admits: Callable[[Job], bool]
+    ):
         self.state = state
+        self._jobs = jobs
+        self._key = key
+        self._admits = admits
         self._by_queue: dict[str, list[Entry]] | None = None
         self._entries: dict[str, Entry] = {}  # job key -> its entry in its queue's list
-        self._seq: dict[str, int] = {}  # job key -> tie-break, the job's place in the session
+        self._seq: dict[str, int] = {}  # job key -> its place in the session
 
-    def queue(self, accept_queue: Callable[[str], bool], accept_job: Callable[[Job], bool]) -> JobOrder:
-        """KAI's victims queue: most over-served queue first and, inside a queue, the job that
-        would be scheduled last; ``accept_job`` is applied lazily, as jobs come up."""
-        order = self._order()
+    def by_queue(self) -> dict[str, list[Entry]]:
+        """Queue -> its jobs' entries in order. The lists are never edited, only replaced: an
+        order built from them may still walk them after a refresh."""
         if self._by_queue is None:
-            self._by_queue = self._build(order)
-        for queue, entries in self._by_queue.items():
-            if accept_queue(queue):
-                order.push_sorted(queue, entries, accept_job)
-        return order
+            self._by_queue = {}
+            self._seq = {key: seq for seq, key in enumerate(self.state.jobs)}
+            for job in self._jobs():
+                if self._admits(job):
+                    entry = (self._key(job), self._seq[job.key], job)
+                    self._by_queue.setdefault(job.queue, []).append(entry)
+                    self._entries[job.key] = entry
+            for entries in self._by_queue.values():
+                entries.sort(key=_rank)
+        return self._by_queue
 
     def refresh(self, changed: Iterable[str]) -> None:
-        """Re-place the jobs whose tasks changed. A queue's list is replaced, not edited: an
-        order built earlier may still walk the old one."""
+        """Re-place the jobs whose tasks changed."""
         if self._by_queue is None:
-            return
+            return  # built later, from the session as it will be then
         by_queue = self._by_queue
         edited: dict[str, list[Entry]] = {}
+
+        def entries_of(queue: str) -> list[Entry]:
+            entries = edited.get(queue)
+            if entries is None:
+                entries = edited[queue] = list(by_queue.get(queue, ()))
+            return entries
+
         for key in changed:
             job = self.state.jobs.get(key)
             if job is None:
                 continue
             old = self._entries.pop(key, None)
             if old is not None:
-                entries = edited.get(job.queue)
-                if entries is None:
-                    entries = edited[job.queue] = list(by_queue.get(job.queue, ()))
-                del entries[bisect.bisect_left(entries, old[:2], key=_rank)]
-            if self._candidate(job):
-                entry = (job.victim_key(), self._seq[key], job)
-                entries = edited.get(job.queue)
-                if entries is None:
-                    entries = edited[job.queue] = list(by_queue.get(job.queue, ()))
-                bisect.insort(entries, entry, key=_rank)
+                entries = entries_of(job.queue)
+                del entries[bisect.bisect_left(entries, _rank(old), key=_rank)]
+            if self._admits(job):
+                entry = (self._key(job), self._seq[key], job)
+                bisect.insort(entries_of(job.queue), entry, key=_rank)
                 self._entries[key] = entry
         for queue, entries in edited.items():
             if entries:
@@ -64,11 +77,34 @@ class VictimPool:
             else:
                 by_queue.pop(queue, None)
 
-    def _order(self) -> JobOrder:
+
+def _rank(entry: Entry) -> tuple[tuple[object, ...], int]:
+    """An entry's place: its key, then its place in the session (jobs never compare)."""
+    return entry[0], entry[1]
+
+
+class VictimPool:
+    """Jobs that could be victims, per leaf queue, in victim order. An action builds one and
+    shares it across all its searches, refreshed after each commit."""
+
+    def __init__(self, state: SessionState) -> None:
+        self.state = state
+        self.jobs = SortedJobs(state, state.jobs.values, Job.victim_key, self._candidate)
+
+    def queue(self, accept_queue: Callable[[str], bool], accept_job: Callable[[Job], bool]) -> JobOrder:
+        """KAI's victims queue: most over-served queue first and, inside a queue, the job that
+        would be scheduled last; ``accept_job`` is applied lazily, as jobs come up."""
         state = self.state
-        return JobOrder(
+        order = JobOrder(
             state.queues, lambda j: state.job_request(j, real=False), victims=True, allocated_of=state.job_allocated
         )
+        for queue, entries in self.jobs.by_queue().items():
+            if accept_queue(queue):
+                order.push_sorted(queue, entries, accept_job)
+        return order
+
+    def refresh(self, changed: Iterable[str]) -> None:
+        self.jobs.refresh(changed)
 
     def _candidate(self, job: Job) -> bool:
         return (
@@ -79,19 +115,8 @@ class VictimPool:
             and any(t.status.alive and t.node for t in job.tasks)
         )
 
-    def _build(self, order: JobOrder) -> dict[str, list[Entry]]:
-        by_queue: dict[str, list[Entry]] = {}
-        self._seq = {key: seq for seq, key in enumerate(self.state.jobs)}
-        for key, job in self.state.jobs.items():
-            if self._candidate(job):
-                entry = (order.key_of(job), self._seq[key], job)
-                by_queue.setdefault(job.queue, []).append(entry)
-                self._entries[key] = entry
-        for entries in by_queue.values():
-            entries.sort(key=_rank)
-        return by_queue
 
-
-def _rank(entry: Entry) -> tuple[tuple[object, ...], int]:
-    """An entry's place: its key, then its place in the session (jobs never compare)."""
-    return entry[0], entry[1]
+def pending_pool(state: SessionState) -> SortedJobs:
+    """Jobs with pending pods, per leaf queue, in job order: what a victim search's simulation
+    walks past on its way to the jobs it acts on."""
+    return SortedJobs(state, state.pending_jobs, Job.order_key, Job.has_pending)
