@@ -242,14 +242,14 @@ class JobSolver:
                     if not act(job):
                         return "retry", None
                 break
-            job = order.pop()
-            if job is None:
+            popped = order.pop()
+            if popped is None:
                 break
-            if acting.get(job.key) is job:
-                left[job.queue] -= 1
-                if not left[job.queue]:
-                    del left[job.queue]
-                if not act(job):
+            if acting.get(popped.key) is popped:
+                left[popped.queue] -= 1
+                if not left[popped.queue]:
+                    del left[popped.queue]
+                if not act(popped):
                     return "retry", None
         if not placed_preemptor:
             return "retry", None
