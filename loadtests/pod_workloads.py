@@ -66,11 +66,13 @@ def scheduler_perf(nodes: int, pods: int) -> PodWorkload:
     return PodWorkload(f"SchedulingBasic {nodes:,} nodes / {pods:,} pods", cluster, _pending(jobs), pods)
 
 
-def kai_fill(nodes: int = 500, jobs: int = 4_000) -> PodWorkload:
+def eight_gpu_nodes(count: int) -> list[Node]:
+    """KAI's scale-test nodes: 8 GPUs each, kwok's taint."""
     eight_gpu = SHAPES[0]
-    node_list: list[Node] = [
-        parse_node(ObjectReader(kwok_node(f"gpu-node-{i:04d}", eight_gpu, i, taint=True), i)) for i in range(nodes)
-    ]
+    return [parse_node(ObjectReader(kwok_node(f"gpu-node-{i:04d}", eight_gpu, i, taint=True), i)) for i in range(count)]
+
+
+def kai_fill(nodes: int = 500, jobs: int = 4_000) -> PodWorkload:
     pods = [_job(i, 1, 1_000, 4 * GIB) for i in range(jobs)]
-    cluster = ClusterDeltas(nodes_upserted=tuple(node_list), queues_upserted=QUEUES)
+    cluster = ClusterDeltas(nodes_upserted=tuple(eight_gpu_nodes(nodes)), queues_upserted=QUEUES)
     return PodWorkload(f"KAI fill: {nodes:,} x 8-GPU nodes / {jobs:,} one-GPU jobs", cluster, _pending(pods), jobs)

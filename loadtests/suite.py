@@ -148,8 +148,9 @@ def run(quick: bool) -> Iterator[list[BenchRow]]:
     for row in rows:
         row.workload = "shard scaling: " + row.workload
     yield rows
-    from loadtests import bench_core, bench_gangs, bench_topology
+    from loadtests import bench_core, bench_gangs, bench_topology, contention
 
+    yield contention.run(quick)
     yield bench_gangs.run(quick)
     yield bench_topology.run(quick)
     yield bench_core.run(quick)

@@ -1,0 +1,171 @@
+"""Contended workloads: queues competing for a full cluster, the situation KAI exists for.
+
+- ``reclaim_storm``: 8-GPU nodes full of one-GPU preemptible jobs of ``team-a``; ``team-b``, owed
+  half the cluster by quota, submits single-GPU jobs; one session of ``reclaim``. Up to half the
+  cluster changes hands; the rest of team-b's jobs are refused (team-b would go above its share).
+- ``preempt_storm``: the same full cluster; team-a submits higher-priority single-GPU jobs; one
+  session of ``preempt``.
+
+Each is one session, timed from the pending jobs' arrival to the end of the cycle that decided
+them (the time ``kai-ray schedule`` spends deciding; reading the objects is not timed).
+``python -m loadtests.contention [--quick]`` runs them against the full-scan baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from coordinator.coordinator import Coordinator
+from kai_ray.deltas import ClusterDeltas
+from kai_ray.model import Pod, PodGroup, PodState, Queue, QueueResource, ResourceVector
+from loadtests.pod_workloads import GIB, KWOK, NAMESPACE, eight_gpu_nodes
+from loadtests.results import BenchRow, compare, fresh_heap, rss_bytes, table
+from loadtests.systems import baseline, in_process
+
+UNLIMITED = QueueResource(quota=-1, over_quota_weight=1, limit=-1)
+TRAIN, BUILD = 50, 100  # KAI's default priority classes: train is preemptible, build is not
+
+
+@dataclass(frozen=True, slots=True)
+class ContentionWorkload:
+    label: str
+    cluster: ClusterDeltas  # nodes, queues and the running jobs, loaded before the clock starts
+    pending: ClusterDeltas  # the contending jobs, all pending
+    actions: tuple[str, ...]
+    contenders: int
+
+
+def _job(
+    name: str, queue: str, priority: int, index: int, node: str | None = None, priority_class: str = "train"
+) -> tuple[PodGroup, Pod]:
+    group = PodGroup(
+        NAMESPACE,
+        name,
+        queue,
+        priority,
+        priority < BUILD,
+        1,
+        priority_class_name=priority_class,
+        created=float(index),
+        uid=f"pg-{name}",
+    )
+    pod = Pod(
+        NAMESPACE,
+        f"{name}-0",
+        uid=f"pod-{name}",
+        state=PodState.RUNNING if node else PodState.PENDING,
+        node=node,
+        requests=ResourceVector.of(cpu=1_000, memory=4 * GIB, gpu=1, pods=1),
+        tolerations=(KWOK,),
+        created=float(index),
+        pod_group=name,
+        queue_label=queue,
+        priority_class_name=priority_class,
+    )
+    return group, pod
+
+
+def _deltas(jobs: list[tuple[PodGroup, Pod]], **more: object) -> ClusterDeltas:
+    return ClusterDeltas(
+        pod_groups_upserted=tuple(g for g, _ in jobs),
+        pods_upserted=tuple(p for _, p in jobs),
+        **more,  # type: ignore[arg-type]
+    )
+
+
+def _full_cluster(nodes: int, queues: tuple[Queue, ...]) -> ClusterDeltas:
+    """``nodes`` 8-GPU nodes, every GPU taken by a one-GPU preemptible job of team-a."""
+    node_list = eight_gpu_nodes(nodes)
+    running = [_job(f"a-{i:06d}", "team-a", TRAIN, i, node=node_list[i // 8].name) for i in range(len(node_list) * 8)]
+    return _deltas(running, nodes_upserted=tuple(node_list), queues_upserted=queues)
+
+
+def reclaim_storm(nodes: int = 500, jobs: int = 4_000) -> ContentionWorkload:
+    half = QueueResource(quota=nodes * 4, over_quota_weight=1, limit=-1)
+    queues = (
+        Queue("teams", None, gpu=UNLIMITED, cpu=UNLIMITED, memory=UNLIMITED),
+        Queue("team-a", "teams", gpu=half, cpu=UNLIMITED, memory=UNLIMITED, created=1.0),
+        Queue("team-b", "teams", gpu=half, cpu=UNLIMITED, memory=UNLIMITED, created=2.0),
+    )
+    pending = [_job(f"b-{i:06d}", "team-b", TRAIN, 100_000 + i) for i in range(jobs)]
+    label = f"reclaim storm: {nodes:,} full 8-GPU nodes, {jobs:,} reclaiming jobs"
+    return ContentionWorkload(label, _full_cluster(nodes, queues), _deltas(pending), ("reclaim",), jobs)
+
+
+def preempt_storm(nodes: int = 500, jobs: int = 500) -> ContentionWorkload:
+    queues = (
+        Queue("teams", None, gpu=UNLIMITED, cpu=UNLIMITED, memory=UNLIMITED),
+        Queue("team-a", "teams", gpu=UNLIMITED, cpu=UNLIMITED, memory=UNLIMITED, created=1.0),
+    )
+    pending = [_job(f"p-{i:06d}", "team-a", BUILD, 100_000 + i, priority_class="build") for i in range(jobs)]
+    label = f"preempt storm: {nodes:,} full 8-GPU nodes, {jobs:,} higher-priority jobs"
+    return ContentionWorkload(label, _full_cluster(nodes, queues), _deltas(pending), ("preempt",), jobs)
+
+
+Outcome = tuple[dict[str, tuple[str, str | None]], list[tuple[str, str, str | None]]]
+
+
+def drive(system: str, coordinator: Coordinator, workload: ContentionWorkload) -> tuple[BenchRow, Outcome]:
+    """Load the full cluster, then time one session over the contending jobs."""
+    coordinator.apply(workload.cluster)
+    coordinator.shards.flush()
+    coordinator.cycle(500.0, ("allocate",))  # the running jobs settle in; nothing pending yet
+    fresh_heap()
+    started = time.perf_counter()
+    cpu_started = time.process_time()
+    coordinator.apply(workload.pending)
+    result = coordinator.cycle(1_000.0, workload.actions)
+    elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
+    decided = {
+        key: (decision.status, decision.node)
+        for key, decision in result.decisions.pods.items()
+        if decision.status != "Running"
+    }
+    evictions = sorted(result.decisions.evictions)
+    placed = sum(1 for status, _ in decided.values() if status in ("Pipelined", "Binding", "Allocated"))
+    row = BenchRow(workload.label, system, placed, elapsed, [elapsed] * placed, rss_bytes())
+    row.coordinator_cpu = cpu
+    per_job = elapsed / workload.contenders * 1e3
+    row.notes = f"{len(evictions):,} evicted, {placed:,} placed; {per_job:.2f} ms per contending job"
+    return row, (decided, evictions)
+
+
+System = tuple[str, Callable[[], Coordinator]]
+SYSTEMS: list[System] = [("baseline: per-pod full scan", baseline), ("kai-ray: in-process, 1 shard", in_process)]
+
+
+def compare_systems(workload: ContentionWorkload, systems: Sequence[System] = SYSTEMS) -> list[BenchRow]:
+    """The first system is the baseline: ratios are against it, decisions must equal its."""
+    rows, reference = [], None
+    for name, make in systems:
+        row, outcome = drive(name, make(), workload)
+        if reference is None:
+            reference = outcome
+        elif outcome != reference:
+            row.notes += "; DIFFERENT DECISIONS from the baseline"
+        rows.append(row)
+    compare(rows, rows[0])
+    return rows
+
+
+def run(quick: bool) -> list[BenchRow]:
+    nodes = 100 if quick else 500
+    rows = compare_systems(reclaim_storm(nodes, nodes * 8))
+    rows += compare_systems(preempt_storm(nodes, nodes))
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="100 nodes instead of 500")
+    args = parser.parse_args(argv)
+    print(table(run(args.quick)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,33 @@
+"""The contended benchmark rows measure what a user would see: the queue owed half the cluster gets
+exactly half of it back, higher-priority jobs each take one victim, and kai-ray decides as the
+full-scan baseline does."""
+
+from __future__ import annotations
+
+from loadtests.contention import compare_systems, drive, preempt_storm, reclaim_storm
+from loadtests.systems import in_process
+
+
+def test_a_reclaim_storm_gives_the_starved_queue_its_half_and_no_more() -> None:
+    row, (decided, evictions) = drive("kai-ray", in_process(), reclaim_storm(nodes=6, jobs=40))
+    pipelined = {pod for pod, (status, _) in decided.items() if status == "Pipelined"}
+    assert len(evictions) == 24 and len(pipelined) == 24  # 6 nodes x 8 GPUs, half of them
+    assert all(pod.startswith("bench/b-") for pod in pipelined)
+    assert all(pod.startswith("bench/a-") and action == "reclaim" for pod, action, _ in evictions)
+    assert sum(1 for status, _ in decided.values() if status == "Pending") == 16  # over its share: they wait
+    assert row.pods == 24
+
+
+def test_a_preempt_storm_takes_one_lower_priority_victim_per_job() -> None:
+    row, (decided, evictions) = drive("kai-ray", in_process(), preempt_storm(nodes=4, jobs=10))
+    assert len(evictions) == 10 and {action for _, action, _ in evictions} == {"preempt"}
+    assert sorted(p for p, (status, _) in decided.items() if status == "Pipelined") == [
+        f"bench/p-{i:06d}-0" for i in range(10)
+    ]
+
+
+def test_the_baseline_decides_the_storms_as_kai_ray_does() -> None:
+    for workload in (reclaim_storm(nodes=6, jobs=40), preempt_storm(nodes=4, jobs=10)):
+        rows = compare_systems(workload)
+        assert [r.pods for r in rows] == [rows[0].pods] * 2 and rows[0].pods > 0
+        assert not any("DIFFERENT" in r.notes for r in rows)
