@@ -73,7 +73,15 @@ def eviction(action: str, pod: str, preemptor: str | None, min_member: int, deta
         return f"{text}\n{details}" if details else text
     if action == "consolidation":
         return f"Pod {pod} was preempted and rescheduled due to bin packing (resource consolidation) procedure"
-    return f"Workload doesn't meet the minimum required number of pods ({min_member}), evicting remaining pod: {pod}"
+    if action == "stalegangeviction":
+        return (
+            f"Workload doesn't meet the minimum required number of pods ({min_member}), evicting remaining pod: {pod}"
+        )
+    if action == "runtimelimit":  # beyond KAI: expectedRuntimeExceeded: stop
+        return (
+            f"Pod {pod} was stopped: its workload ran longer than its expected runtime (kai.scheduler/expected-runtime)"
+        )
+    return f"Pod {pod} was evicted by the {action} action"  # an action without wording of its own yet
 
 
 def queue_details(

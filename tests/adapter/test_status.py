@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from k8s_adapter.api import Response
 from k8s_adapter.status import Eviction, StatusWriter
 from tests.adapter.fake_api import FakeApi, ok
@@ -190,3 +192,23 @@ async def test_what_is_remembered_of_deleted_objects_is_dropped() -> None:
     await writer.publish(CycleResult(Decisions()), cache)
     assert writer.last == {} and writer.events._series == {}  # noqa: SLF001
     assert {kind for kind, _ in writer._resources} == {"queue"}  # noqa: SLF001 - the queues still exist
+
+
+@pytest.mark.parametrize(
+    "action, expected",
+    [
+        ("preempt", "Pod team/v was preempted by higher priority workload team/big"),
+        ("reclaim", "Pod team/v was preempted by workload team/big."),
+        ("consolidation", "Pod team/v was preempted and rescheduled due to bin packing (resource consolidation)"),
+        ("stalegangeviction", "Workload doesn't meet the minimum required number of pods (3), evicting remaining pod"),
+        ("runtimelimit", "Pod team/v was stopped: its workload ran longer than its expected runtime"),
+    ],
+)
+def test_each_evicting_action_says_why_in_its_own_words(action: str, expected: str) -> None:
+    """A pod stopped for running past its expected runtime is not told its gang fell apart."""
+    from k8s_adapter import messages
+
+    message = messages.eviction(action, "team/v", "team/big", 3)
+    assert message.startswith(expected)
+    others = {"preempt", "reclaim", "consolidation", "stalegangeviction", "runtimelimit"} - {action}
+    assert all(message != messages.eviction(other, "team/v", "team/big", 3) for other in others)
