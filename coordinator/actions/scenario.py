@@ -118,12 +118,24 @@ class IdleGpuFilter:
         self.top.sort(key=lambda item: -item[0])
         del self.top[max(len(self.required), 1) :]
 
+    def could_ever_pass(self, ceiling: np.ndarray) -> bool:
+        """False when no scenario can pass, whatever its victims: ``ceiling`` bounds what each
+        node could offer (``gpu_ceiling``), and two conditions every passing scenario meets fail
+        even there (the largest pod fits on one node; the pods fit in the best nodes together).
+        Both only grow with capacity, so failing at the ceiling is failing everywhere; the
+        search is then skipped rather than run through every running job of the cluster."""
+        needs = [need for need in self.required if need > 0]
+        if not needs:
+            return True
+        best = np.sort(ceiling)[::-1][: len(needs)]
+        return bool(needs[0] <= best[0] and sum(needs) <= float(best.sum()))
+
     def passes(self, scenario: Scenario) -> bool:
         for task in (*scenario.recorded_tasks, *scenario.potential):
             if task.key in self.seen or not task.node:
                 continue
             self.seen.add(task.key)
-            if task.pod.gpu_share is None and task.accepted[0]:
+            if task.accepted[0]:
                 self._credit(task.node, task.accepted[0])
         if not self.required or self.required[0] == 0:
             return True
@@ -133,7 +145,7 @@ class IdleGpuFilter:
                 return True
             for capacity, name in self.top:
                 if capacity < need:
-                    break
+                    return False  # sorted: no node has room for this pod
                 if capacity - used[name] >= need:
                     used[name] += need
                     break
@@ -172,6 +184,20 @@ class NodeAffinityFilter:
             ):
                 return False
         return True
+
+
+def gpu_ceiling(state: SessionState) -> np.ndarray:
+    """Per table row, at least as many GPUs as any victim scenario could make available there:
+    the idle and releasing GPUs the idle-GPU filter starts from, plus the GPUs every placed pod
+    holds (any victim is one of them). Valid while the session is as it was when computed."""
+    table = state.table
+    ceiling = np.where(table.present, gpu_headroom_all(state), 0.0)
+    for task in state.tasks.values():
+        if task.node and task.accepted[0] > 0:
+            row = table.index.get(task.node)
+            if row is not None:
+                ceiling[row] += task.accepted[0]
+    return ceiling
 
 
 def gpu_headroom_all(state: SessionState) -> np.ndarray:

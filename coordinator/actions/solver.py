@@ -76,6 +76,7 @@ class JobSolver:
         victims_queue: VictimsQueueFactory,
         pending: SortedJobs,
         budget: SearchBudget | None = None,
+        ceiling: Callable[[], np.ndarray | None] = lambda: None,
     ) -> None:
         self.state = state
         self.stmt = stmt
@@ -83,6 +84,7 @@ class JobSolver:
         self.validator = validator
         self.victims_queue = victims_queue
         self.pending = pending  # jobs with pending pods, per queue in job order (the action's)
+        self.ceiling = ceiling  # scenario.gpu_ceiling of the session as it is, or None if unknown
         self.budget = budget or SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
 
     def solve(self, job: Job) -> bool:
@@ -118,6 +120,9 @@ class JobSolver:
         scenario = Scenario(partial, pending, list(recorded))
         nodes = set(feasible) | {t.node for t in scenario.recorded_tasks if t.node}
         idle_gpus = IdleGpuFilter(self.state, scenario)
+        ceiling = self.ceiling()
+        if ceiling is not None and not idle_gpus.could_ever_pass(ceiling):
+            return None  # every scenario would fail the filter: no victim is worth popping
         affinity = NodeAffinityFilter(self.state, scenario, nodes)
         topology = TopologyGpuFilter(self.state, partial, pending)
         queue = self.victims_queue()

@@ -22,7 +22,7 @@ from typing import ClassVar
 import numpy as np
 
 from coordinator.actions.allocate import eligible_jobs
-from coordinator.actions.scenario import Scenario
+from coordinator.actions.scenario import Scenario, gpu_ceiling
 from coordinator.actions.search_pruning import FailedSearches, search_failed, should_search
 from coordinator.actions.solver import JobSolver, SearchBudget, Validator
 from coordinator.actions.victims import VictimPool, pending_pool
@@ -74,6 +74,15 @@ class VictimSearchAction:
         pool = VictimPool(state)
         pending = pending_pool(state)
         stmt.take_changed()  # the pools are built from the session as it is from here on
+        # What any scenario could free per node, worked out on the first search that asks and
+        # valid until the first commit (a failed search leaves the session as it found it).
+        ceiling: list[np.ndarray | None] = []
+
+        def gpu_ceiling_now() -> np.ndarray | None:
+            if not ceiling:
+                ceiling.append(gpu_ceiling(state))
+            return ceiling[0]
+
         failed = FailedSearches(per_queue=self.signatures_per_queue)
         while not order.empty():
             job = order.pop()
@@ -88,9 +97,12 @@ class VictimSearchAction:
                 continue
             if verdict is Precheck.SEARCH:
                 victims = partial(self.victims, state, pool, job, request)
-                solver = JobSolver(state, stmt, self.name, self.validator(state, job), victims, pending, budget)
+                solver = JobSolver(
+                    state, stmt, self.name, self.validator(state, job), victims, pending, budget, gpu_ceiling_now
+                )
                 if solver.solve(job):
                     stmt.commit()
+                    ceiling[:] = [None]  # no longer known: who runs where has changed
                     changed = stmt.take_changed()  # a commit changes who runs and who waits
                     pool.refresh(changed)
                     pending.refresh(changed)
