@@ -171,6 +171,8 @@ class Coordinator:
         state = self._open_session(now, stats)
         state.search_paused = paused
         state.search_reasons = self.search_backoff.reasons(paused)
+        if self.config.sessionTimeBudget:
+            state.deadline = started + self.config.sessionTimeBudget
         stmt = self._statement(state, now)
         placer = state.source
         session_started = time.perf_counter()
@@ -217,7 +219,10 @@ class Coordinator:
             {j.key for j in state.pending_jobs() if j.has_pending()},
             {key: _search_reasons(state.jobs[key]) for key in state.search_failed if key in state.jobs},
         )
-        if self.model.version == version and not (result.binds or result.evictions or stats.prepared_jobs):
+        unfinished = state.cut_short  # the jobs not reached must be searched next cycle
+        if self.model.version == version and not (
+            result.binds or result.evictions or stats.prepared_jobs or unfinished
+        ):
             self._memo = _Memo((version, names, paused), _next_event(state, self.search_backoff, now), result)
         stats.close_seconds = time.perf_counter() - closing
         return result

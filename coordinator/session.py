@@ -8,6 +8,7 @@ schedulers' pods.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -72,6 +73,13 @@ class SessionState:
     min_runtimes: MinRuntimes = field(default_factory=lambda: MinRuntimes({}, {}, {}))
     dra: DraView = field(default_factory=DraView)  # ResourceClaims and classes (coordinator/dra_session.py)
     pending_seen: list[Job] | None = None  # see pending_jobs
+    # The cycle's time budget (config sessionTimeBudget), as a time.perf_counter() deadline: past
+    # it, victim searches take no new job and the jobs left are searched next cycle.
+    deadline: float | None = None
+    cut_short: bool = False  # a victim-search action stopped at the deadline this session
+
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and time.perf_counter() > self.deadline
 
     def pending_jobs(self) -> list[Job]:
         """The jobs that may have pending pods: those that had some when first asked. A session

@@ -181,6 +181,9 @@ class JobAging(BaseModel):
         return _positive(_seconds(value))
 
 
+LIVE_SESSION_BUDGET = 1.0  # seconds: sessionTimeBudget of `kai-ray run` and `up` when the config sets none
+
+
 class SchedulerConfig(BaseModel):
     """One scheduler's settings; field names follow the YAML (KAI SchedulingShard-like)."""
 
@@ -199,6 +202,10 @@ class SchedulerConfig(BaseModel):
     maxScenariosPerAction: int = Field(default=4096, ge=1)  # noqa: N815 - ... and per action per cycle
     useSchedulingSignatures: bool = True  # noqa: N815 - KAI's pruning of repeated failed victim searches
     victimSearchBackoff: float = 120.0  # noqa: N815 - seconds; longest pause of a failing victim search (0: none)
+    # Seconds a cycle may spend before its victim searches stop taking new jobs (the rest wait for
+    # the next cycle, in the same fair order); None: 1 s in `kai-ray run`, no limit elsewhere, so
+    # that `schedule` and `simulate` decide the same whatever the machine's speed. 0: no limit.
+    sessionTimeBudget: float | None = None  # noqa: N815
     defaultPreemptMinRuntime: float = 0.0  # noqa: N815 - seconds
     defaultReclaimMinRuntime: float = 0.0  # noqa: N815 - seconds
     reclaimResolveMethod: Literal["lca", "queue"] = "lca"  # noqa: N815 - which queue's reclaimMinRuntime applies
@@ -211,6 +218,23 @@ class SchedulerConfig(BaseModel):
     def _grace(cls, value: Any) -> float:
         """A negative grace period means 'never evict a stale gang', as KAI's flag says."""
         return _seconds(value)
+
+    def for_live_loop(self) -> SchedulerConfig:
+        """The settings a live scheduler (`run`, `up`) runs with: cycles bounded in time unless the
+        config says otherwise (``sessionTimeBudget``)."""
+        if self.sessionTimeBudget is not None:
+            return self
+        return self.model_copy(update={"sessionTimeBudget": LIVE_SESSION_BUDGET})
+
+    @field_validator("sessionTimeBudget", mode="before")
+    @classmethod
+    def _budget(cls, value: Any) -> float | None:
+        if value is None:
+            return None
+        seconds = _seconds(value)
+        if seconds < 0:
+            raise ValueError(f"must not be negative, got {value!r}")
+        return seconds
 
     @field_validator("defaultPreemptMinRuntime", "defaultReclaimMinRuntime", "victimSearchBackoff", mode="before")
     @classmethod

@@ -85,6 +85,9 @@ class VictimSearchAction:
 
         failed = FailedSearches(per_queue=self.signatures_per_queue)
         while not order.empty():
+            if state.out_of_time():
+                self._postpone(state, order)
+                break
             job = order.pop()
             assert job is not None
             # Taken before the search: placing the job's pods in a scenario changes what the
@@ -108,6 +111,16 @@ class VictimSearchAction:
                     pending.refresh(changed)
                     continue
             search_failed(state, job, failed)
+
+    def _postpone(self, state: SessionState, order: JobOrder) -> None:
+        """The cycle's time budget is spent: the jobs not reached say so, and are searched next
+        cycle, in the same fair order (nothing counts against them: no failed search, no pause)."""
+        state.cut_short = True
+        budget = state.config.sessionTimeBudget or 0.0
+        why = f"{self.name} postponed to the next cycle: this cycle spent its time budget ({budget:g}s)"
+        while (job := order.pop()) is not None:
+            job.fit_errors[self.name] = why
+            state.search_skipped[job.key] = why
 
     # ------------------------------------------------------------ the parts actions override
     def enabled(self, state: SessionState) -> bool:

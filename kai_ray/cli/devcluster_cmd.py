@@ -118,7 +118,7 @@ async def _scheduler(args: argparse.Namespace, kubeconfig: str) -> None:
     from kai_ray.io.config import load_config
     from kai_ray.runtime import in_process_coordinator
 
-    config = load_config(args.config)
+    config = load_config(args.config).for_live_loop()
     api = await connect(kubeconfig)
     registry = new_registry()
     loop = SchedulerLoop(

@@ -94,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from kai_ray.io.config import load_config
 
     config = load_config(args.config)
+    config = config.for_live_loop()
     if args.kubeconfig:
         _check_kubeconfig(args.kubeconfig)
     configure(args.verbose, args.log_format)
