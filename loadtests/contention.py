@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from coordinator.coordinator import Coordinator
 from kai_ray.deltas import ClusterDeltas
@@ -105,6 +105,52 @@ def preempt_storm(nodes: int = 500, jobs: int = 500) -> ContentionWorkload:
     return ContentionWorkload(label, _full_cluster(nodes, queues), _deltas(pending), ("preempt",), jobs)
 
 
+def fragmented_consolidation(nodes: int = 500, gangs: int = 100) -> ContentionWorkload:
+    """Every 8-GPU node half full of one-GPU preemptible jobs, so no node is free; pending
+    8-GPU pods of the same queue can run only if consolidation packs the small jobs together."""
+    queues = (
+        Queue("teams", None, gpu=UNLIMITED, cpu=UNLIMITED, memory=UNLIMITED),
+        Queue("team-a", "teams", gpu=UNLIMITED, cpu=UNLIMITED, memory=UNLIMITED, created=1.0),
+    )
+    node_list = eight_gpu_nodes(nodes)
+    running = [_job(f"a-{i:06d}", "team-a", TRAIN, i, node=node_list[i // 4].name) for i in range(nodes * 4)]
+    cluster = _deltas(running, nodes_upserted=tuple(node_list), queues_upserted=queues)
+    pending = [_whole_node_job(f"w-{i:06d}", 100_000 + i) for i in range(gangs)]
+    label = f"consolidation: {nodes:,} half-full 8-GPU nodes, {gangs:,} whole-node jobs"
+    return ContentionWorkload(label, cluster, _deltas(pending), ("consolidation",), gangs)
+
+
+def _whole_node_job(name: str, index: int) -> tuple[PodGroup, Pod]:
+    group, pod = _job(name, "team-a", TRAIN, index)
+    return group, replace(pod, requests=ResourceVector.of(cpu=8_000, memory=32 * GIB, gpu=8, pods=1))
+
+
+def tree_fill(nodes: int = 500, jobs: int = 4_000) -> ContentionWorkload:
+    """An empty cluster filled by jobs of 100 leaf queues in a 3-level tree (4 departments, 20
+    teams, 100 projects) with GPU quotas, over-quota weights and limits: allocate must order
+    every job by the queues' fair shares, which change with every placement."""
+    gpus = nodes * 8
+    queues = [Queue("root", None, gpu=UNLIMITED, cpu=UNLIMITED, memory=UNLIMITED)]
+    for d in range(4):
+        queues.append(_queue(f"dept-{d}", "root", gpus // 4, -1, 1 + d, float(d)))
+        for t in range(5):
+            team = f"dept-{d}-team-{t}"
+            queues.append(_queue(team, f"dept-{d}", gpus // 20, gpus // 10 if t == 0 else -1, 1, float(t)))
+            for j in range(5):
+                limit = max(1, gpus // 200) if j == 4 else -1  # a fifth of the projects stop at their quota
+                queues.append(_queue(f"{team}-p{j}", team, gpus // 100 // 2, limit, 1 + j % 2, float(j)))
+    leaves = [q.name for q in queues if q.name.count("-") == 4]
+    pending = [_job(f"f-{i:06d}", leaves[(i * 37) % len(leaves)], TRAIN, 100_000 + i) for i in range(jobs)]
+    cluster = ClusterDeltas(nodes_upserted=tuple(eight_gpu_nodes(nodes)), queues_upserted=tuple(queues))
+    label = f"fill, 100 queues in 3 levels with quotas and limits: {nodes:,} 8-GPU nodes, {jobs:,} one-GPU jobs"
+    return ContentionWorkload(label, cluster, _deltas(pending), ("allocate",), jobs)
+
+
+def _queue(name: str, parent: str, quota: int, limit: int, weight: int, created: float) -> Queue:
+    gpu = QueueResource(quota=quota, over_quota_weight=weight, limit=limit)
+    return Queue(name, parent, gpu=gpu, cpu=UNLIMITED, memory=UNLIMITED, created=created)
+
+
 Outcome = tuple[dict[str, tuple[str, str | None]], list[tuple[str, str, str | None]]]
 
 
@@ -126,11 +172,14 @@ def drive(system: str, coordinator: Coordinator, workload: ContentionWorkload) -
         if decision.status != "Running"
     }
     evictions = sorted(result.decisions.evictions)
-    placed = sum(1 for status, _ in decided.values() if status in ("Pipelined", "Binding", "Allocated"))
+    contenders = {pod.key for pod in workload.pending.pods_upserted}
+    placed = sum(1 for key in contenders if decided.get(key, ("", None))[0] in ("Pipelined", "Binding"))
     row = BenchRow(workload.label, system, placed, elapsed, [elapsed] * placed, rss_bytes())
     row.coordinator_cpu = cpu
     per_job = elapsed / workload.contenders * 1e3
-    row.notes = f"{len(evictions):,} evicted, {placed:,} placed; {per_job:.2f} ms per contending job"
+    row.notes = (
+        f"{placed:,} of {len(contenders):,} placed, {len(evictions):,} evicted; {per_job:.2f} ms per contending job"
+    )
     return row, (decided, evictions)
 
 
@@ -156,6 +205,8 @@ def run(quick: bool) -> list[BenchRow]:
     nodes = 100 if quick else 500
     rows = compare_systems(reclaim_storm(nodes, nodes * 8))
     rows += compare_systems(preempt_storm(nodes, nodes))
+    rows += compare_systems(fragmented_consolidation(nodes, nodes // 5))
+    rows += compare_systems(tree_fill(nodes, nodes * 8))
     return rows
 
 

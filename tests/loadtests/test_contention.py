@@ -4,7 +4,14 @@ full-scan baseline does."""
 
 from __future__ import annotations
 
-from loadtests.contention import compare_systems, drive, preempt_storm, reclaim_storm
+from loadtests.contention import (
+    compare_systems,
+    drive,
+    fragmented_consolidation,
+    preempt_storm,
+    reclaim_storm,
+    tree_fill,
+)
 from loadtests.systems import in_process
 
 
@@ -31,3 +38,30 @@ def test_the_baseline_decides_the_storms_as_kai_ray_does() -> None:
         rows = compare_systems(workload)
         assert [r.pods for r in rows] == [rows[0].pods] * 2 and rows[0].pods > 0
         assert not any("DIFFERENT" in r.notes for r in rows)
+
+
+def test_consolidation_packs_small_jobs_so_whole_node_jobs_run_and_nobody_is_lost() -> None:
+    row, (decided, evictions) = drive("kai-ray", in_process(), fragmented_consolidation(nodes=20, gangs=4))
+    whole = {
+        key: node for key, (status, node) in decided.items() if key.startswith("bench/w-") and status == "Pipelined"
+    }
+    assert row.pods == len(whole) >= 1
+    moved = {pod for pod, action, _ in evictions}
+    assert moved and {action for _, action, _ in evictions} == {"consolidation"}
+    assert all(decided[pod][0] == "Pipelined" for pod in moved)  # moved elsewhere, never left evicted
+    for node in whole.values():  # a whole-node job's node holds nothing else once the moves are done
+        assert not [p for p, (status, at) in decided.items() if at == node and p not in whole and status != "Releasing"]
+
+
+def test_a_fill_through_a_queue_tree_keeps_every_limit() -> None:
+    workload = tree_fill(nodes=20, jobs=160)
+    row, (decided, _) = drive("kai-ray", in_process(), workload)
+    queue_of = {pod.key: pod.queue_label for pod in workload.pending.pods_upserted}
+    limits = {q.name: q.gpu.limit for q in workload.cluster.queues_upserted}
+    placed: dict[str, int] = {}
+    for key, (status, _) in decided.items():
+        if status == "Binding":
+            placed[queue_of[key]] = placed.get(queue_of[key], 0) + 1
+    assert row.pods == sum(placed.values()) > 0
+    assert all(limits[q] < 0 or n <= limits[q] for q, n in placed.items())
+    assert any(limits[q] >= 0 and n == limits[q] for q, n in placed.items())  # some limit is reached
