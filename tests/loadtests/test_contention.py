@@ -56,7 +56,7 @@ def test_consolidation_packs_small_jobs_so_whole_node_jobs_run_and_nobody_is_los
 def test_a_fill_through_a_queue_tree_keeps_every_limit() -> None:
     workload = tree_fill(nodes=20, jobs=160)
     row, (decided, _) = drive("kai-ray", in_process(), workload)
-    queue_of = {pod.key: pod.queue_label for pod in workload.pending.pods_upserted}
+    queue_of = {pod.key: pod.queue_label or "" for pod in workload.pending.pods_upserted}
     limits = {q.name: q.gpu.limit for q in workload.cluster.queues_upserted}
     placed: dict[str, int] = {}
     for key, (status, _) in decided.items():
