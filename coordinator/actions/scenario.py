@@ -93,7 +93,7 @@ class IdleGpuFilter:
         table = state.table
         headroom = gpu_headroom_all(state)
         self.capacity: dict[str, float] = {}
-        self.required = sorted((t.pod.requests.gpu for t in scenario.pending), reverse=True)
+        self.required = sorted((required_gpus(t) for t in scenario.pending), reverse=True)
         k = max(len(self.required), 1)
         present = np.flatnonzero(table.present)
         best = present[np.argsort(-headroom[present], kind="stable")[:k]]
@@ -184,6 +184,16 @@ class NodeAffinityFilter:
             ):
                 return False
         return True
+
+
+def required_gpus(task: Task) -> float:
+    """The GPUs KAI's idle-GPU filter asks room for: whole devices, or a fraction times its
+    devices (KAI's ResReq.GPUs(), in hundredths); a GPU-memory request asks none, its portion
+    being known only on a node."""
+    share = task.pod.gpu_share
+    if share is None or share.fraction is None:
+        return task.pod.requests.gpu
+    return task.pod.requests.gpu + round(share.fraction * 100) * share.devices / 100
 
 
 def gpu_ceiling(state: SessionState) -> np.ndarray:
