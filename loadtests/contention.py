@@ -22,7 +22,7 @@ from coordinator.coordinator import Coordinator
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import Pod, PodGroup, PodState, Queue, QueueResource, ResourceVector
 from loadtests.pod_workloads import GIB, KWOK, NAMESPACE, eight_gpu_nodes
-from loadtests.results import BenchRow, compare, fresh_heap, rss_bytes, table
+from loadtests.results import BenchRow, compare_runs, fresh_heap, rss_bytes, table
 from loadtests.systems import baseline, in_process
 
 UNLIMITED = QueueResource(quota=-1, over_quota_weight=1, limit=-1)
@@ -189,16 +189,7 @@ SYSTEMS: list[System] = [("baseline: per-pod full scan", baseline), ("kai-ray: i
 
 def compare_systems(workload: ContentionWorkload, systems: Sequence[System] = SYSTEMS) -> list[BenchRow]:
     """The first system is the baseline: ratios are against it, decisions must equal its."""
-    rows, reference = [], None
-    for name, make in systems:
-        row, outcome = drive(name, make(), workload)
-        if reference is None:
-            reference = outcome
-        elif outcome != reference:
-            row.notes += "; DIFFERENT DECISIONS from the baseline"
-        rows.append(row)
-    compare(rows, rows[0])
-    return rows
+    return compare_runs(drive, workload, systems)
 
 
 def run(quick: bool) -> list[BenchRow]:

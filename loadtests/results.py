@@ -12,14 +12,17 @@ import gc
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from kai_ray.cli.output import format_table
 from kai_ray.process_memory import rss_bytes
 
-__all__ = ["BenchRow", "bench_main", "compare", "flagged", "rss_bytes", "table"]
+if TYPE_CHECKING:
+    from coordinator.coordinator import Coordinator
+
+__all__ = ["BenchRow", "bench_main", "compare", "compare_runs", "flagged", "rss_bytes", "table"]
 
 FLAGS = ("DIFFERENT", "PARTIAL", "NOT PLACED", "VIOLATED")  # notes that mark a row as disagreeing with its baseline
 
@@ -67,6 +70,30 @@ def compare(rows: Sequence[BenchRow], baseline: BenchRow) -> None:
     for row in rows:
         if baseline.pods_per_second > 0:
             row.ratio = row.pods_per_second / baseline.pods_per_second
+
+
+W = TypeVar("W")  # a workload
+D = TypeVar("D")  # the decisions a run of it made
+
+
+def compare_runs(
+    drive: Callable[[str, Coordinator, W], tuple[BenchRow, D]],
+    workload: W,
+    systems: Sequence[tuple[str, Callable[[], Coordinator]]],
+) -> list[BenchRow]:
+    """Each system driven through the workload; the first is the baseline: ratios are against
+    it and decisions (what ``drive`` returns beside the row) must equal its."""
+    rows: list[BenchRow] = []
+    reference: D | None = None
+    for name, make in systems:
+        row, decided = drive(name, make(), workload)
+        if reference is None:
+            reference = decided
+        elif decided != reference:
+            row.notes += "; DIFFERENT DECISIONS from the baseline"
+        rows.append(row)
+    compare(rows, rows[0])
+    return rows
 
 
 def table(rows: Sequence[BenchRow]) -> str:

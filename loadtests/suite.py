@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from coordinator.coordinator import Coordinator
 from loadtests.pod_workloads import PodWorkload, kai_fill, scheduler_perf
-from loadtests.results import BenchRow, compare, fresh_heap, rss_bytes
+from loadtests.results import BenchRow, compare_runs, fresh_heap, rss_bytes
 from loadtests.systems import baseline, in_process, on_ray
 
 ACTIONS = ("allocate",)  # every pod fits: eviction actions would find nothing to do
@@ -93,16 +93,7 @@ def cpu_split(row: BenchRow, coordinator: Coordinator, cpu_started: float, shard
 
 def compare_systems(workload: PodWorkload, systems: list[System]) -> list[BenchRow]:
     """The first system is the baseline: ratios are against it and decisions must equal its."""
-    rows, reference = [], None
-    for name, make in systems:
-        row, placed = drive(name, make(), workload)
-        if reference is None:
-            reference = placed
-        elif placed != reference:
-            row.notes += "; DIFFERENT DECISIONS from the baseline"
-        rows.append(row)
-    compare(rows, rows[0])
-    return rows
+    return compare_runs(drive, workload, systems)
 
 
 def run(quick: bool) -> Iterator[list[BenchRow]]:
