@@ -10,6 +10,7 @@ not scheduled before their PodGroup exists; serving kinds get one group per pod.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -20,6 +21,7 @@ from kai_ray import labels as L
 from kai_ray.workloads import KNATIVE_REVISION_LABEL, WorkloadError, WorkloadGroup, workload_group
 
 log = logging.getLogger(__name__)
+GROUPING_CONCURRENCY = 32  # pods grouped at once (each a few API round trips)
 PER_POD_KINDS = {"Deployment", "ReplicaSet", "StatefulSet"}
 SERVING_KINDS = {"Deployment", "ReplicaSet", "StatefulSet"}
 MAX_DEPTH = 5
@@ -34,22 +36,28 @@ class PodGrouper:
         """Create PodGroups for these ungrouped pods and annotate them; how many were handled.
         ``pods`` is the whole current work list: a pod no longer on it (annotated, finished,
         deleted) is forgotten, so ``done`` never outgrows the pods still waiting for the watch."""
-        handled = 0
         work = []
         for pod in pods:
             meta = pod.get("metadata") or {}
             # By uid too: a pod re-created under the same name is a new pod to annotate.
             work.append((f"{meta.get('namespace') or 'default'}/{meta.get('name')}@{meta.get('uid')}", pod, meta))
         self.done.intersection_update(key for key, _, _ in work)
-        for key, pod, meta in work:
-            if key in self.done:
-                continue
-            try:
-                await self._group_one(pod, meta)
-                self.done.add(key)
-                handled += 1
-            except KubeError as exc:
-                log.info("could not group %s yet: %s", key, exc)
+        # Each pod costs a few round trips (its owners, the PodGroup, its annotation): thousands
+        # of new pods one after another take minutes, so a bounded number are grouped at once.
+        # Pods of one workload may race to create its PodGroup; the loser's 409 means it exists.
+        limit = asyncio.Semaphore(GROUPING_CONCURRENCY)
+
+        async def one(key: str, pod: JSON, meta: JSON) -> bool:
+            async with limit:
+                try:
+                    await self._group_one(pod, meta)
+                except KubeError as exc:
+                    log.info("could not group %s yet: %s", key, exc)
+                    return False
+            self.done.add(key)
+            return True
+
+        handled = sum(await asyncio.gather(*(one(*item) for item in work if item[0] not in self.done)))
         return handled
 
     async def _group_one(self, pod: JSON, meta: JSON) -> None:

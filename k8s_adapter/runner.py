@@ -123,6 +123,7 @@ class SchedulerLoop:
         self._coordinator_lock = asyncio.Lock()
         self._in_flight: set[asyncio.Task[None]] = set()
         self._explaining: asyncio.Task[None] | None = None
+        self._grouping: asyncio.Task[None] | None = None  # the pod grouper's pass in flight
         self._evicting: dict[str, Eviction] = {}  # pod -> what its eviction events will say, until evicted
 
     def stop(self) -> None:
@@ -156,6 +157,9 @@ class SchedulerLoop:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), max(0.0, self.period - elapsed))
         finally:
+            if self._grouping is not None and not self._grouping.done():
+                self._grouping.cancel()  # what it did not create, the next start creates
+                await asyncio.gather(self._grouping, return_exceptions=True)
             if self._in_flight:  # let binds in flight finish: their pods are already counted as placed
                 await asyncio.wait(set(self._in_flight), timeout=30)
             if self.usage is not None:
@@ -184,8 +188,12 @@ class SchedulerLoop:
         # The cache turns watch events into deltas in the worker thread too: at a hundred thousand
         # pods, that work must not stall the watches and health checks on the event loop.
         await self._step("apply", lambda: self._locked(self._feed, coordinator))
-        if self.pod_grouper:
-            await self._step("group", lambda: self.grouper.group(self.cache.ungrouped()))
+        if self.pod_grouper and (self._grouping is None or self._grouping.done()):
+            # Grouping runs beside the loop, one pass at a time: PodGroup creates for thousands of
+            # new pods take the API's time, not the cycles'. A pod is scheduled once its group
+            # exists (the watch brings the annotated pod); the others keep being decided meanwhile.
+            ungrouped = self.cache.ungrouped()
+            self._grouping = asyncio.ensure_future(self._step("group", lambda: self.grouper.group(ungrouped)))
         now = time.time()
         leader = self.leadership.is_leader()
         if self.usage is not None:
