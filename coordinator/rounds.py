@@ -1,4 +1,4 @@
-"""The coordinator's side of "shards place, the coordinator arbitrates" (DESIGN §3).
+"""The coordinator's side of "shards place, the coordinator arbitrates" (docs/architecture.md).
 
 Allocate walks the jobs in KAI's order as always; where a pod needs a node it takes the next
 placement of its shape from ``RoundPlacer``. That placement comes from the shards: in one
