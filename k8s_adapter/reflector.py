@@ -6,7 +6,7 @@
    410 Gone (version too old) -> list again. Other failures -> back off, then list again.
 
 Each watch is also wrapped in an outer timeout, because kubernetes-asyncio watches can hang
-(issue #360). Events older than what the sink already holds are the sink's to drop.
+(kubernetes-asyncio issue #360). Events older than what the sink already holds are the sink's to drop.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ batch of changes into deltas costs, against a baseline that resolves every PodGr
 The cluster: ``--pods`` pods in PodGroups of eight, a tenth of them running, as a list the
 cache has already taken in. Each row changes ``k`` pods (a watch MODIFIED event each) and times
 ``take_deltas``. The baseline is the same cache made to resolve every PodGroup again on each
-batch, which is what it did before it tracked the groups a batch touches (issue 18: 154 ms per
+batch, which is what it did before it tracked the groups a batch touches (154 ms per
 changed pod at 100,000 pods). Both must send the same deltas.
 """
 

@@ -1,4 +1,4 @@
-"""A shard places pods and holds them: one cycle's proposal (DESIGN §3, "place and hold").
+"""A shard places pods and holds them: one cycle's proposal ("place and hold", docs/architecture.md).
 
 For each shape it is asked for, the shard fills its own nodes in the exact order a session
 would place those pods one by one: the best node first (its per-shape index), and on that node

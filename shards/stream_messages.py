@@ -1,4 +1,4 @@
-"""What the coordinator and a shard say to each other while shards place pods (DESIGN §3).
+"""What the coordinator and a shard say to each other while shards place pods (docs/architecture.md).
 
 One cycle's placement is a *proposal*: in each round the shard places, for every pod shape the
 coordinator names, up to the number of pods it asks for, in the exact order a session would

@@ -1,4 +1,4 @@
-"""The live loop keeps the truth (issue 17), end to end against the dev cluster over HTTP:
+"""The live loop keeps the truth, end to end against the dev cluster over HTTP:
 finished pods give their GPUs back, nothing is over-committed however the cluster gets there,
 an eviction is not sent once the reason for it is gone, a pod whose bind keeps failing is
 backed off and its gang goes stale, and one bad object blocks nobody."""

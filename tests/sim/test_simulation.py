@@ -67,7 +67,7 @@ def test_the_shards_usage_matches_a_recount_from_the_pods_after_every_cycle(fini
 
 
 def test_the_accounting_check_fails_a_scheduler_that_keeps_finished_pods(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The shards before issue 17: a pod that turned Succeeded kept its hold."""
+    """The shards before the live loop kept the truth: a pod that turned Succeeded kept its hold."""
 
     def leaky_place(shard: Shard, pod: Pod) -> None:
         if pod.state in (PodState.SUCCEEDED, PodState.FAILED) and pod.key in shard.pods:
