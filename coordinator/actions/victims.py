@@ -66,7 +66,10 @@ class SortedJobs:
             old = self._entries.pop(key, None)
             if old is not None:
                 entries = entries_of(job.queue)
-                del entries[bisect.bisect_left(entries, _rank(old), key=_rank)]
+                at = bisect.bisect_left(entries, _rank(old), key=_rank)
+                if at >= len(entries) or entries[at] is not old:  # keys that do not order: look it up
+                    at = next(i for i, entry in enumerate(entries) if entry is old)
+                del entries[at]
             if self._admits(job):
                 entry = (self._key(job), self._seq[key], job)
                 bisect.insort(entries_of(job.queue), entry, key=_rank)
