@@ -213,8 +213,8 @@ class JobSolver:
         interesting = victim_jobs | {scenario.preemptor.key}
         acting = {key: state.jobs[key] for key in victim_jobs}
         acting[scenario.preemptor.key] = scenario.preemptor
-        acting = {key: job for key, job in acting.items() if state.queues.has(job.queue)}
-        acting = {key: job for key, job in acting.items() if state.queues.is_leaf(job.queue)}
+        queues = state.queues  # a job outside the tree's leaves is never in the order: never acted on
+        acting = {key: job for key, job in acting.items() if queues.has(job.queue) and queues.is_leaf(job.queue)}
         pushed_key = {key: order.key_of(job) for key, job in acting.items()}
         left = Counter(job.queue for job in acting.values())
         # KAI walks every pending job in fair order and skips those it does not act on: they
