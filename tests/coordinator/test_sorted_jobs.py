@@ -58,7 +58,8 @@ def test_indexes_kept_across_commits_equal_indexes_built_afresh(seed: int, steps
     checkpoint = stmt.checkpoint()
     for op, pick in steps:
         if op == "evict":
-            running = [t for t in state.tasks.values() if t.status.active_allocated]
+            # victims run since before the session, as the actions' victims do
+            running = [t for t in state.tasks.values() if t.status.active_allocated and t.original_status.active_used]
             if running:
                 stmt.evict(running[pick % len(running)], "reclaim", None)
         elif op == "place":
