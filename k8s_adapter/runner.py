@@ -154,8 +154,11 @@ class SchedulerLoop:
                 elapsed = time.monotonic() - started
                 if elapsed > 10 * self.period:
                     log.warning("a scheduler iteration took %.1fs", elapsed)
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
+                # that lands as its inner wait completes, and a cancelled loop must end.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), max(0.0, self.period - elapsed))
+                    async with asyncio.timeout(max(0.0, self.period - elapsed)):
+                        await self._stop.wait()
         finally:
             if self._grouping is not None and not self._grouping.done():
                 self._grouping.cancel()  # what it did not create, the next start creates
@@ -170,7 +173,8 @@ class SchedulerLoop:
 
     async def _wait_for_sync(self) -> None:
         try:
-            await asyncio.wait_for(asyncio.gather(*(r.stats.synced.wait() for r in self.reflectors)), self.sync_timeout)
+            async with asyncio.timeout(self.sync_timeout):  # not wait_for: see run()
+                await asyncio.gather(*(r.stats.synced.wait() for r in self.reflectors))
         except TimeoutError:
             missing = [r.kind.plural for r in self.reflectors if not r.stats.synced.is_set()]
             log.error(
