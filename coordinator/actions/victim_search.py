@@ -51,6 +51,24 @@ def always_valid(_: Scenario) -> bool:
     return True
 
 
+class CeilingUntilCommit:
+    """``scenario.gpu_ceiling`` worked out on the first search that asks, and valid until the
+    action's first commit (a failed search leaves the session as it found it); None after."""
+
+    def __init__(self, state: SessionState) -> None:
+        self.state = state
+        self._value: np.ndarray | None = None
+        self._known = True
+
+    def get(self) -> np.ndarray | None:
+        if self._known and self._value is None:
+            self._value = gpu_ceiling(self.state)
+        return self._value if self._known else None
+
+    def forget(self) -> None:
+        self._known, self._value = False, None
+
+
 class VictimSearchAction:
     """Base of the victim-search actions; subclasses set ``name`` and override the hooks."""
 
@@ -74,14 +92,7 @@ class VictimSearchAction:
         pool = VictimPool(state)
         pending = pending_pool(state)
         stmt.take_changed()  # the pools are built from the session as it is from here on
-        # What any scenario could free per node, worked out on the first search that asks and
-        # valid until the first commit (a failed search leaves the session as it found it).
-        ceiling: list[np.ndarray | None] = []
-
-        def gpu_ceiling_now() -> np.ndarray | None:
-            if not ceiling:
-                ceiling.append(gpu_ceiling(state))
-            return ceiling[0]
+        ceiling = CeilingUntilCommit(state)
 
         failed = FailedSearches(per_queue=self.signatures_per_queue)
         while not order.empty():
@@ -101,11 +112,11 @@ class VictimSearchAction:
             if verdict is Precheck.SEARCH:
                 victims = partial(self.victims, state, pool, job, request)
                 solver = JobSolver(
-                    state, stmt, self.name, self.validator(state, job), victims, pending, budget, gpu_ceiling_now
+                    state, stmt, self.name, self.validator(state, job), victims, pending, budget, ceiling.get
                 )
                 if solver.solve(job):
                     stmt.commit()
-                    ceiling[:] = [None]  # no longer known: who runs where has changed
+                    ceiling.forget()  # who runs where has changed
                     changed = stmt.take_changed()  # a commit changes who runs and who waits
                     pool.refresh(changed)
                     pending.refresh(changed)
