@@ -92,6 +92,8 @@ class BindCommit:
         self, state: SessionState, picks: Mapping[str, Pick], now: float, result: CycleResult
     ) -> None:
         """Reserve each job's new binds on the shards involved; commit the jobs held everywhere."""
+        if not len(state.table):
+            return  # a session on no node's row placed nothing itself: the shards' streams did
         by_job = self._new_binds(state, False, picks)
         if not by_job:
             return

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from operator import attrgetter
 from typing import Any, TypeVar
@@ -37,6 +37,25 @@ def with_changes(record: T, **changes: object) -> T:
 _LAYOUTS: dict[type, tuple[Callable[[Any], tuple[Any, ...]], tuple[Any, ...], dict[str, Any]]] = {}
 
 
+class ChangeLog:
+    """The keys of the pods and pod groups written since a reader last took the log: what that
+    reader (the session cache) looks at instead of every record. Past a size where reading
+    everything is as cheap, the log stops and says so."""
+
+    def __init__(self) -> None:
+        self.pods: set[str] = set()
+        self.groups: set[str] = set()
+        self.overflowed = False
+
+    def note(self, keys: set[str], key: str, limit: int) -> None:
+        if self.overflowed:
+            return
+        keys.add(key)
+        if len(self.pods) + len(self.groups) > limit:
+            self.overflowed = True
+            self.pods, self.groups = set(), set()
+
+
 class ClusterModel:
     def __init__(self) -> None:
         self.assumed: dict[str, Pod] = {}  # bound by us, not yet seen bound by the watch
@@ -52,6 +71,22 @@ class ClusterModel:
         self.queues_version = 0  # ... every change to the queues or their usage
         self.dra = DraModel()  # ResourceSlices, DeviceClasses, ResourceClaims
         self.assumed_claims: dict[str, tuple[str, ...]] = {}  # pod -> claims its committed bind allocated
+        self._changes = ChangeLog()
+
+    def take_changes(self) -> ChangeLog | None:
+        """The pods and pod groups written since the last call (None: too many to list, read
+        everything), and a fresh log. The model has one such reader."""
+        changes, self._changes = self._changes, ChangeLog()
+        return None if changes.overflowed else changes
+
+    def _pod_written(self, key: str) -> None:
+        self._changes.note(self._changes.pods, key, self._log_limit())
+
+    def _group_written(self, key: str) -> None:
+        self._changes.note(self._changes.groups, key, self._log_limit())
+
+    def _log_limit(self) -> int:
+        return 10_000 + 2 * (len(self.pods) + len(self.pod_groups))
 
     def apply(self, deltas: ClusterDeltas) -> ClusterDeltas:
         """Take in changes; returns them as the shards must see them (assumed binds kept)."""
@@ -75,8 +110,10 @@ class ClusterModel:
             self.nodes.pop(name, None)
         for pod in pods:
             self.pods[pod.key] = pod
+            self._pod_written(pod.key)
         for key in deltas.pods_removed:
             self.pods.pop(key, None)
+            self._pod_written(key)
             self.assumed.pop(key, None)
             for claim in self.assumed_claims.pop(key, ()):
                 self.dra.forget(claim)
@@ -89,8 +126,10 @@ class ClusterModel:
             self.queues_version += 1
         for group in deltas.pod_groups_upserted:
             self.pod_groups[group.key] = group
+            self._group_written(group.key)
         for key in deltas.pod_groups_removed:
             self.pod_groups.pop(key, None)
+            self._group_written(key)
         for topology in deltas.topologies_upserted:
             self.topologies[topology.name] = topology
         for name in deltas.topologies_removed:
@@ -144,6 +183,7 @@ class ClusterModel:
             self.assumed_claims[key] = tuple(g.claim for g in claims)
         assumed = with_changes(pod, state=PodState.BINDING, node=node, gpu_groups=gpu_groups)
         self.pods[key] = self.assumed[key] = assumed
+        self._pod_written(key)
         self.version += 1
         return assumed
 
@@ -157,9 +197,12 @@ class ClusterModel:
             return None
         pending = replace(pod, state=PodState.PENDING, node=None, gpu_groups=())
         self.pods[key] = pending
+        self._pod_written(key)
         self.version += 1
         return pending
 
-    def clocks_changed(self) -> None:
-        """A cycle wrote pod groups' start, staleness or eviction times into ``pod_groups``."""
+    def clocks_changed(self, groups: Iterable[str]) -> None:
+        """A cycle wrote these pod groups' start, staleness or eviction times into ``pod_groups``."""
+        for key in groups:
+            self._group_written(key)
         self.version += 1

@@ -29,6 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from coordinator.actions.allocate import explain_unplaced
 from coordinator.actions.registry import build_actions
@@ -87,7 +88,8 @@ class Coordinator:
         self._memo: _Memo | None = None
         self.mirror = NodeMirror()
         self.sessions = SessionCache(config)
-        self.settled: Settled = {}  # decisions that follow from a pod record alone (decisions.collect)
+        self._membership_kept: tuple[int, tuple[dict[str, str], dict[str, str]]] | None = None
+        self.settled = Settled()  # decisions that follow from records alone (decisions.collect)
 
     @property
     def epoch(self) -> int:
@@ -174,15 +176,12 @@ class Coordinator:
         if self.config.sessionTimeBudget:
             state.deadline = started + self.config.sessionTimeBudget
         stmt = self._statement(state, now)
+        state.every_node = partial(self._every_node, state, stmt, stats)
         placer = state.source
         session_started = time.perf_counter()
         stats.open_seconds = session_started - started
         for action in build_actions(names):
             action_started = time.perf_counter()
-            if not stats.full_table and self._needs_every_node(action.name, state):
-                self._whole_cluster(state, stmt)
-                stmt = Statement(state.table, state.queues, state.jobs_by_task, picks=stmt.picks)
-                stats.full_table = True
             action.execute(state, stmt)
             stmt.commit()
             stats.action_seconds[action.name] = time.perf_counter() - action_started
@@ -192,13 +191,11 @@ class Coordinator:
         result = CycleResult(Decisions(), stats=stats)
         self._commit(state, stmt, placer, now + (closing - started), result)
         stats.commit_seconds = time.perf_counter() - closing
-        result.decisions = collect(state, stmt.evictions, self.settled)
+        result.decisions = collect(state, stmt.evictions, self.settled, stmt.touched)
         for job_key, why in result.refused.items():
             retry_next_cycle(state, job_key, why, result)
-        result.pod_queues = {key: job.queue for key, job in state.jobs_by_task.items()}
-        result.pod_jobs = {key: job.key for key, job in state.jobs_by_task.items()}
-        result.pod_jobs.update((key, "") for key in state.tasks if key not in state.jobs_by_task)
-        result.not_ready_jobs = frozenset(k for k, j in state.jobs.items() if not j.ready_for_scheduling())
+        result.pod_queues, result.pod_jobs = self._membership(state)
+        result.not_ready_jobs = self._not_ready(state, stmt)
         result.search_skipped = dict(state.search_skipped)
         result.paused_jobs = state.search_paused
         # Only a pod placed before this session is there to evict. One that an action placed and a
@@ -210,15 +207,19 @@ class Coordinator:
             if state.tasks[pod].original_status.active_used
         ]
         evicted = {state.jobs_by_task[e.pod].key for e in result.evictions if e.pod in state.jobs_by_task}
-        result.job_clocks = remember_clocks(self.model.pod_groups, state.jobs.values(), state.last_start, evicted, now)
+        result.job_clocks = remember_clocks(
+            self.model.pod_groups, state.maybe_changed_jobs(stmt.touched), state.last_start, evicted, now
+        )
         if result.job_clocks:  # the pod groups changed: the next cycle must not be memoized
-            self.model.clocks_changed()
+            self.model.clocks_changed(result.job_clocks)
         self.search_backoff.record(
             now,
             state.search_failed,
             {j.key for j in state.pending_jobs() if j.has_pending()},
             {key: _search_reasons(state.jobs[key]) for key in state.search_failed if key in state.jobs},
         )
+        if state.membership is not None:  # opened by the session cache: it resets what we changed
+            self.sessions.close(state, stmt.touched)
         unfinished = state.cut_short  # the jobs not reached must be searched next cycle
         if self.model.version == version and not (
             result.binds or result.evictions or stats.prepared_jobs or unfinished
@@ -226,6 +227,44 @@ class Coordinator:
             self._memo = _Memo((version, names, paused), _next_event(state, self.search_backoff, now), result)
         stats.close_seconds = time.perf_counter() - closing
         return result
+
+    def _membership(self, state: SessionState) -> tuple[dict[str, str], dict[str, str]]:
+        """Each pod's queue and job. They follow from which pods and jobs exist: the same count
+        of such changes, the same maps; where the opener says which pods changed, the last maps
+        with those pods' entries done again (a copy: a result's maps never change afterwards)."""
+        kept = self._membership_kept
+        if kept is not None and state.membership is not None and kept[0] == state.membership:
+            return kept[1]
+        if kept is not None and state.membership is not None and state.changed_pods is not None:
+            pod_queues, pod_jobs = dict(kept[1][0]), dict(kept[1][1])
+            for key in state.changed_pods:
+                job = state.jobs_by_task.get(key)
+                if job is not None:
+                    pod_queues[key], pod_jobs[key] = job.queue, job.key
+                    continue
+                pod_queues.pop(key, None)
+                if key in state.tasks:
+                    pod_jobs[key] = ""
+                else:
+                    pod_jobs.pop(key, None)
+        else:
+            pod_queues = {key: job.queue for key, job in state.jobs_by_task.items()}
+            pod_jobs = {key: job.key for key, job in state.jobs_by_task.items()}
+            pod_jobs.update((key, "") for key in state.tasks if key not in state.jobs_by_task)
+        self._membership_kept = None if state.membership is None else (state.membership, (pod_queues, pod_jobs))
+        return pod_queues, pod_jobs
+
+    @staticmethod
+    def _not_ready(state: SessionState, stmt: Statement) -> frozenset[str]:
+        """The gangs whose pods are not all created (or alive) at the end of the session: as the
+        opener counted them, except for the jobs the session may have changed."""
+        at_open = state.not_ready_at_open
+        if at_open is None:
+            return frozenset(k for k, j in state.jobs.items() if not j.ready_for_scheduling())
+        changed = list(state.maybe_changed_jobs(stmt.touched))
+        keys = {job.key for job in changed}
+        now_short = {job.key for job in changed if not job.ready_for_scheduling()}
+        return frozenset(k for k in at_open if k not in keys) | now_short
 
     # ------------------------------------------------------------------ the session's nodes
     def _open_session(self, now: float, stats: CycleStats) -> SessionState:
@@ -263,25 +302,25 @@ class Coordinator:
         """A statement whose allocate takes placements from the shards' streams."""
         if state.table:  # a session on every node's row places pod by pod on it
             return Statement(state.table, state.queues, state.jobs_by_task)
-        ours = self.config.schedulerName
-        pending = [p for p in self.model.pods.values() if p.scheduler_name == ours and p.state.value == "Pending"]
+        pending = state.pending_at_open
+        if pending is None:
+            pending = [task for task in state.tasks.values() if task.status is Status.PENDING]
         if not pending:  # no round this cycle otherwise: a shard that died must still be noticed now
             check(self.shards.heartbeat(), "heartbeat")
             return Statement(state.table, state.queues, state.jobs_by_task)
-        demand: Counter[TaskShape] = Counter()  # an upper bound: the pending pods of every job
-        for task in state.tasks.values():
-            if task.status is Status.PENDING:
-                demand[task.shape] += 1
+        demand = Counter(task.shape for task in pending)  # an upper bound: the pending pods of every job
         state.source = RoundPlacer(self.shards, f"e{self.epoch}c{self.cycles}", now, demand, check)
         return Statement(state.table, state.queues, state.jobs_by_task, source=state.source)
 
-    def _needs_every_node(self, action: str, state: SessionState) -> bool:
-        """Evicting actions look beyond what allocate placed, but only when they have something to do."""
-        if action in EVICTION_ACTIONS:
-            return any(t.status is Status.PENDING for t in state.tasks.values())
-        if action == "stalegangeviction":
-            return any(job.is_stale() for job in state.jobs.values())
-        return False
+    def _every_node(self, state: SessionState, stmt: Statement, stats: CycleStats) -> None:
+        """``SessionState.every_node``: the first call moves a session that started on no node's
+        row (the shards placed for allocate) onto every node's row; later calls, and sessions
+        opened on every row, find it there already."""
+        if stats.full_table or len(state.table):
+            return
+        self._whole_cluster(state, stmt)
+        stmt.move_to(state.table)
+        stats.full_table = True
 
     def _whole_cluster(self, state: SessionState, stmt: Statement) -> None:
         """Move the session onto a copy of every node's row. In the same round the shards drop
@@ -342,13 +381,13 @@ def _next_event(state: SessionState, backoff: SearchBackoff, now: float) -> floa
     """When the next time-driven rule could change a session's decisions on this same cluster."""
     events = [until for until in backoff.pauses() if until > now]
     config = state.config
-    for job in state.jobs.values():
+    for job in state.jobs.values() if state.stale_watch is None else state.in_session_order(state.stale_watch):
         if job.stale_since is not None:
             own = job.group.staleness_grace_seconds
             grace = config.defaultStalenessGracePeriod if own is None else own
             if grace >= 0:
                 events.append(job.stale_since + grace)
     runtimes = [m for m in (config.defaultPreemptMinRuntime, config.defaultReclaimMinRuntime) if m > 0]
-    for started in state.last_start.values():
+    for started in state.last_start.values() if runtimes else ():
         events.extend(started + m for m in runtimes)
     return min((e for e in events if e > now), default=float("inf"))

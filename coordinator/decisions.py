@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,34 +47,33 @@ def _pod_json(decision: PodDecision) -> dict[str, Any]:
     return out
 
 
-Settled = dict[str, tuple[Pod, PodDecision]]
+@dataclass(slots=True)
+class Settled:
+    """What one cycle's ``collect`` leaves the next (the caller keeps it). Decisions that follow
+    from records alone: pods the session left as their record says and that wait for nothing
+    (running, binding, finished), reused while the record is the same object, and pod groups all
+    of whose pods are such pods, reused while the job is the same object (a job is made again
+    whenever its group or a member changes). And the last cycle's whole outcome, with the pods
+    jobs whose decisions it took from the session rather than from records: when the opener
+    says which records changed, only those, the pods of these and what this session may have
+    changed are decided again."""
+
+    pods: dict[str, tuple[Pod, PodDecision]] = field(default_factory=dict)
+    jobs: dict[str, tuple[Job, PodDecision]] = field(default_factory=dict)
+    last: Decisions | None = None
+    session_jobs: set[str] = field(default_factory=set)
 
 
-def collect(state: SessionState, evictions: list[Eviction], settled: Settled | None = None) -> Decisions:
-    """Every pod's decision. ``settled`` (kept by the caller across cycles, updated here) holds
-    the decisions that follow from a pod's record alone: pods the session left as they were and
-    that wait for nothing (running, binding, finished). Those are reused while the record is."""
-    decisions = Decisions()
-    reasons: dict[str, str] = {}  # per job: every pending pod of a gang waits for the same reason
-    tasks, pods = state.tasks, decisions.pods
-    known: Settled = settled if settled is not None else {}
-    fresh: Settled = {}
-    pending = PodState.PENDING
-    for key, pod in state.all_pods.items():
-        task = tasks.get(key)
-        if pod.state is not pending and (task is None or _untouched(task)):
-            hit = known.get(key)
-            if hit is None or hit[0] is not pod:
-                hit = (pod, _decide_task(state, task, reasons) if task else _other_pod(state, pod))
-            fresh[key] = hit
-            pods[key] = hit[1]
-            continue
-        pods[key] = _decide_task(state, task, reasons) if task else _other_pod(state, pod)
-    if settled is not None:
-        settled.clear()
-        settled.update(fresh)
-    for job in state.jobs.values():
-        decisions.pod_groups[job.key] = _decide_job(state, job)
+def collect(
+    state: SessionState, evictions: list[Eviction], settled: Settled | None = None, touched: Set[str] = frozenset()
+) -> Decisions:
+    """Every pod's, pod group's and queue's decision; ``settled`` saves recomputing those that
+    follow from records the session did not touch (``touched``: the jobs its statements changed)."""
+    known = settled if settled is not None else Settled()
+    if known.last is not None and state.changed_pods is not None:
+        decisions = _collect_changed(state, known, touched)
+    else:
+        decisions = _collect_all(state, known, touched)
     queues = state.queues
     for i, name in enumerate(queues.tree.names):
         decisions.queues[name] = {
@@ -81,6 +81,72 @@ def collect(state: SessionState, evictions: list[Eviction], settled: Settled | N
             "allocated": {r: _clean(queues.allocated[i, j]) for j, r in enumerate(RESOURCES)},
         }
     decisions.evictions = [(e.task.key, e.action, e.preemptor) for e in evictions]
+    known.last = Decisions(decisions.pods, decisions.pod_groups)
+    return decisions
+
+
+def _collect_all(state: SessionState, known: Settled, touched: Set[str]) -> Decisions:
+    decisions = Decisions()
+    reasons: dict[str, str] = {}  # per job: every pending pod of a gang waits for the same reason
+    tasks, pods, jobs_by_task = state.tasks, decisions.pods, state.jobs_by_task
+    fresh_pods: dict[str, tuple[Pod, PodDecision]] = {}
+    unsettled: set[str] = set()  # jobs with a pod that waits or that the session moved
+    pending = PodState.PENDING
+    for key, pod in state.all_pods.items():
+        task = tasks.get(key)
+        if pod.state is not pending and (task is None or _untouched(task)):
+            hit = known.pods.get(key)
+            if hit is None or hit[0] is not pod:
+                hit = (pod, _decide_task(state, task, reasons) if task else _other_pod(state, pod))
+            fresh_pods[key] = hit
+            pods[key] = hit[1]
+            continue
+        if task is not None and (job := jobs_by_task.get(key)) is not None:
+            unsettled.add(job.key)
+        pods[key] = _decide_task(state, task, reasons) if task else _other_pod(state, pod)
+    fresh_jobs: dict[str, tuple[Job, PodDecision]] = {}
+    for job_key, job in state.jobs.items():
+        if job_key in unsettled:
+            decisions.pod_groups[job_key] = _decide_job(state, job)
+            continue
+        hit_job = known.jobs.get(job_key)
+        if hit_job is None or hit_job[0] is not job:
+            hit_job = (job, _decide_job(state, job))
+        fresh_jobs[job_key] = hit_job
+        decisions.pod_groups[job_key] = hit_job[1]
+    known.pods, known.jobs = fresh_pods, fresh_jobs
+    known.session_jobs = state.maybe_changed_keys(set(touched)) | unsettled
+    return decisions
+
+
+def _collect_changed(state: SessionState, known: Settled, touched: Set[str]) -> Decisions:
+    """The last outcome, decided again where something may differ: pods whose records changed,
+    pending pods, the jobs the last session may have changed (their records rule again now) and
+    those this session may have changed, with their pods. A pod whose decision the last session
+    made is pending (its record changes when it is bound) or one of those jobs' pods."""
+    assert known.last is not None and state.changed_pods is not None
+    decisions = Decisions(dict(known.last.pods), dict(known.last.pod_groups))
+    reasons: dict[str, str] = {}
+    tasks, pods, groups = state.tasks, decisions.pods, decisions.pod_groups
+    job_keys = state.maybe_changed_keys(set(touched))
+    redo_jobs = job_keys | state.remade_jobs | known.session_jobs
+    redo_pods = set(state.changed_pods)  # with the pending pods and the pods of the jobs below
+    redo_pods.update(task.key for task in state.pending_at_open or ())
+    for job_key in redo_jobs:
+        job = state.jobs.get(job_key)
+        if job is None:
+            groups.pop(job_key, None)
+            continue
+        redo_pods.update(task.key for task in job.tasks)
+        groups[job_key] = _decide_job(state, job)
+    for key in redo_pods:
+        pod = state.all_pods.get(key)
+        if pod is None:
+            pods.pop(key, None)
+            continue
+        task = tasks.get(key)
+        pods[key] = _decide_task(state, task, reasons) if task else _other_pod(state, pod)
+    known.session_jobs = job_keys
     return decisions
 
 

@@ -63,6 +63,8 @@ def apply_timers(jobs: dict[str, Job], last_start: dict[str, float], config: Sch
     """Set each job's aging boost and overrun mark for this session (both off by default)."""
     aging = config.jobAging
     mark_overrun = config.expectedRuntimeExceeded != "ignore"
+    if aging is None and not mark_overrun:
+        return  # the default: no job's boost or mark can change
     for job in jobs.values():
         if aging is not None and job.active_allocated() == 0:
             waited = max(0.0, now - waiting_since(job))

@@ -262,11 +262,15 @@ class Job:
         return sum(ps.active_allocated for ps in self.pod_sets.values())
 
     def is_stale(self) -> bool:
-        if any(ps.succeeded for ps in self.pod_sets.values()):
-            return False
-        if not self.active_used():
-            return False
-        return not self.gang_satisfied()
+        """Below its minimum with pods still running and none finished (asked of every job each
+        cycle, so one pass over the pod sets' counts)."""
+        used = 0
+        for ps in self.pod_sets.values():
+            counts = ps.counts()
+            if counts[5]:  # succeeded
+                return False
+            used += counts[1]  # active used
+        return used > 0 and not self.gang_satisfied()
 
     def should_pipeline(self) -> bool:
         """KAI: a pod set with a pipelined pod and too few others allocated pipelines the whole job."""

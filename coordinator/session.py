@@ -9,7 +9,7 @@ schedulers' pods.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -73,10 +73,30 @@ class SessionState:
     min_runtimes: MinRuntimes = field(default_factory=lambda: MinRuntimes({}, {}, {}))
     dra: DraView = field(default_factory=DraView)  # ResourceClaims and classes (coordinator/dra_session.py)
     pending_seen: list[Job] | None = None  # see pending_jobs
+    # Our pods that were pending when the session opened, where the opener keeps them (the
+    # session cache does): saves a walk over every pod to find them.
+    pending_at_open: Sequence[Task] | None = None
+    # The jobs stale as their records stand or with a stale-since time, where the opener keeps
+    # them (None: look at every job); with the jobs the session changes, what can be stale.
+    stale_watch: frozenset[str] | None = None
+    # Where the opener counts them, changes to which pods and jobs exist and who belongs where:
+    # the same count, the same pod-to-job maps (None: not counted).
+    membership: int | None = None
+    not_ready_at_open: frozenset[str] | None = None  # gangs short of pods at the start, where counted
+    # The pods whose records (or jobs) changed since the last session, where the opener knows
+    # (None: anything may have changed), and the jobs made again or gone since then.
+    changed_pods: frozenset[str] | None = None
+    remade_jobs: frozenset[str] = frozenset()
+    positions: Mapping[str, int] | None = None  # job -> its place in ``jobs``, where the opener keeps it
     # The cycle's time budget (config sessionTimeBudget), as a time.perf_counter() deadline: past
     # it, victim searches take no new job and the jobs left are searched next cycle.
     deadline: float | None = None
     cut_short: bool = False  # a victim-search action stopped at the deadline this session
+    # Moves the session onto every node's row when it started on none (the shards placed for
+    # allocate). The coordinator sets it; an action calls it just before it looks at nodes
+    # beyond what allocate placed, so a cycle whose actions find nothing to search never pays
+    # for copying every node's row and re-holding every running pod on it.
+    every_node: Callable[[], None] = field(default=lambda: None)
 
     def out_of_time(self) -> bool:
         return self.deadline is not None and time.perf_counter() > self.deadline
@@ -87,8 +107,35 @@ class SessionState:
         job can gain one; callers still ask each job (``has_pending``). Saves every action a
         walk over every job of the cluster."""
         if self.pending_seen is None:
-            self.pending_seen = [job for job in self.jobs.values() if job.has_pending()]
+            if self.pending_at_open is None:
+                self.pending_seen = [job for job in self.jobs.values() if job.has_pending()]
+            else:  # the jobs of the pods pending at the start
+                keys = {job.key for t in self.pending_at_open if (job := self.jobs_by_task.get(t.key)) is not None}
+                self.pending_seen = [job for job in self.in_session_order(keys) if job.has_pending()]
         return self.pending_seen
+
+    def in_session_order(self, keys: Iterable[str]) -> list[Job]:
+        """These jobs (those that exist), in the order of ``jobs``."""
+        positions = self.positions
+        if positions is None:
+            wanted = set(keys)
+            return [job for key, job in self.jobs.items() if key in wanted]
+        return [self.jobs[key] for key in sorted((k for k in keys if k in self.jobs), key=positions.__getitem__)]
+
+    def maybe_changed_jobs(self, touched: set[str]) -> Iterable[Job]:
+        """In session order, the jobs that may differ from what their records say: those with
+        pending pods (placing them changes their gang and start time), those a statement changed
+        (``touched``) and those the opener saw stale or timed. Every job when the opener keeps no
+        such watch."""
+        if self.stale_watch is None:
+            return self.jobs.values()
+        return self.in_session_order(self.maybe_changed_keys(touched))
+
+    def maybe_changed_keys(self, touched: set[str]) -> set[str]:
+        """The keys of ``maybe_changed_jobs`` (every job's when the opener keeps no watch)."""
+        if self.stale_watch is None:
+            return set(self.jobs)
+        return set(self.stale_watch) | touched | {job.key for job in self.pending_jobs()}
 
     def claims_of(self, task: Task) -> ClaimDemand:
         """What the pod's claims ask now: allocations and deallocations made in this session count."""

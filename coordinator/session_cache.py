@@ -14,16 +14,18 @@ single pass over the pods that finds what changed.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from coordinator.cluster_model import ClusterModel
+from coordinator.cluster_model import ChangeLog, ClusterModel
 from coordinator.fairshare import QueueTree, divide, usage_array
 from coordinator.job_timers import apply_timers
 from coordinator.jobs import Job, PodSet
 from coordinator.min_runtime import MinRuntimes
 from coordinator.queue_state import QueueState
+from coordinator.queue_totals import QueueTotals
 from coordinator.session import (
     SessionState,
     accepted_on,
@@ -32,7 +34,7 @@ from coordinator.session import (
 )
 from coordinator.session_queues import add_queue_sums, queue_spec
 from coordinator.subgroups import build_tree, leaf_pod_sets, needs_tree
-from coordinator.tasks import DEFAULT_SUBGROUP, Task, task_status
+from coordinator.tasks import DEFAULT_SUBGROUP, Status, Task, task_status
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import Pod, PodGroup
 from shards.node_table import NodeTable
@@ -55,12 +57,23 @@ class SessionCache:
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
         self.made: dict[str, _Made] = {}  # our pods' tasks
+        self.tasks: dict[str, Task] = {}  # the same tasks by pod key, handed to each session
         self.groups: dict[str, PodGroup] = {}  # the group record each job was made from
         self.jobs: dict[str, Job] = {}
+        self.positions: dict[str, int] = {}  # job -> its place in ``jobs`` (the session's order)
+        self._next_position = 0
         self.jobs_by_task: dict[str, Job] = {}
         self.members: dict[str, set[str]] = {}  # pod group -> its pods (keys)
         self.invalid: dict[str, dict[str, str]] = {}  # tree job -> its pods that name no leaf, and why
-        self.sums: dict[str, Sums] = {}  # job -> its contribution to its queue's sums
+        self.totals = QueueTotals()  # each job's contribution to its queue's sums
+        self.unsummed: set[str] = set()  # jobs whose contribution is still to be worked out
+        self.pending: dict[str, Task] = {}  # our pods that were pending when their record was read
+        # Jobs stale as their records stand, or whose group carries a stale-since time: with the
+        # jobs a session changes, all that stale-gang eviction must look at.
+        self.stale_watch: set[str] = set()
+        self.last_start: dict[str, float] = {}  # job -> its group's last start time, where it has one
+        self.not_ready: set[str] = set()  # gangs with fewer pods than their minimum, as their records stand
+        self.membership = 0  # counts changes to which pods and jobs there are and who belongs where
         self.shapes: dict[TaskShape, TaskShape] = {}
         self.queues_version = -1
         self.tree = QueueTree.build([])
@@ -69,23 +82,46 @@ class SessionCache:
         self.ready: set[str] = set()  # ready nodes
         self.ready_total = [0.0, 0.0, 0.0]  # their allocatable GPU, CPU, memory
         self.nodes_seen: dict[str, object] = {}
+        self.foreign: dict[str, tuple[float, float, float]] = {}  # other schedulers' pods on ready nodes: use
+        self.model_seen: ClusterModel | None = None  # the model whose change log this cache reads
+        # The jobs the last session may have changed (its close says; None: unknown, reset all).
+        self.to_reset: set[str] | None = None
+        self.remade: set[str] = set()  # jobs made again or gone in this open
+        self.orphans: set[str] = set()  # pod groups that pods name and that do not exist
 
     def open(self, model: ClusterModel, now: float, table: NodeTable, placer_type: type[Placer]) -> SessionState:
         config = self.config
-        self._nodes(model)
-        dirty, total = self._tasks(model)
-        self._jobs(model, dirty)
-        tasks_by_key = {key: made.task for key, made in self.made.items()}
+        changes = model.take_changes()
+        nodes_changed = self._nodes(model)
+        if self.model_seen is not model or nodes_changed or self.to_reset is None:
+            changes = None  # read every record
+        self.model_seen = model
+        to_reset, self.to_reset = self.to_reset, None  # until this session's close says otherwise
+        self.remade = set()
+        queues_changed = self.queues_version != model.queues_version
+        dirty, changed_pods = self._tasks(model, changes, to_reset)
+        self._jobs(model, dirty, changes, to_reset)
+        self._find_orphans(dirty if changes is not None else None)
+        if changed_pods is not None:
+            for key in self.remade:  # their pods' jobs (and notes) changed with them
+                changed_pods.update(self.members.get(key, ()))
         state = SessionState(
             config=config,
             now=now,
             table=table,
             placer=make_placer(placer_type, table, config),
-            queues=self.queues(model, total),
+            queues=self.queues(model, self._capacity()),
             jobs=self.jobs,
-            tasks=tasks_by_key,
+            tasks=self.tasks,
             jobs_by_task=self.jobs_by_task,
             all_pods=dict(model.pods),  # as of the session's start
+            pending_at_open=tuple(self.pending.values()),
+            stale_watch=frozenset(self.stale_watch),
+            membership=self.membership,
+            not_ready_at_open=frozenset(self.not_ready),
+            changed_pods=None if changed_pods is None or queues_changed else frozenset(changed_pods),
+            remade_jobs=frozenset(self.remade),
+            positions=self.positions,
             min_gpu_memory=self.min_gpu_memory,
             placer_type=placer_type,
             unusable_queues=model.unusable_queues,
@@ -93,9 +129,7 @@ class SessionCache:
         )
         for notes in self.invalid.values():
             state.pod_notes.update(notes)
-        for key, group in self.groups.items():
-            if group.last_start is not None:
-                state.last_start[key] = group.last_start
+        state.last_start = dict(self.last_start)  # a session adds the jobs it starts
         state.min_runtimes = MinRuntimes.of(
             model.queues.values(),
             config.defaultPreemptMinRuntime,
@@ -106,18 +140,27 @@ class SessionCache:
             for job in self.jobs.values():
                 job.boost = 0
         apply_timers(self.jobs, state.last_start, config, now)
-        for key, members in self.members.items():
-            if key not in self.jobs:
-                for pod in members:
-                    state.pod_notes[pod] = f"PodGroup {key} does not exist"
+        for key in self.orphans:
+            for pod in self.members[key]:
+                state.pod_notes[pod] = f"PodGroup {key} does not exist"
         if len(table):  # a table that already carries the cluster's usage: tasks learn their holds on it
             attach_placed_pods(state, state.all_pods.values(), apply=False)
         return state
 
+    def close(self, state: SessionState, touched: set[str]) -> None:
+        """The session is over: the next open resets only the jobs (and their tasks) it may have
+        changed. A session that held every placed pod on a table changed every task; so does one
+        with aging or a runtime policy, which set every job's boost or mark."""
+        if len(state.table) or self.config.jobAging is not None or self.config.expectedRuntimeExceeded != "ignore":
+            self.to_reset = None
+        else:
+            self.to_reset = state.maybe_changed_keys(touched)
+
     # ------------------------------------------------------------------ nodes
-    def _nodes(self, model: ClusterModel) -> None:
+    def _nodes(self, model: ClusterModel) -> bool:
+        """Node facts the tasks and the fair share use; whether any node changed."""
         if self.nodes_seen.get("version") == model.nodes_version:
-            return
+            return False
         smallest = math.inf
         device_mib: dict[str, float] = {}
         ready: set[str] = set()
@@ -134,46 +177,90 @@ class SessionCache:
                 memory += allocatable.memory
         min_gpu_memory = smallest if smallest != math.inf else 100.0
         if min_gpu_memory != self.min_gpu_memory:
-            self.sums.clear()  # pending fractions of GPU memory count in the smallest GPU's units
+            self.totals.clear()  # pending fractions of GPU memory count in the smallest GPU's units
+            self.unsummed = set(self.jobs)
         self.min_gpu_memory = min_gpu_memory
         self.device_mib, self.ready, self.ready_total = device_mib, ready, [gpu, cpu, memory]
         self.nodes_seen = {"version": model.nodes_version}
+        return True
 
     # ------------------------------------------------------------------ tasks
-    def _tasks(self, model: ClusterModel) -> tuple[set[str], np.ndarray]:
-        """Tasks for our pods (kept where the record is the same), the jobs whose members
-        changed, and the capacity the fair share divides (ready nodes less other schedulers' use)."""
-        ours = self.config.schedulerName
-        ready = self.ready
-        total = list(self.ready_total)
+    def _tasks(
+        self, model: ClusterModel, changes: ChangeLog | None, to_reset: set[str] | None
+    ) -> tuple[set[str], set[str] | None]:
+        """Tasks for our pods, kept where the record is the same, and reset to what their records
+        say; other schedulers' use of ready nodes. Returns the pod groups whose members changed,
+        and the pods whose records changed (None: every record was read)."""
         dirty: set[str] = set()
-        seen = 0
-        made = self.made
-        for key, pod in model.pods.items():
-            if pod.scheduler_name != ours:
-                if pod.node in ready and task_status(pod).active_used:
-                    share = pod.gpu_share.quota_gpus(self.min_gpu_memory) if pod.gpu_share else 0.0
-                    total[0] -= pod.requests.gpu + share
-                    total[1] -= pod.requests.cpu
-                    total[2] -= pod.requests.memory
-                continue
-            seen += 1
-            known = made.get(key)
-            if known is not None and known.pod is pod:
-                _reset(known)
-                continue
-            if known is not None:
-                self._forget(key, known, dirty)
-            made[key] = self._new_task(pod, known)
-            if pod.pod_group:
-                group = f"{pod.namespace}/{pod.pod_group}"
-                self.members.setdefault(group, set()).add(key)
-                dirty.add(group)
-        if seen != len(made):  # some of our pods are gone
-            present = {k for k, p in model.pods.items() if p.scheduler_name == ours}
-            for key in [k for k in made if k not in present]:
-                self._forget(key, made.pop(key), dirty)
-        return dirty, np.array(total)
+        if changes is None:
+            self.foreign = {}
+            ours = 0
+            for key, pod in model.pods.items():
+                ours += self._read_pod(key, pod, dirty)
+            if ours != len(self.made):  # some of our pods are gone
+                for key in [k for k in self.made if k not in model.pods]:
+                    self._drop_task(key, dirty)
+            for made in self.made.values():
+                _reset(made)
+            return dirty, None
+        for job_key in to_reset or ():  # what the last session moved goes back to its record
+            job = self.jobs.get(job_key)
+            if job is not None:
+                for task in job.tasks:
+                    kept = self.made.get(task.key)
+                    if kept is not None and kept.task is task:
+                        _reset(kept)
+        for key in changes.pods:
+            record = model.pods.get(key)
+            if record is None:
+                self.foreign.pop(key, None)
+                self._drop_task(key, dirty)
+            else:
+                self._read_pod(key, record, dirty)
+        return dirty, set(changes.pods)
+
+    def _read_pod(self, key: str, pod: Pod, dirty: set[str]) -> bool:
+        """Take in one pod record: ours becomes (or stays) a task, another scheduler's counts
+        against the capacity the fair share divides when it holds a ready node. Whether it is ours."""
+        if pod.scheduler_name != self.config.schedulerName:
+            self._drop_task(key, dirty)
+            if pod.node in self.ready and task_status(pod).active_used:
+                share = pod.gpu_share.quota_gpus(self.min_gpu_memory) if pod.gpu_share else 0.0
+                self.foreign[key] = (pod.requests.gpu + share, pod.requests.cpu, pod.requests.memory)
+            else:
+                self.foreign.pop(key, None)
+            return False
+        self.foreign.pop(key, None)
+        known = self.made.get(key)
+        if known is not None and known.pod is pod:
+            return True
+        if known is not None:
+            self._forget(key, known, dirty)
+        self.made[key] = fresh = self._new_task(pod, known)
+        self.tasks[key] = fresh.task
+        self.membership += 1
+        if fresh.task.original_status is Status.PENDING:
+            self.pending[key] = fresh.task
+        if pod.pod_group:
+            group = f"{pod.namespace}/{pod.pod_group}"
+            self.members.setdefault(group, set()).add(key)
+            dirty.add(group)
+        return True
+
+    def _drop_task(self, key: str, dirty: set[str]) -> None:
+        known = self.made.pop(key, None)
+        if known is not None:
+            del self.tasks[key]
+            self._forget(key, known, dirty)
+
+    def _capacity(self) -> np.ndarray:
+        """Ready nodes' allocatable GPU, CPU and memory, less what other schedulers' pods use."""
+        total = list(self.ready_total)
+        for gpu, cpu, memory in self.foreign.values():
+            total[0] -= gpu
+            total[1] -= cpu
+            total[2] -= memory
+        return np.array(total)
 
     def _new_task(self, pod: Pod, known: _Made | None = None) -> _Made:
         status = task_status(pod)
@@ -188,7 +275,9 @@ class SessionCache:
         return _Made(pod, task, task.accepted)
 
     def _forget(self, key: str, known: _Made, dirty: set[str]) -> None:
+        self.membership += 1
         pod = known.pod
+        self.pending.pop(key, None)
         if pod.pod_group:
             group = f"{pod.namespace}/{pod.pod_group}"
             members = self.members.get(group)
@@ -200,27 +289,53 @@ class SessionCache:
         self.jobs_by_task.pop(key, None)
 
     # ------------------------------------------------------------------ jobs
-    def _jobs(self, model: ClusterModel, dirty: set[str]) -> None:
+    def _jobs(self, model: ClusterModel, dirty: set[str], changes: ChangeLog | None, to_reset: set[str] | None) -> None:
+        """Jobs made again where their group or members changed, dropped where the group is
+        gone; the others start from their records again (the last session's fit errors and
+        staleness clock go, cached answers about their tasks are stale)."""
         groups = model.pod_groups
-        for key in [k for k in self.jobs if k not in groups]:
-            del self.jobs[key]
-            self.groups.pop(key, None)
-            self.sums.pop(key, None)
-            self.invalid.pop(key, None)
-            for pod in self.members.get(key, ()):
-                self.jobs_by_task.pop(pod, None)
-        for key, group in groups.items():
-            if self.groups.get(key) is not group or key in dirty or key not in self.jobs:
+        if changes is None:
+            candidates: Iterable[str] = [k for k in self.jobs if k not in groups] + list(groups)
+            to_reset = None
+        else:
+            candidates = changes.groups | dirty
+        for key in candidates:
+            group = groups.get(key)
+            if group is None:
+                self._drop_job(key)
+            elif self.groups.get(key) is not group or key in dirty or key not in self.jobs:
                 self._build(group)
+        for key in self.jobs if to_reset is None else to_reset:
+            job = self.jobs.get(key)
+            if job is None or key in self.remade:
+                continue
+            job.version += 1  # statuses were reset: cached answers are stale
+            if job.fit_errors:
+                job.fit_errors = {}
+            job.stale_since = job.group.stale_since
+
+    def _find_orphans(self, dirty: set[str] | None) -> None:
+        """Pod groups that pods name but that do not exist, among those whose members or job
+        changed (None: all of them)."""
+        if dirty is None:
+            self.orphans = {key for key in self.members if key not in self.jobs}
+            return
+        for key in dirty | self.remade:
+            if key in self.members and key not in self.jobs:
+                self.orphans.add(key)
             else:
-                job = self.jobs[key]
-                job.version += 1  # statuses were reset: cached answers are stale
-                if job.fit_errors:
-                    job.fit_errors = {}
-                job.stale_since = group.stale_since
-        for key in dirty:
-            if key not in groups:
-                self.sums.pop(key, None)
+                self.orphans.discard(key)
+
+    def _drop_job(self, key: str) -> None:
+        job = self.jobs.pop(key, None)
+        if job is None:
+            return
+        del self.positions[key]
+        self._unlist(job)
+        self.groups.pop(key, None)
+        self.invalid.pop(key, None)
+        for pod in self.members.get(key, ()):
+            self.jobs_by_task.pop(pod, None)
 
     def _build(self, group: PodGroup) -> None:
         self.invalid.pop(group.key, None)
@@ -237,9 +352,7 @@ class SessionCache:
             name = task.subgroup if task.subgroup in pod_sets else DEFAULT_SUBGROUP
             pod_sets.setdefault(name, PodSet(name, 0, tracked=True)).add(task)
             self.jobs_by_task[pod_key] = job
-        self.jobs[group.key] = job
-        self.groups[group.key] = group
-        self.sums.pop(group.key, None)
+        self._keep(group, job)
 
     def _build_tree(self, group: PodGroup) -> None:
         """A job with a sub-group tree or topology constraints, as ``session._build_tree_job``
@@ -255,9 +368,37 @@ class SessionCache:
                 self.jobs_by_task[pod_key] = job
         if invalid:
             self.invalid[group.key] = invalid
+        self._keep(group, job)
+
+    def _keep(self, group: PodGroup, job: Job) -> None:
+        """A job made (again) from its group: it replaces the old one, also in its queue's sum."""
+        self.membership += 1
+        self.remade.add(job.key)
+        old = self.jobs.get(group.key)
+        if old is not None:
+            self._unlist(old)
+        else:  # a new key goes to the end of the jobs' order
+            self.positions[group.key] = self._next_position
+            self._next_position += 1
         self.jobs[group.key] = job
         self.groups[group.key] = group
-        self.sums.pop(group.key, None)
+        self.unsummed.add(job.key)
+        if group.last_start is not None:
+            self.last_start[job.key] = group.last_start
+        if group.stale_since is not None or job.is_stale():
+            self.stale_watch.add(job.key)
+        if not job.ready_for_scheduling():
+            self.not_ready.add(job.key)
+
+    def _unlist(self, job: Job) -> None:
+        """The job is gone or replaced: its contribution leaves its queue's sum."""
+        self.membership += 1
+        self.remade.add(job.key)
+        self.totals.remove(job.key)
+        self.unsummed.discard(job.key)
+        self.stale_watch.discard(job.key)
+        self.not_ready.discard(job.key)
+        self.last_start.pop(job.key, None)
 
     # ------------------------------------------------------------------ queues
     def queues(self, model: ClusterModel, total: np.ndarray) -> QueueState:
@@ -265,15 +406,15 @@ class SessionCache:
             self.tree = QueueTree.build([queue_spec(q) for q in model.queues.values()])
             self.queues_version = model.queues_version
         tree = self.tree
+        for key in self.unsummed:  # jobs made since the last session; their tasks are as recorded
+            job = self.jobs[key]
+            self.totals.put(job.queue, key, self._sums(job))
+        self.unsummed.clear()
         sums = np.zeros((len(tree), 9))
-        for key, job in self.jobs.items():
-            leaf = tree.index.get(job.queue)
-            if leaf is None:
-                continue
-            contribution = self.sums.get(key)
-            if contribution is None:
-                contribution = self.sums[key] = self._sums(job)
-            sums[leaf] += contribution
+        for queue, summed in self.totals.totals().items():
+            leaf = tree.index.get(queue)
+            if leaf is not None:
+                sums[leaf] += summed
         request, allocated, allocated_np = (tree.roll_up(sums[:, k : k + 3].copy()) for k in (0, 3, 6))
         usage = usage_array(tree, model.queue_usage) if model.queue_usage else None
         division = divide(tree, total, request, usage, self.config.kValue)

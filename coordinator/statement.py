@@ -55,6 +55,7 @@ class Statement:
     # Jobs whose tasks changed status (done or undone) since the last ``take_changed``: what a
     # victim pool re-sorts after a commit instead of every running job of the cluster.
     changed: set[str] = field(default_factory=set)
+    touched: set[str] = field(default_factory=set)  # every job changed in this session, never taken
 
     def checkpoint(self) -> int:
         return len(self.undo_log)
@@ -71,6 +72,14 @@ class Statement:
     def _touch(self, job: Job) -> None:
         job.version += 1
         self.changed.add(job.key)
+        self.touched.add(job.key)
+
+    def move_to(self, table: NodeTable) -> None:
+        """Carry on over another table: the session moved onto every node's row, where what
+        this statement placed is held already. Only between operations: nothing to roll back."""
+        assert not self.undo_log, "a statement moves only when committed"
+        self.table = table
+        self.source = None  # allocate after this point places on the table itself
 
     def commit(self) -> None:
         """Keep everything done so far; later rollbacks cannot go behind this point."""

@@ -56,9 +56,6 @@ class FullScanCoordinator(Coordinator):
         """Allocate places on the session's table, pod by pod (then prepare and commit)."""
         return Statement(state.table, state.queues, state.jobs_by_task)
 
-    def _needs_every_node(self, action: str, state: SessionState) -> bool:
-        return False  # the session has every node from the start
-
     def _unchanged(self, now: float, names: tuple[str, ...]) -> CycleResult | None:
         """No shortcut for cycles with nothing new: every cycle is a whole session."""
         return None

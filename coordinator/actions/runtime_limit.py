@@ -21,6 +21,7 @@ class RuntimeLimitAction:
         for job in state.jobs.values():
             if not job.overrun:
                 continue
+            state.every_node()  # evicting takes the pods off their nodes' rows
             for task in job.tasks:
                 if task.status.active_allocated:
                     stmt.evict(task, self.name, None)

@@ -11,7 +11,7 @@ class StaleGangEvictionAction:
     name = "stalegangeviction"
 
     def execute(self, state: SessionState, stmt: Statement) -> None:
-        for job in state.jobs.values():
+        for job in _may_be_stale(state, stmt):
             if not job.is_stale():
                 job.stale_since = None
                 continue
@@ -20,6 +20,7 @@ class StaleGangEvictionAction:
             grace = _grace_period(state, job)
             if grace < 0 or state.now - job.stale_since < grace:
                 continue
+            state.every_node()  # evicting takes the pods off their nodes' rows
             for task in job.tasks:
                 if task.status.active_allocated:
                     stmt.evict(task, self.name, None)
@@ -29,3 +30,13 @@ class StaleGangEvictionAction:
 def _grace_period(state: SessionState, job: Job) -> float:
     own = job.group.staleness_grace_seconds
     return own if own is not None else state.config.defaultStalenessGracePeriod
+
+
+def _may_be_stale(state: SessionState, stmt: Statement) -> list[Job]:
+    """In session order, the jobs stale now or with a staleness clock to clear: only among those
+    the session may have changed (the others are as their records say)."""
+    jobs = state.jobs
+    keys = state.maybe_changed_keys(stmt.touched)
+    return state.in_session_order(
+        k for k in keys if (job := jobs.get(k)) is not None and (job.stale_since is not None or job.is_stale())
+    )

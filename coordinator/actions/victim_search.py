@@ -8,6 +8,8 @@ For every job the base class does the same steps; an action fills in the parts t
 2. Search pruning (``search_pruning.should_search``): paused jobs, and jobs no easier than one
    with the same signature that already failed in this session.
 3. ``precheck``: cheap checks after pruning; they may skip the job or record a failed search.
+   From here the session looks at nodes, so the first job to get this far moves it onto every
+   node's row (``SessionState.every_node``); steps 1 and 2 look at queues and jobs only.
 4. The search itself (``solver.JobSolver``) over the action's ``victims`` queue, judged by its
    ``validator``. Success commits and refreshes the victim pool; failure is recorded, so that
    signatures and the backoff see it.
@@ -106,6 +108,7 @@ class VictimSearchAction:
             request = state.job_request(job, real=False)
             if not self.screen(state, job, request) or not should_search(state, job, failed, self.name):
                 continue
+            state.every_node()  # from here on the job is judged on nodes: all of them
             verdict = self.precheck(state, job, request)
             if verdict is Precheck.SKIP:
                 continue
