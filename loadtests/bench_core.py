@@ -5,9 +5,11 @@
 2. **Elastic job**: one job of 4,000 one-GPU pods and minMember 1 (what the pod grouper makes of
    a batch Job) on 5,000 nodes: the cycle that places it, against the per-pod full-scan
    baseline (``loadtests.baseline.FullScanCoordinator``).
-3. **Idle cycle**: 20,000 nodes, 16,000 running pods, a few gangs that fit nowhere, every action
-   configured: a cycle with nothing new, against the baseline, whose victim searches take every
-   node's row from the shards each cycle.
+3. **Idle cycle and steady arrivals**: 20,000 nodes, 16,000 running pods, a few gangs that fit
+   nowhere, every action configured: a cycle with nothing new; cycles in which one more pod that
+   fits nowhere arrives; cycles in which five one-GPU jobs arrive and are bound (the watch
+   confirming the last cycle's binds). Against the baseline, which opens every session from
+   scratch on every node's row; the binds must be the same.
 
     python -m loadtests.bench_core            # full sizes
     python -m loadtests.bench_core --quick    # smoke sizes
@@ -153,6 +155,7 @@ def bench_idle(nodes: int, cycles: int = 5) -> list[BenchRow]:
     )
     workload = f"idle cycle: {nodes:,} nodes, {len(running):,} running pods, 5 gangs that fit nowhere, all actions"
     rows = []
+    binds: list[list[tuple[str, str]]] = []
     for name, make in (("baseline: every row each cycle", baseline), ("kai-ray: in-process, 1 shard", in_process)):
         coordinator: Coordinator = make(SchedulerConfig())
         coordinator.apply(deltas)
@@ -169,14 +172,45 @@ def bench_idle(nodes: int, cycles: int = 5) -> list[BenchRow]:
             coordinator.apply(ClusterDeltas(pods_upserted=tuple(_pods(f"late-{i}", 1, gpus=16))))
             now += 0.5
             changed.append(_timed_cycle(coordinator, now))
-        for label, times in (("nothing new", idle), ("one pending pod more", changed)):
+        arriving, bound = _steady_arrivals(coordinator, now, cycles)
+        binds.append(bound)
+        for label, times in (("nothing new", idle), ("one pending pod more", changed), (ARRIVALS, arriving)):
             median = statistics.median(times)
             notes = f"{label}: median {median * 1000:.1f} ms per cycle"
             rows.append(BenchRow(f"{workload}; {label}", name, 1, median, times, rss_bytes(), notes=notes))
-    for label in ("nothing new", "one pending pod more"):
+    if binds[0] != binds[1]:
+        rows[-1].notes += "; DIFFERENT BINDS from the baseline"
+    for label in ("nothing new", "one pending pod more", ARRIVALS):
         pair = [r for r in rows if r.workload.endswith(label)]
         compare(pair, pair[0])
     return sorted(rows, key=lambda r: r.workload)
+
+
+ARRIVALS = "five one-GPU jobs arrive per cycle"
+
+
+def _steady_arrivals(coordinator: Coordinator, now: float, cycles: int) -> tuple[list[float], list[tuple[str, str]]]:
+    """Cycles in which five one-GPU jobs arrive and are bound, the watch confirming the binds
+    of the cycle before: times per cycle, and every bind."""
+    times: list[float] = []
+    binds: list[tuple[str, str]] = []
+    confirmed: tuple[Pod, ...] = ()
+    for i in range(cycles):
+        group = f"arrival-{i}"
+        groups = tuple(PodGroup("bench", f"{group}-{j}", "bench-team", 50, True, 1, created=2e6 + i) for j in range(5))
+        pods = tuple(replace(_pods(f"{group}-{j}", 1)[0], uid=f"uid-{group}-{j}") for j in range(5))
+        coordinator.apply(ClusterDeltas(pods_upserted=confirmed + pods, pod_groups_upserted=groups))
+        now += 0.5
+        started = time.perf_counter()
+        result = coordinator.cycle(now, ALL_ACTIONS)
+        times.append(time.perf_counter() - started)
+        assert len(result.binds) == 5 and not result.evictions, "the arrivals must be bound"
+        binds += sorted((b.pod, b.node) for b in result.binds)
+        placed = {b.pod: b.node for b in result.binds}
+        confirmed = tuple(
+            replace(coordinator.model.pods[key], state=PodState.RUNNING, node=node) for key, node in placed.items()
+        )
+    return times, binds
 
 
 def _timed_cycle(coordinator: Coordinator, now: float) -> float:
