@@ -80,7 +80,7 @@ def _queue(name: str, parent: str | None) -> dict[str, Any]:
     return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
 
 
-def _job_objects(
+def job_objects(
     name: str, queue: str, size: int, gpus: int, run_seconds: int | None, tolerate_kwok: bool
 ) -> list[tuple[str, dict[str, Any]]]:
     group = {
@@ -202,7 +202,7 @@ class Driver:
         pending: list[asyncio.Task[None]] = []
         for name, queue, size, gpus in jobs:
             self.group_size[name] = size
-            for path, obj in _job_objects(name, queue, size, gpus, self.run_seconds, self.tolerate_kwok):
+            for path, obj in job_objects(name, queue, size, gpus, self.run_seconds, self.tolerate_kwok):
                 if obj["kind"] == "Pod":
                     key = f"{NAMESPACE}/{obj['metadata']['name']}"
                     self.group_of[key] = name
