@@ -4,12 +4,17 @@ Three checks, as KAI applies them:
 
 1. ``can_reclaim`` (before searching): the reclaimer's queue, with the job, stays within
    its fair share; a non-preemptible job also stays within its queue's deserved quota.
+   The victim filter (``may_reclaim_from``) then decides which queues may give back at all.
 2. Strategies, per victim chunk, comparing the two queues where their paths diverge
    (siblings under their lowest common ancestor): *maintain fair share* (the victim's
    queue keeps more than its allocatable share) or *guarantee deserved quota* (the
    reclaimer stays within deserved and the victim's queue keeps more than deserved).
 3. Saturation: at every level of the reclaimer's path, a reclaimer above its fair share
    may only take from a sibling that is even more saturated (allocated / fair share).
+
+Each check has a form that says which rule refused and which queues it compared
+(``reclaimer_refusal``, ``victim_filter_refusal``, ``reclaim_refusal``): the reclaim action
+puts that in the pending job's reason, where KAI only logs that no strategy was found.
 """
 
 from __future__ import annotations
@@ -27,10 +32,17 @@ from kai_ray.model.fairshare import UNLIMITED, Array
 
 
 def can_reclaim(queues: QueueState, queue: str, request: Array, preemptible: bool) -> bool:
+    return reclaimer_refusal(queues, queue, request, preemptible) is None
+
+
+def reclaimer_refusal(queues: QueueState, queue: str, request: Array, preemptible: bool) -> str | None:
+    """Why the queue may not reclaim for this request at all (None: it may), as ``can_reclaim``."""
     i = queues.tree.index[queue]
     if not less_equal(queues.allocated[i] + request, queues.fair_share[i]):
-        return False
-    return preemptible or less_equal(queues.allocated_np[i] + request, queues.tree.deserved[i])
+        return "it would go above its fair share"
+    if preemptible or less_equal(queues.allocated_np[i] + request, queues.tree.deserved[i]):
+        return None
+    return "a non-preemptible job would take it above its deserved quota"
 
 
 def may_reclaim_from(queues: QueueState, reclaimer_queue: str, request: Array, victim_queue: str) -> bool:
@@ -39,20 +51,59 @@ def may_reclaim_from(queues: QueueState, reclaimer_queue: str, request: Array, v
     from a queue above its allocatable share; otherwise the victim's queue must be over its
     deserved quota in some resource the reclaimer asks for, or under it in none of them
     (unlimited quotas are left out of that comparison)."""
+    return victim_filter_refusal(queues, reclaimer_queue, request, victim_queue) is None
+
+
+@dataclass(frozen=True, slots=True)
+class FilterRefusal:
+    """Why the victim filter keeps a reclaimer away from a queue, named where their paths part:
+    ``reclaimer_side`` and ``victim_side`` are the two siblings the rule compared."""
+
+    reclaimer_side: str
+    victim_side: str
+    over_deserved: bool  # the reclaimer's side would go above its deserved quota with the request
+
+    @property
+    def rule(self) -> str:
+        if self.over_deserved:
+            return f"{self.reclaimer_side} would go above its deserved quota: only a queue above its fair share"
+        return f"{self.reclaimer_side} stays within its deserved quota: only a queue above its deserved quota"
+
+
+def victim_filter_refusal(
+    queues: QueueState, reclaimer_queue: str, request: Array, victim_queue: str
+) -> FilterRefusal | None:
+    """The victim filter of ``may_reclaim_from``, saying which rule refused (None: it may take)."""
     tree = queues.tree
     mine, theirs = _leveled(queues, tree.index[reclaimer_queue], tree.index[victim_queue])
     allocated = queues.allocated[theirs]
     if not less_equal(queues.allocated[mine] + request, tree.deserved[mine]):
-        return not less_equal(allocated, queues.allocatable[theirs])
+        if not less_equal(allocated, queues.allocatable[theirs]):
+            return None
+        return FilterRefusal(tree.names[mine], tree.names[theirs], over_deserved=True)
     under = False
     for r in range(3):
         deserved = tree.deserved[theirs, r]
         if request[r] <= 0 or deserved == UNLIMITED:
             continue
         if allocated[r] > deserved:
-            return True
+            return None
         under = under or allocated[r] < deserved
-    return not under
+    return FilterRefusal(tree.names[mine], tree.names[theirs], over_deserved=False) if under else None
+
+
+def explain_filter_refusals(refusals: Iterable[FilterRefusal]) -> str:
+    """One sentence for every queue the victim filter refused: grouped by the rule that applied
+    (which side compared, and how), the victims' sides in name order, so it reads the same
+    while the queues stand as they do."""
+    by_rule: dict[str, set[str]] = {}
+    for refusal in refusals:
+        by_rule.setdefault(refusal.rule, set()).add(refusal.victim_side)
+    parts = []
+    for rule, sides in sorted(by_rule.items()):
+        names = ", ".join(sorted(sides))
+        parts.append(f"{rule} may give back, and {names} {'is' if len(sides) == 1 else 'are'} not")
+    return "; ".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +160,22 @@ def reclaimable(
     chunks_by_queue: dict[str, list[Array]],
     multiplier: float = 1.0,
 ) -> bool:
+    refusal = reclaim_refusal(queues, frozen, reclaimer_queue, request, preemptible, chunks_by_queue, multiplier)
+    return refusal is None
+
+
+def reclaim_refusal(
+    queues: QueueState,
+    frozen: QueueSnapshot,
+    reclaimer_queue: str,
+    request: Array,
+    preemptible: bool,
+    chunks_by_queue: dict[str, list[Array]],
+    multiplier: float = 1.0,
+) -> str | None:
+    """The rules of ``reclaimable`` for one scenario: None when it satisfies them, else which
+    rule it breaks, naming the queues the rule compared (no figures: the text stays the same
+    while the situation does)."""
     tree = queues.tree
     reclaimer = tree.index[reclaimer_queue]
     remaining: dict[int, Array] = {}
@@ -120,7 +187,7 @@ def reclaimable(
         remaining.setdefault(theirs, frozen.allocated[theirs].copy())
         for chunk in chunks:
             if not _fits_strategy(queues, frozen, request, mine, theirs, remaining[theirs]):
-                return False
+                return _strategy_refusal(queues, frozen, request, mine, theirs)
             for q in tree.path_to_root(victim):
                 remaining.setdefault(q, frozen.allocated[q].copy())
                 remaining[q] -= chunk
@@ -139,10 +206,13 @@ def reclaimable(
             if not _saturation_ok(
                 resources, own, queues.fair_share[level], left, queues.fair_share[sibling], multiplier
             ):
-                return False
+                return (
+                    f"{tree.names[level]} would be above its fair share and no less saturated than "
+                    f"{tree.names[sibling]}, which it would take from"
+                )
         if not preemptible and not less_equal(frozen.allocated_np[level] + request, tree.deserved[level]):
-            return False
-    return True
+            return f"a non-preemptible job would take {tree.names[level]} above its deserved quota"
+    return None
 
 
 def _leveled(queues: QueueState, a: int, b: int) -> tuple[int, int]:
@@ -159,6 +229,19 @@ def _leveled(queues: QueueState, a: int, b: int) -> tuple[int, int]:
 
 def _involved(amounts: Sequence[Array]) -> set[int]:
     return {r for amount in amounts for r in range(3) if amount[r] > 0}
+
+
+def _strategy_refusal(queues: QueueState, frozen: QueueSnapshot, request: Array, mine: int, theirs: int) -> str:
+    """Why a victim chunk fits neither strategy: its queue would be left at or below its fair
+    share, and the reclaimer would go above its deserved quota or the victim's queue would be
+    left at or below its own."""
+    names = queues.tree.names
+    if not less_equal(frozen.allocated[mine] + request, queues.tree.deserved[mine]):
+        return (
+            f"it would leave {names[theirs]} at or below its fair share while taking {names[mine]} "
+            "above its deserved quota"
+        )
+    return f"it would leave {names[theirs]} at or below its fair share and its deserved quota"
 
 
 def _fits_strategy(

@@ -2,42 +2,129 @@
 
 Victims are preemptible running jobs of other queues; a solution must satisfy KAI's
 reclaim strategies and saturation rule (see ``coordinator.reclaim_rules``).
+
+A job that reclaim searched for and that still waits afterwards gets a reason naming what
+held it: the victim filter admitted no queue (and which rule refused each), every scenario
+broke a reclaim rule (which one, between which queues), or no victim it may take made room
+for its pods. KAI only logs that no strategy was found; without the reason the job would
+show allocate's alone ("no nodes with enough resources"), which hides the rule that keeps a
+queue below its fair share.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from coordinator.actions.scenario import Scenario
 from coordinator.actions.solver import Validator
-from coordinator.actions.victim_search import VictimSearchAction
+from coordinator.actions.victim_search import Precheck, VictimSearchAction
 from coordinator.actions.victims import VictimPool
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job
 from coordinator.min_runtime import scenario_validator, victim_filter
-from coordinator.reclaim_rules import QueueSnapshot, can_reclaim, may_reclaim_from, reclaimable, victim_chunks
+from coordinator.reclaim_rules import (
+    FilterRefusal,
+    QueueSnapshot,
+    explain_filter_refusals,
+    may_reclaim_from,
+    reclaim_refusal,
+    reclaimer_refusal,
+    victim_chunks,
+    victim_filter_refusal,
+)
 from coordinator.session import SessionState
+from coordinator.statement import Statement
+from coordinator.tasks import Status
+
+
+@dataclass(slots=True)
+class SearchNotes:
+    """What one job's reclaim search met, for its reason if it still waits afterwards."""
+
+    pending_before: int  # the job's pending pods when its search started
+    filter_seen: bool = False  # the victim filter's verdicts below were taken (first step only)
+    admitted: set[str] = field(default_factory=set)  # queues the victim filter let it take from
+    refused: list[FilterRefusal] = field(default_factory=list)
+    protected: bool = False  # a job it could take from was inside its reclaim minimum runtime
+    rule_broken: str | None = None  # the last scenario's refusal by the reclaim rules
+
+    def reason(self) -> str | None:
+        """Why the search found nothing; None when there was nothing to take from at all (no other
+        queue runs a preemptible job), which allocate's reason already covers."""
+        if not self.admitted:
+            if not self.refused:
+                return None
+            return f"no queue to take from: {explain_filter_refusals(self.refused)}"
+        if self.rule_broken is not None:
+            return f"refused by the reclaim rules: {self.rule_broken}"
+        taken_from = ", ".join(sorted(self.admitted))
+        if self.protected:
+            return f"no victims in {taken_from} that make room for it (some are within their reclaim minimum runtime)"
+        return f"evicting what it may take from {taken_from} does not make room for its pods"
 
 
 class ReclaimAction(VictimSearchAction):
     name = "reclaim"
 
+    def __init__(self) -> None:
+        self._notes: dict[str, SearchNotes] = {}  # job key -> what its search met, this session
+
+    def execute(self, state: SessionState, stmt: Statement) -> None:
+        super().execute(state, stmt)
+        for key, notes in self._notes.items():
+            job = state.jobs.get(key)
+            # A successful search placed pods; a failed one left the job as it was.
+            if job is not None and _pending_pods(job) >= notes.pending_before:
+                reason = notes.reason()
+                if reason is not None:
+                    job.fit_errors[self.name] = reason
+
     def screen(self, state: SessionState, job: Job, request: np.ndarray) -> bool:
-        if can_reclaim(state.queues, job.queue, request, job.preemptible):
+        refusal = reclaimer_refusal(state.queues, job.queue, request, job.preemptible)
+        if refusal is None:
             return True
-        job.fit_errors["reclaim"] = f"queue {job.queue} cannot reclaim: it would go above its fair share"
+        job.fit_errors["reclaim"] = f"queue {job.queue} cannot reclaim: {refusal}"
         return False
+
+    def precheck(self, state: SessionState, job: Job, request: np.ndarray) -> Precheck:
+        self._notes[job.key] = SearchNotes(_pending_pods(job))
+        return Precheck.SEARCH
 
     def victims(self, state: SessionState, pool: VictimPool, job: Job, request: np.ndarray) -> JobOrder:
         """Preemptible running jobs of other queues that KAI's victim filter lets reclaim touch,
         past the reclaim minimum runtime that applies between the two queues."""
         rules = state.min_runtimes
         runtime_ok = victim_filter(state.now, state.last_start, lambda victim: rules.reclaim(job.queue, victim.queue))
+        notes = self._notes.get(job.key)
+        # Every step of the search asks the same filter of the same queues (a step leaves the
+        # session as it found it): the first step's verdicts are noted, the later ones not.
+        first_look = notes if notes is not None and not notes.filter_seen else None
+        if first_look is not None:
+            first_look.filter_seen = True
 
         def accept_queue(queue: str) -> bool:
-            return queue != job.queue and may_reclaim_from(state.queues, job.queue, request, queue)
+            if queue == job.queue:
+                return False
+            if may_reclaim_from(state.queues, job.queue, request, queue):
+                if first_look is not None:
+                    first_look.admitted.add(queue)
+                return True
+            if first_look is not None:
+                refusal = victim_filter_refusal(state.queues, job.queue, request, queue)
+                if refusal is not None:  # None only where a test stands in for the filter
+                    first_look.refused.append(refusal)
+            return False
 
-        return pool.queue(accept_queue, runtime_ok)
+        def accept_job(victim: Job) -> bool:
+            if runtime_ok(victim):
+                return True
+            if notes is not None:
+                notes.protected = True
+            return False
+
+        return pool.queue(accept_queue, accept_job)
 
     def validator(self, state: SessionState, job: Job) -> Validator:
         # Queue allocations as they were before the search: the rules compare against them.
@@ -46,15 +133,18 @@ class ReclaimAction(VictimSearchAction):
         runtime_ok = scenario_validator(
             state.now, state.last_start, state.jobs, lambda victim: rules.reclaim(job.queue, victim.queue)
         )
+        notes = self._notes.get(job.key)
 
         def valid(scenario: Scenario) -> bool:
             if not runtime_ok(scenario.victims):
+                if notes is not None:
+                    notes.protected = True
                 return False
             request = np.zeros(3)
             for task in scenario.pending:
                 request += state.requested_quota(task)
             chunks = victim_chunks(scenario.victims, state.jobs, state.config.allowConsolidatingReclaim)
-            return reclaimable(
+            refusal = reclaim_refusal(
                 state.queues,
                 frozen,
                 job.queue,
@@ -63,5 +153,12 @@ class ReclaimAction(VictimSearchAction):
                 chunks,
                 state.config.reclaimerSaturationMultiplier,
             )
+            if refusal is not None and notes is not None:
+                notes.rule_broken = refusal
+            return refusal is None
 
         return valid
+
+
+def _pending_pods(job: Job) -> int:
+    return sum(1 for task in job.tasks if task.status is Status.PENDING)
