@@ -318,6 +318,7 @@ class Simulation:
         started = time.perf_counter()
         while now <= settings.horizon:
             self.now = now
+            self.metrics.account(now)  # the time up to now, at the levels that held over it
             self._due(now)
             pending = any(p.state is PodState.PENDING for p in self.pods.values())
             refresh = self.usage is not None and pending and self.usage.due(now)  # fair shares move with time
@@ -345,8 +346,8 @@ class Simulation:
         self.last_result = result
         if self.usage is not None:
             self.usage.after(now, result)
-        self.metrics.cycle(now, wall, result)
         self._take(result, now)
+        self.metrics.cycle(now, wall, result)  # after the binds and evictions: the state from now on
         self._check_accounting(now)
         return bool(result.binds or result.evictions)
 

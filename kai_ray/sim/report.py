@@ -10,8 +10,15 @@ Figures:
 - GPU utilization: GPUs held by running pods over GPUs present, sampled and time-averaged;
 - fair-share error: per leaf queue, the time-averaged |allocated - fair share| in GPUs; the
   total is their sum over the cluster's GPUs (0 = every queue held exactly its fair share);
+- below fair share: per leaf queue, the time it spent short of its fair share by at least one
+  of its waiting jobs, its longest stretch, and the pending reasons that held it there
+  (``shortfall.py``);
 - evictions by action, gang restarts, partial gangs (must be 0), over-committed node
   checks (must be 0), and where every pod ended.
+
+Time-averaged figures charge each stretch of simulated time to the state that held over it:
+the engine calls ``account`` before a step's arrivals, finishes and cycle change anything,
+and ``cycle`` once the cycle's binds and evictions are applied.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import numpy as np
 from k8s_adapter.metrics import SchedulerMetrics, exposition, new_registry
 from kai_ray.model import Node, Pod, PodState
 from kai_ray.process_memory import rss_bytes
+from kai_ray.sim.shortfall import ShortfallTracker
 
 if TYPE_CHECKING:
     from coordinator.coordinator import CycleResult
@@ -82,9 +90,12 @@ class SimMetrics:
         self.wall_seconds = 0.0
         self.rss_bytes = 0
         self.usage: SimUsage | None = None  # set when time-based fair share is on
+        self.shortfall = ShortfallTracker(self.leaves, {job.name: job for job in workload.jobs})
 
     # ------------------------------------------------------------------ cycles
     def cycle(self, now: float, wall: float, result: CycleResult) -> None:
+        """A cycle's outcome, once its binds and evictions are applied (the pods' holds are counted)."""
+        self.account(now)
         self.cycle_walls.append(wall)
         self.scheduler_seconds += wall
         self.prometheus.observe_cycle(result)
@@ -92,6 +103,16 @@ class SimMetrics:
             figures = result.decisions.queues.get(name)
             if figures is not None:
                 self._queue_now[name] = (float(figures["allocated"]["gpu"]), float(figures["fairShare"]["gpu"]))
+        self.shortfall.cycle(now, result, self._free_gpus)
+
+    def _free_gpus(self) -> list[float]:
+        """Every node's idle GPUs (a shared GPU with any fraction on it counts as used)."""
+        free = []
+        for name, node in self.nodes.items():
+            use = self.use.get(name)
+            used = use.whole_gpus + len(use.shared) if use is not None else 0.0
+            free.append(max(0.0, node.allocatable.gpu - used))
+        return free
 
     # ------------------------------------------------------------------ pods
     def pod_bound(self, pod: Pod, now: float) -> None:
@@ -159,15 +180,20 @@ class SimMetrics:
         self.completed_pods += spec.pods
 
     # ------------------------------------------------------------------ time
-    def sample(self, now: float) -> None:
-        """Account for the time since the last sample at the levels that held over it."""
+    def account(self, now: float) -> None:
+        """Charge the time since the last call to the levels that held over it."""
         span = now - self._last_time
         if span > 0:
             self.gpu_seconds_used += self.gpus_in_use * span
             self.gpu_seconds_capacity += self.gpu_capacity * span
             for name, (allocated, fair) in self._queue_now.items():
                 self._error_gpu_seconds[name] += abs(allocated - fair) * span
-        self._last_time = now
+            self._last_time = now
+        self.shortfall.sample(now)
+
+    def sample(self, now: float) -> None:
+        """The time since the last call (see ``account``), and a point of the timelines at now."""
+        self.account(now)
         utilization = self.gpus_in_use / self.gpu_capacity if self.gpu_capacity else 0.0
         self.timeline.append((now, utilization))
         for name, (allocated, fair) in self._queue_now.items():
@@ -175,6 +201,7 @@ class SimMetrics:
 
     def finish(self, now: float, pods: Iterable[Pod], last: CycleResult | None, wall: float) -> None:
         self.sample(now)
+        self.shortfall.finish(now)
         self.simulated_seconds = now
         self.wall_seconds = wall
         decisions = last.decisions.pods if last is not None else {}
@@ -260,6 +287,7 @@ class SimMetrics:
             "pendingReasons": dict(self.pending_reasons.most_common(10)),
             "waitingJobs": [{"job": j, "pendingPods": n, "reason": r} for j, n, r in self.waiting_jobs[:10]],
             "queueWait": waits,
+            "belowFairShare": {name: self.shortfall.queues[name].to_json() for name in self.leaves},
             "queueHistory": self.queue_history(),
             "metrics": exposition(self.registry).decode(),
         }

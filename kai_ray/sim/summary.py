@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import re
+import textwrap
+
 from kai_ray.cli.output import format_table
 from kai_ray.sim.report import SimMetrics
+from kai_ray.sim.shortfall import QueueShortfall
+
+# Where a pending reason passes from allocate's words to an action's ("...; reclaim: ...").
+_ACTION_PART = re.compile(r"; (?=(?:consolidation|reclaim|preempt|preemption delay): )")
+SHORT_QUEUES_SHOWN = 10
 
 
 def _seconds(value: float | None) -> str:
@@ -70,6 +78,7 @@ def render_text(m: SimMetrics, nodes: int, shards: int, setup_seconds: float, lo
     lines.append(
         format_table(["queue", "jobs started", "wait p50", "wait p90", "wait max", "|alloc - fair share| (GPUs)"], rows)
     )
+    lines += _below_fair_share(m)
     if m.usage is not None:
         lines += ["", "time-based fair share (usage: the queue's GPU-time over the cluster's, over the window)"]
         history = report["queueHistory"]
@@ -98,3 +107,56 @@ def render_text(m: SimMetrics, nodes: int, shards: int, setup_seconds: float, lo
         lines += ["", "node usage the scheduler got wrong (a scheduler bug):"]
         lines += [f"  {o}" for o in m.accounting_errors[:5]]
     return "\n".join(lines)
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f}h"
+
+
+def _below_fair_share(m: SimMetrics) -> list[str]:
+    """Per queue that was short of its fair share: how long, and the reasons its jobs waited for."""
+    short = [(name, q) for name, q in m.shortfall.queues.items() if q.seconds > 0]
+    if not short:
+        return ["", "below fair share    no queue was short of its fair share by one of its waiting jobs"]
+    short.sort(key=lambda item: (-item[1].longest_seconds, item[0]))
+    lines = [
+        "",
+        "below fair share (short by at least the GPUs of its smallest waiting job; time, longest stretch, and the",
+        "pending reasons of its waiting jobs meanwhile, with the share of that time each held)",
+    ]
+    rows = []
+    for name, q in short[:SHORT_QUEUES_SHOWN]:
+        seconds = q.seconds
+        rows.append(
+            [
+                name,
+                _seconds(seconds),
+                f"{_seconds(q.longest_seconds)} ({_hours(q.longest[0])}-{_hours(q.longest[1])})",
+                f"{q.largest_gap:g}",
+                f"{q.paused_seconds / seconds:.0%}",
+                f"{q.idle_gpu_seconds / seconds:,.0f} ({q.idle_usable_seconds / seconds:,.0f})",
+            ]
+        )
+    lines.append(
+        format_table(
+            ["queue", "time short", "longest", "largest gap", "search paused", "idle GPUs (its pods fit)"], rows
+        )
+    )
+    for name, q in short[:SHORT_QUEUES_SHOWN]:
+        lines.append(f"  {name}:")
+        lines += _reason_lines(q)
+    return lines
+
+
+def _reason_lines(q: QueueShortfall) -> list[str]:
+    lines = []
+    for _, time in q.dominant(2):
+        jobs = sorted(time.jobs)
+        named = ", ".join(f"{job} ({q.job_shapes.get(job, '?')})" for job in jobs[:2])
+        more = f" and {len(jobs) - 2} more" if len(jobs) > 2 else ""
+        lines.append(f"    {time.seconds / q.seconds:4.0%} {named}{more}")
+        allocate, *actions = _ACTION_PART.split(time.example)
+        lines.append(f"         {_shorten(allocate, 160)}")
+        for part in actions:  # what an action says names the rule that holds the job: all of it
+            lines += textwrap.wrap(part, 150, initial_indent=" " * 9, subsequent_indent=" " * 11)
+    return lines
