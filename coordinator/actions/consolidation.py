@@ -36,7 +36,11 @@ class ConsolidationAction(VictimSearchAction):
         if not state.queues.check_capacity(job.queue, request, job.preemptible).ok:
             return Precheck.FAILED
         limit = state.config.maxConsolidationPreemptees
-        if _enough_gpus(state, job) and _moves_could_make_room(state, job, limit):
+        if (
+            _enough_gpus(state, job)
+            and _moves_could_make_room(state, job, limit)
+            and _big_nodes_could_be_freed(state, job, limit)
+        ):
             return Precheck.SEARCH
         return Precheck.FAILED
 
@@ -90,6 +94,54 @@ def _moves_could_make_room(state: SessionState, job: Job, limit: int) -> bool:
             gains.append(gain)
     gains.sort(reverse=True)
     return slots + sum(gains[: limit + 1]) >= len(tasks)
+
+
+def _big_nodes_could_be_freed(state: SessionState, job: Job, limit: int) -> bool:
+    """A necessary condition on GPU totals, cheap to check, for moving at most ``limit`` (+1)
+    jobs to make room for ``job``'s whole-GPU pods. They fit only on nodes with at least g GPUs
+    (g: the smallest of them), the *big* nodes. Moves between big nodes leave the GPUs free on
+    them as they are; only a pod moved to a smaller node frees some, and the smaller nodes can
+    take no more whole GPUs than they have free (a fraction moved off frees at most one GPU,
+    wherever it goes). So the free GPUs of the big nodes, plus what the richest movable jobs
+    could shift onto smaller nodes, must cover the job's GPUs, or no search can succeed.
+
+    It rules out what the slot count of ``_moves_could_make_room`` lets through: on a cluster
+    whose 8-GPU nodes all run 8-GPU pods, an 8-GPU gang looked movable because every pod on a
+    4-GPU node "freed a slot" there, and each search failed after seconds of scenarios."""
+    tasks = job.tasks_to_allocate(real=False)
+    sizes = [t.pod.requests.gpu for t in tasks if t.pod.gpu_share is None and t.pod.requests.gpu >= 1]
+    if len(sizes) < len(tasks) or not sizes:
+        return True  # fractions and CPU pods: the bound does not describe them
+    table = state.table
+    usable = table.present & table.ready
+    big = usable & (table.gpu_count >= min(sizes))
+    headroom = gpu_headroom_all(state)
+    wanted = sum(sizes)
+    free_big = float(headroom[big].sum())
+    if free_big >= wanted:
+        return True
+    small = usable & ~big
+    free_small = float(table.future[small, GPU].sum())
+    largest_small = float(table.gpu_count[small].max()) if small.any() else 0.0
+    shiftable: list[tuple[float, float]] = []  # per movable job: whole GPUs, fractions it could take off big nodes
+    for other in state.jobs.values():
+        if other is job or not other.preemptible:
+            continue
+        whole = fractions = 0.0
+        for task in other.tasks:
+            row = table.index.get(task.node or "")
+            if row is None or not big[row] or not task.status.active_allocated:
+                continue
+            if task.pod.gpu_share is not None:
+                fractions += 1
+            elif 0 < task.pod.requests.gpu <= largest_small:
+                whole += task.pod.requests.gpu
+        if whole or fractions:
+            shiftable.append((whole, fractions))
+    movable = limit + 1
+    most_total = sum(sorted((w + f for w, f in shiftable), reverse=True)[:movable])
+    most_fractions = sum(sorted((f for _, f in shiftable), reverse=True)[:movable])
+    return free_big + min(most_total, free_small + most_fractions) >= wanted
 
 
 def _victims(pool: VictimPool, preemptor: Job, limit: int) -> JobOrder:
