@@ -72,6 +72,12 @@ class ClusterModel:
         self.dra = DraModel()  # ResourceSlices, DeviceClasses, ResourceClaims
         self.assumed_claims: dict[str, tuple[str, ...]] = {}  # pod -> claims its committed bind allocated
         self._changes = ChangeLog()
+        self.claiming_pods: set[str] = set()  # pods that ask for ResourceClaims
+
+    @property
+    def uses_dra(self) -> bool:
+        """Whether DRA can change a decision: devices published, claims, or pods asking for them."""
+        return self.dra.in_use or bool(self.claiming_pods)
 
     def take_changes(self) -> ChangeLog | None:
         """The pods and pod groups written since the last call (None: too many to list, read
@@ -111,9 +117,14 @@ class ClusterModel:
         for pod in pods:
             self.pods[pod.key] = pod
             self._pod_written(pod.key)
+            if pod.resource_claims:
+                self.claiming_pods.add(pod.key)
+            else:
+                self.claiming_pods.discard(pod.key)
         for key in deltas.pods_removed:
             self.pods.pop(key, None)
             self._pod_written(key)
+            self.claiming_pods.discard(key)
             self.assumed.pop(key, None)
             for claim in self.assumed_claims.pop(key, ()):
                 self.dra.forget(claim)

@@ -268,12 +268,13 @@ class Coordinator:
 
     # ------------------------------------------------------------------ the session's nodes
     def _open_session(self, now: float, stats: CycleStats) -> SessionState:
-        """The session: kept from earlier cycles and placing through the shards; or, when the
-        cluster has DRA objects, opened from scratch on every node's row (a claim's devices are
-        allocated by the session's own device book, which the shards' streams do not carry).
+        """The session: kept from earlier cycles and placing through the shards; or, when DRA is
+        in use (devices published, claims, or pods asking for them), opened from scratch on every
+        node's row (a claim's devices are allocated by the session's own device book, which the
+        shards' streams do not carry). Device classes alone change nothing.
         A pending job with a sub-group tree or a topology constraint chooses among domains and
         node sets, so its session also moves onto every node's row, with the shards' domains."""
-        if self.model.dra:
+        if self.model.uses_dra:
             stats.full_table = True
             state = open_session(self.model.snapshot(), self.config, now, self._whole_table(), self.placer_type)
         else:

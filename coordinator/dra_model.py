@@ -38,6 +38,12 @@ class DraModel:
     def __bool__(self) -> bool:
         return bool(self.slices or self.claims or self.classes)
 
+    @property
+    def in_use(self) -> bool:
+        """Whether DRA can change a decision: devices are published or claims exist. Device
+        classes alone (a driver installed, nothing published yet) allocate nothing."""
+        return bool(self.slices or self.claims)
+
     # ------------------------------------------------------------------ input
     def apply(self, changes: DraChanges) -> None:
         for name in changes.slices_removed:

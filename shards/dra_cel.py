@@ -14,6 +14,7 @@ expression, one evaluation per (expression, device).
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,11 @@ from kai_ray.model import Device
 from kai_ray.quantity import QuantityError, plain
 
 log = logging.getLogger(__name__)
+# celpy sets the interpreter's recursion limit to this whenever an environment is made (lazily,
+# on the first selector). Raised here, at import, the limit does not change in the middle of a
+# running scheduler (or of a test that checks it did not).
+CEL_RECURSION_LIMIT = 2500
+sys.setrecursionlimit(max(sys.getrecursionlimit(), CEL_RECURSION_LIMIT))
 Seen = tuple[str, tuple[tuple[str, str, bool | int | str], ...], tuple[tuple[str, str, float], ...]]
 MAX_VERDICTS = 200_000  # cached (expression, device) verdicts before the cache starts over
 
@@ -123,7 +129,7 @@ class Selectors:
     def env(self) -> celpy.Environment:
         # Made on the first selector, not at import: building CEL's parser takes ~0.5 s, which
         # every scheduler start (and every CLI call) paid although most clusters have no DRA
-        # selectors. celpy raises the interpreter's recursion limit when one is made: made once.
+        # selectors. celpy sets the recursion limit when one is made (see CEL_RECURSION_LIMIT).
         if self._env is None:
             self._env = celpy.Environment()
         return self._env

@@ -67,6 +67,8 @@ def with_dra_nodes(nodes: Sequence[Node], share: float) -> tuple[list[Node], Dra
         slices.append(ResourceSlice(f"{node.name}-{DRIVER}", DRIVER, node.name, node.name, devices))
         alloc = node.allocatable
         out.append(replace(node, allocatable=ResourceVector.of(alloc.cpu, alloc.memory, 0, alloc.pods, alloc.scalars)))
+    if not slices:  # no DRA node: no driver either, so no device class that nothing publishes for
+        return out, DraObjects()
     return out, DraObjects(tuple(slices), (GPU_CLASS,), ())
 
 
