@@ -89,6 +89,7 @@ class Coordinator:
         self.mirror = NodeMirror()
         self.sessions = SessionCache(config)
         self._membership_kept: tuple[int, tuple[dict[str, str], dict[str, str]]] | None = None
+        self._closing_seconds = 0.0  # what the last session took after its actions (see _run_cycle)
         self.settled = Settled()  # decisions that follow from records alone (decisions.collect)
 
     @property
@@ -174,15 +175,23 @@ class Coordinator:
         state.search_paused = paused
         state.search_reasons = self.search_backoff.reasons(paused)
         if self.config.sessionTimeBudget:
-            state.deadline = started + self.config.sessionTimeBudget
+            # The searches stop early enough for what follows them (committing, deciding every
+            # pod) to fit in the budget too: as long as that took last cycle.
+            state.deadline = started + self.config.sessionTimeBudget - self._closing_seconds
         stmt = self._statement(state, now)
         state.every_node = partial(self._every_node, state, stmt, stats)
         placer = state.source
         session_started = time.perf_counter()
         stats.open_seconds = session_started - started
-        for action in build_actions(names):
+        actions = build_actions(names)
+        bounded_left = sum(1 for action in actions if action.time_bounded)
+        for action in actions:
             action_started = time.perf_counter()
+            if action.time_bounded and state.deadline is not None:
+                state.action_deadline = action_started + max(0.0, state.deadline - action_started) / bounded_left
+                bounded_left -= 1
             action.execute(state, stmt)
+            state.action_deadline = None
             stmt.commit()
             stats.action_seconds[action.name] = time.perf_counter() - action_started
         closing = time.perf_counter()
@@ -226,6 +235,7 @@ class Coordinator:
         ):
             self._memo = _Memo((version, names, paused), _next_event(state, self.search_backoff, now), result)
         stats.close_seconds = time.perf_counter() - closing
+        self._closing_seconds = stats.close_seconds
         return result
 
     def _membership(self, state: SessionState) -> tuple[dict[str, str], dict[str, str]]:

@@ -87,6 +87,14 @@ class JobOrder:
     def __len__(self) -> int:
         return sum(len(leaf.heap) + len(leaf.sorted) - leaf.cursor for leaf in self._jobs.values())
 
+    def remaining(self) -> list[Job]:
+        """The jobs still to come, in no particular order: popping them in order costs a walk of
+        the queue tree each, which a caller that gives them all the same answer does not need."""
+        out = [entry[2] for leaf in self._jobs.values() for entry in leaf.heap]
+        for leaf in self._jobs.values():
+            out.extend(e[2] for e in leaf.sorted[leaf.cursor :] if leaf.accept is None or leaf.accept(e[2]))
+        return out
+
     def empty(self) -> bool:
         return not self._children.get(ROOT)
 

@@ -92,6 +92,9 @@ class SessionState:
     # it, victim searches take no new job and the jobs left are searched next cycle.
     deadline: float | None = None
     cut_short: bool = False  # a victim-search action stopped at the deadline this session
+    # The running time-bounded action's deadline: the time left to the session's deadline, shared
+    # evenly with the time-bounded actions after it (the first cannot spend what the last needs).
+    action_deadline: float | None = None
     # Moves the session onto every node's row when it started on none (the shards placed for
     # allocate). The coordinator sets it; an action calls it just before it looks at nodes
     # beyond what allocate placed, so a cycle whose actions find nothing to search never pays
@@ -99,7 +102,9 @@ class SessionState:
     every_node: Callable[[], None] = field(default=lambda: None)
 
     def out_of_time(self) -> bool:
-        return self.deadline is not None and time.perf_counter() > self.deadline
+        """Past the running action's share of the budget (or the session's, if it has none)."""
+        deadline = self.action_deadline if self.action_deadline is not None else self.deadline
+        return deadline is not None and time.perf_counter() > deadline
 
     def pending_jobs(self) -> list[Job]:
         """The jobs that may have pending pods: those that had some when first asked. A session

@@ -135,6 +135,7 @@ def _failure_text(job: Job, task_failed: Task, placed: int, why: str) -> str:
 
 class AllocateAction:
     name = "allocate"
+    time_bounded = False
 
     def execute(self, state: SessionState, stmt: Statement) -> None:
         order = JobOrder(state.queues, lambda j: state.job_request(j, real=False))

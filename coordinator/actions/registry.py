@@ -17,6 +17,9 @@ from coordinator.statement import Statement
 
 class Action(Protocol):
     name: str
+    # Whether the action stops at the session's time budget (``SessionState.out_of_time``); such
+    # actions share the time left between them.
+    time_bounded: bool
 
     def execute(self, state: SessionState, stmt: Statement) -> None: ...
 

@@ -14,6 +14,7 @@ from coordinator.statement import Statement
 
 class RuntimeLimitAction:
     name = "runtimelimit"
+    time_bounded = False
 
     def execute(self, state: SessionState, stmt: Statement) -> None:
         if state.config.expectedRuntimeExceeded != "stop":

@@ -9,6 +9,7 @@ from coordinator.statement import Statement
 
 class StaleGangEvictionAction:
     name = "stalegangeviction"
+    time_bounded = False
 
     def execute(self, state: SessionState, stmt: Statement) -> None:
         for job in _may_be_stale(state, stmt):

@@ -18,6 +18,8 @@ For every job the base class does the same steps; an action fills in the parts t
 from __future__ import annotations
 
 import enum
+import time
+from collections.abc import Iterable
 from functools import partial
 from typing import ClassVar
 
@@ -33,6 +35,8 @@ from coordinator.job_timers import delay_message, within_preemption_delay
 from coordinator.jobs import Job
 from coordinator.session import SessionState
 from coordinator.statement import Statement
+
+GUARANTEED_SHARE = 0.1  # of sessionTimeBudget, that each victim-search action may always spend
 
 
 def _delayed(state: SessionState, job: Job) -> bool:
@@ -75,6 +79,7 @@ class VictimSearchAction:
     """Base of the victim-search actions; subclasses set ``name`` and override the hooks."""
 
     name: str
+    time_bounded = True  # stops at the cycle's time budget (sessionTimeBudget)
     # Whether a failed search rules out same-signature jobs of its own queue only (reclaim,
     # preempt: victims depend on the queue) or of every queue (consolidation).
     signatures_per_queue: ClassVar[bool] = True
@@ -97,10 +102,15 @@ class VictimSearchAction:
         ceiling = CeilingUntilCommit(state)
 
         failed = FailedSearches(per_queue=self.signatures_per_queue)
+        # However long the rest of the cycle took, the action takes the first job in fair order
+        # and a share of the budget: every cycle moves contended jobs on, so no queue starves.
+        guaranteed = time.perf_counter() + GUARANTEED_SHARE * (state.config.sessionTimeBudget or 0.0)
+        first = True
         while not order.empty():
-            if state.out_of_time():
-                self._postpone(state, order)
+            if not first and state.out_of_time() and time.perf_counter() > guaranteed:
+                self._postpone(state, order.remaining())
                 break
+            first = False
             job = order.pop()
             assert job is not None
             # Taken before the search: placing the job's pods in a scenario changes what the
@@ -126,13 +136,13 @@ class VictimSearchAction:
                     continue
             search_failed(state, job, failed)
 
-    def _postpone(self, state: SessionState, order: JobOrder) -> None:
+    def _postpone(self, state: SessionState, jobs: Iterable[Job]) -> None:
         """The cycle's time budget is spent: the jobs not reached say so, and are searched next
         cycle, in the same fair order (nothing counts against them: no failed search, no pause)."""
         state.cut_short = True
         budget = state.config.sessionTimeBudget or 0.0
         why = f"{self.name} postponed to the next cycle: this cycle spent its time budget ({budget:g}s)"
-        while (job := order.pop()) is not None:
+        for job in jobs:
             job.fit_errors[self.name] = why
             state.search_skipped[job.key] = why
 

@@ -1,5 +1,6 @@
-"""A cycle's time budget (sessionTimeBudget): past it, victim searches take no new job; the jobs
-not reached say why, lose nothing (no failed search, no pause) and are searched next cycle."""
+"""A cycle's time budget (sessionTimeBudget): past it, victim searches take no new job beyond the
+first in fair order; the jobs not reached say why, lose nothing (no failed search, no pause) and
+are searched next cycle."""
 
 from __future__ import annotations
 
@@ -21,13 +22,18 @@ def _storm_cycle(budget: float | None) -> tuple[Coordinator, CycleResult]:
 
 def test_a_spent_budget_postpones_the_jobs_not_reached_to_the_next_cycle() -> None:
     coordinator, result = _storm_cycle(1e-9)  # spent before the first search
-    assert not result.evictions
-    pending = [d for key, d in result.decisions.pods.items() if key.startswith("bench/b-")]
-    assert len(pending) == 20 and all(d.status == "Pending" for d in pending)
-    assert all("reclaim postponed to the next cycle: this cycle spent its time budget" in d.reason for d in pending)
+    # The first job in fair order is searched all the same (one victim): however long the rest of
+    # a cycle takes, every cycle moves the storm on, so no queue starves.
+    assert len(result.evictions) == 1
+    decided = {key: d for key, d in result.decisions.pods.items() if key.startswith("bench/b-")}
+    assert decided.pop("bench/b-000000-0").status == "Pipelined"
+    assert len(decided) == 19 and all(d.status == "Pending" for d in decided.values())
+    postponed = "reclaim postponed to the next cycle: this cycle spent its time budget"
+    assert all(postponed in d.reason for d in decided.values())
     assert not result.paused_jobs  # a postponed job is not a failed one
     again = coordinator.cycle(1_001.0, ("reclaim",))
     assert not again.stats.reused  # the same cluster, but the work is not done: a real session again
+    assert len(again.evictions) == 1  # and the next job in fair order is searched
 
 
 def test_without_a_budget_the_same_storm_is_decided_in_one_cycle() -> None:
