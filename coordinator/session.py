@@ -88,6 +88,7 @@ class SessionState:
     changed_pods: frozenset[str] | None = None
     remade_jobs: frozenset[str] = frozenset()
     positions: Mapping[str, int] | None = None  # job -> its place in ``jobs``, where the opener keeps it
+    largest_node_gpus: float | None = None  # the most GPUs any node has, where the opener knows
     # The cycle's time budget (config sessionTimeBudget), as a time.perf_counter() deadline: past
     # it, victim searches take no new job and the jobs left are searched next cycle.
     deadline: float | None = None

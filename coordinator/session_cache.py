@@ -82,6 +82,7 @@ class SessionCache:
         self.ready: set[str] = set()  # ready nodes
         self.ready_total = [0.0, 0.0, 0.0]  # their allocatable GPU, CPU, memory
         self.nodes_seen: dict[str, object] = {}
+        self.largest_node_gpus = 0.0  # the most GPUs any node has
         self.foreign: dict[str, tuple[float, float, float]] = {}  # other schedulers' pods on ready nodes: use
         self.model_seen: ClusterModel | None = None  # the model whose change log this cache reads
         # The jobs the last session may have changed (its close says; None: unknown, reset all).
@@ -122,6 +123,7 @@ class SessionCache:
             changed_pods=None if changed_pods is None or queues_changed else frozenset(changed_pods),
             remade_jobs=frozenset(self.remade),
             positions=self.positions,
+            largest_node_gpus=self.largest_node_gpus,
             min_gpu_memory=self.min_gpu_memory,
             placer_type=placer_type,
             unusable_queues=model.unusable_queues,
@@ -162,12 +164,14 @@ class SessionCache:
         if self.nodes_seen.get("version") == model.nodes_version:
             return False
         smallest = math.inf
+        largest_gpus = 0.0
         device_mib: dict[str, float] = {}
         ready: set[str] = set()
         gpu = cpu = memory = 0.0
         for name, node in model.nodes.items():  # one pass: this runs whenever any node changed
             allocatable, mib = node.allocatable, node.gpu_memory_mib
             device_mib[name] = mib
+            largest_gpus = max(largest_gpus, allocatable.gpu)
             if allocatable.gpu > 0 and mib < smallest:
                 smallest = mib
             if node.ready:
@@ -180,6 +184,7 @@ class SessionCache:
             self.totals.clear()  # pending fractions of GPU memory count in the smallest GPU's units
             self.unsummed = set(self.jobs)
         self.min_gpu_memory = min_gpu_memory
+        self.largest_node_gpus = largest_gpus
         self.device_mib, self.ready, self.ready_total = device_mib, ready, [gpu, cpu, memory]
         self.nodes_seen = {"version": model.nodes_version}
         return True

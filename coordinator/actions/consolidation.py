@@ -25,6 +25,7 @@ class ConsolidationAction(VictimSearchAction):
     name = "consolidation"
     signatures_per_queue = False  # victims come from every queue
     preemptible_jobs_only = True
+    precheck_looks_at_nodes = True  # the GPUs free and movable on the nodes
 
     def enabled(self, state: SessionState) -> bool:
         return state.config.maxConsolidationPreemptees != 0

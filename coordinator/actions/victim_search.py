@@ -8,8 +8,10 @@ For every job the base class does the same steps; an action fills in the parts t
 2. Search pruning (``search_pruning.should_search``): paused jobs, and jobs no easier than one
    with the same signature that already failed in this session.
 3. ``precheck``: cheap checks after pruning; they may skip the job or record a failed search.
-   From here the session looks at nodes, so the first job to get this far moves it onto every
-   node's row (``SessionState.every_node``); steps 1 and 2 look at queues and jobs only.
+   A job whose first pod asks more GPUs than any node has fails here without a look at nodes.
+   The search (and a precheck that looks at nodes) looks at every node, so the first job to get
+   this far moves the session onto every node's row (``SessionState.every_node``); the earlier
+   steps look at queues and jobs only.
 4. The search itself (``solver.JobSolver``) over the action's ``victims`` queue, judged by its
    ``validator``. Success commits and refreshes the victim pool; failure is recorded, so that
    signatures and the backoff see it.
@@ -53,6 +55,20 @@ class Precheck(enum.Enum):
     FAILED = "failed"  # not searched, and counted as a failed search (signatures, backoff)
 
 
+def fits_no_node(state: SessionState, job: Job) -> bool:
+    """Whether the first pod a search would place asks more whole GPUs than any node has: the
+    search's first step fails the idle-GPU filter at once (no node's ceiling can reach it), so
+    the job is failed without moving the session onto every node's row."""
+    largest = state.largest_node_gpus
+    if largest is None:
+        return False
+    tasks = job.tasks_to_allocate(real=False)
+    if not tasks:
+        return False
+    pod = tasks[0].pod
+    return pod.gpu_share is None and not pod.resource_claims and pod.requests.gpu > largest
+
+
 def always_valid(_: Scenario) -> bool:
     return True
 
@@ -85,6 +101,8 @@ class VictimSearchAction:
     signatures_per_queue: ClassVar[bool] = True
     # Whether only preemptible pending jobs are candidates (consolidation).
     preemptible_jobs_only: ClassVar[bool] = False
+    # Whether ``precheck`` looks at nodes (then the session moves onto every node's row before it).
+    precheck_looks_at_nodes: ClassVar[bool] = False
 
     def execute(self, state: SessionState, stmt: Statement) -> None:
         if not self.enabled(state):
@@ -118,11 +136,18 @@ class VictimSearchAction:
             request = state.job_request(job, real=False)
             if not self.screen(state, job, request) or not should_search(state, job, failed, self.name):
                 continue
-            state.every_node()  # from here on the job is judged on nodes: all of them
+            if self.precheck_looks_at_nodes:
+                if fits_no_node(state, job):
+                    search_failed(state, job, failed)
+                    continue
+                state.every_node()  # from here on the job is judged on nodes: all of them
             verdict = self.precheck(state, job, request)
             if verdict is Precheck.SKIP:
                 continue
+            if verdict is Precheck.SEARCH and fits_no_node(state, job):
+                verdict = Precheck.FAILED
             if verdict is Precheck.SEARCH:
+                state.every_node()
                 victims = partial(self.victims, state, pool, job, request)
                 solver = JobSolver(
                     state, stmt, self.name, self.validator(state, job), victims, pending, budget, ceiling.get
