@@ -11,78 +11,34 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from k8s_adapter.api import connect
-from k8s_adapter.cache import ClusterCache
-from k8s_adapter.leader import Leadership
-from k8s_adapter.runner import SchedulerLoop
+from coordinator.coordinator import Coordinator
 from kai_ray.config import SchedulerConfig
 from kai_ray.runtime import in_process_coordinator
+from loadtests.dev_cluster_run import dev_cluster, scheduling
 from loadtests.kwok_driver import Driver, LoadReport
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 async def run(nodes: int, pods: int, rate: float, period: float) -> LoadReport:
-    with tempfile.TemporaryDirectory() as tmp:
-        kubeconfig = str(Path(tmp) / "kubeconfig")
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "kai_ray",
-                "dev-cluster",
-                "--port",
-                str(_free_port()),
-                "--nodes",
-                str(nodes),
-                "--kubeconfig-out",
-                kubeconfig,
-            ],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert server.stderr is not None
-            server.stderr.readline()  # "dev cluster at ..." once it serves
-            scheduler_api, driver_api = await connect(kubeconfig), await connect(kubeconfig)
-            registry = CollectorRegistry()
-            config = SchedulerConfig()
-            loop = SchedulerLoop(
-                scheduler_api,
-                ClusterCache(),
-                lambda _: in_process_coordinator(config),
-                registry,
-                Leadership(enabled=False),
-                period=period,
-            )
-            scheduler = asyncio.create_task(loop.run())
-            try:
-                # One GPU per pod: the default 1,000 synthetic nodes hold 5,200 GPUs, so every pod fits
-                # and the figure measures scheduling and binding, not waiting for capacity.
-                report = await Driver(driver_api, pods, rate, timeout=600, gpu_choices=(1,)).run()
-                print("seconds per loop step:", _step_seconds(registry))
-                return report
-            finally:
-                loop.stop()
-                await asyncio.wait_for(scheduler, 30)
-                await scheduler_api.close()
-                await driver_api.close()
-        finally:
-            server.send_signal(signal.SIGINT)
-            server.wait(timeout=30)
+    config = SchedulerConfig()
+
+    def make(_: int) -> Coordinator:
+        return in_process_coordinator(config)
+
+    async with (
+        dev_cluster(nodes) as kubeconfig,
+        scheduling(kubeconfig, config.schedulerName, make, period) as (
+            driver_api,
+            registry,
+        ),
+    ):
+        # One GPU per pod: the default 1,000 synthetic nodes hold 5,200 GPUs, so every pod fits
+        # and the figure measures scheduling and binding, not waiting for capacity.
+        report = await Driver(driver_api, pods, rate, timeout=600, gpu_choices=(1,)).run()
+        print("seconds per loop step:", _step_seconds(registry))
+        return report
 
 
 def _step_seconds(registry: CollectorRegistry) -> dict[str, float]:

@@ -16,27 +16,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
-import socket
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-
 from coordinator.coordinator import Coordinator
-from k8s_adapter.api import KubeApi, connect
-from k8s_adapter.cache import ClusterCache
-from k8s_adapter.leader import Leadership
-from k8s_adapter.runner import SchedulerLoop
+from k8s_adapter.api import KubeApi
 from kai_ray.config import SchedulerConfig
 from kai_ray.runtime import in_process_coordinator
 from kai_ray.sim.cluster import model_nodes
+from loadtests.dev_cluster_run import dev_cluster, scheduling
 from loadtests.kwok_driver import NAMESPACE, job_objects
 
 QUEUES = "/apis/scheduling.run.ai/v2/queues"
@@ -69,12 +59,6 @@ class StormReport:
             f"sessions while it reclaimed: {len(self.sessions)}, p50 {statistics.median(self.sessions or [0]):.3f} s, "
             f"p99 {p99:.3f} s, longest {self.longest:.3f} s (budget {self.budget:g} s)"
         )
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _queue(name: str, parent: str | None, gpu_quota: float) -> dict[str, Any]:
@@ -134,51 +118,27 @@ async def run(nodes: int, period: float, timeout: float) -> StormReport:
         coordinator.cycle = timed  # type: ignore[method-assign]
         return coordinator
 
-    with tempfile.TemporaryDirectory() as tmp:
-        kubeconfig = str(Path(tmp) / "kubeconfig")
-        server = subprocess.Popen(
-            [sys.executable, "-m", "kai_ray", "dev-cluster", "--port", str(_free_port()), "--nodes", str(nodes)]
-            + ["--kubeconfig-out", kubeconfig],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert server.stderr is not None
-            server.stderr.readline()  # "dev cluster at ..." once it serves
-            scheduler_api, driver_api = await connect(kubeconfig), await connect(kubeconfig)
-            loop = SchedulerLoop(
-                scheduler_api,
-                ClusterCache(config.schedulerName),
-                make,
-                CollectorRegistry(),
-                Leadership(enabled=False),
-                period=period,
-            )
-            scheduler = asyncio.create_task(loop.run())
-            try:
-                await driver_api.request("POST", QUEUES, body=_queue("storm", None, -1))
-                for name in ("storm-a", "storm-b"):
-                    await driver_api.request("POST", QUEUES, body=_queue(name, "storm", gpus / 2))
-                await _create_jobs(driver_api, "storm-a", "storm-a", gpus, preemptible=True)
-                if await _wait_until(driver_api, "storm-a", gpus, timeout) is None:
-                    raise SystemExit(f"storm-a never filled the cluster's {gpus} GPUs")
-                recording[0] = True
-                started = time.monotonic()
-                await _create_jobs(driver_api, "storm-b", "storm-b", gpus, preemptible=False)
-                created = time.monotonic() - started
-                waited = await _wait_until(driver_api, "storm-b", gpus // 2, timeout)
-                recording[0] = False
-                to_share = None if waited is None else created + waited
-                budget = config.sessionTimeBudget or 0.0
-                return StormReport(nodes, gpus, gpus, to_share, sessions, evictions[0], budget)
-            finally:
-                loop.stop()
-                await asyncio.wait_for(scheduler, 30)
-                await scheduler_api.close()
-                await driver_api.close()
-        finally:
-            server.send_signal(signal.SIGINT)
-            server.wait(timeout=30)
+    async with (
+        dev_cluster(nodes) as kubeconfig,
+        scheduling(kubeconfig, config.schedulerName, make, period) as (
+            driver_api,
+            _,
+        ),
+    ):
+        await driver_api.request("POST", QUEUES, body=_queue("storm", None, -1))
+        for name in ("storm-a", "storm-b"):
+            await driver_api.request("POST", QUEUES, body=_queue(name, "storm", gpus / 2))
+        await _create_jobs(driver_api, "storm-a", "storm-a", gpus, preemptible=True)
+        if await _wait_until(driver_api, "storm-a", gpus, timeout) is None:
+            raise SystemExit(f"storm-a never filled the cluster's {gpus} GPUs")
+        recording[0] = True
+        started = time.monotonic()
+        await _create_jobs(driver_api, "storm-b", "storm-b", gpus, preemptible=False)
+        created = time.monotonic() - started
+        waited = await _wait_until(driver_api, "storm-b", gpus // 2, timeout)
+        recording[0] = False
+    to_share = None if waited is None else created + waited
+    return StormReport(nodes, gpus, gpus, to_share, sessions, evictions[0], config.sessionTimeBudget or 0.0)
 
 
 def main() -> int:
