@@ -28,13 +28,13 @@ from kai_ray.config import SchedulerConfig
 from kai_ray.model import ClusterSnapshot, Pod, PodGroup, ResourceVector, Topology
 from shards.diagnosis import Diagnosis
 from shards.dra_demand import ClaimDemand
-from shards.node_table import Holding, Kind, NodeTable
+from shards.node_table import Holding, NodeTable
 from shards.placement import PlacementPolicy, Placer
 from shards.pod_holds import pod_hold
-from shards.shapes import GPU, ResourceSchema, TaskShape
+from shards.shapes import ResourceSchema, TaskShape
 
 if TYPE_CHECKING:
-    from coordinator.rounds import Pick, RoundPlacer
+    from coordinator.rounds import RoundPlacer
 
 if TYPE_CHECKING:
     from coordinator.topology import SessionDomains
@@ -232,7 +232,7 @@ def open_session(
     if table is None:
         table = NodeTable(ResourceSchema.covering(vectors), sorted(snapshot.nodes, key=lambda n: n.name))
     else:
-        table.widen(_grown(table.schema, vectors))
+        table.widen(grown_schema(table.schema, vectors))
     gpu_mems = [n.gpu_memory_mib for n in snapshot.nodes if n.allocatable.gpu > 0]
     min_gpu_memory = min(gpu_mems) if gpu_mems else 100.0
     device_mib = {n.name: n.gpu_memory_mib for n in snapshot.nodes}
@@ -284,60 +284,13 @@ def open_session(
     return state
 
 
-def rebase_session(state: SessionState, table: NodeTable, picks: Mapping[str, Pick] | None = None) -> None:
-    """Move a session onto another table (e.g. onto all nodes). The new table carries the
-    cluster's usage and, for pods placed from the shards' streams (``picks``), what the shards
-    hold for them; what this session placed on its own table so far is held again on it."""
-    old = state.table
-    table.widen(_grown(table.schema, [old.schema.scalars_vector()]))
-    for task in state.tasks.values():
-        previous, task.holdings = task.holdings, []
-        if task.status is task.original_status:  # untouched: its usage is already in the new table
-            hold = pod_hold(table, task.pod)
-            if hold is not None:
-                task.holdings.append(Holding(task.key, hold.row, hold.kind, hold.vector, hold.shares))
-            continue
-        pick = picks.get(task.key) if picks else None
-        if pick is not None and task.node is not None:  # the shard's hold is in the rows already
-            vector = table.schema.vector(task.pod.requests)
-            if task.pod.gpu_share is not None:
-                vector[GPU] = 0.0
-            kind = Kind.PIPELINED if task.status is Status.PIPELINED else Kind.ACTIVE
-            task.holdings.append(Holding(task.key, table.index[task.node], kind, vector, pick.shares, pick.create))
-            continue
-        for holding in previous:  # placed by this session: hold it again on the new table
-            row = table.index[old.names[holding.node]]
-            vector = table.schema.vector_from(holding.vector, old.schema)
-            task.holdings.append(
-                table.hold(holding.pod, row, holding.kind, vector, holding.shares, holding.created_groups)
-            )
-    _carry_claims(old, table)
-    state.table = table
-    state.placer = make_placer(state.placer_type, table, state.config)
-
-
-def _carry_claims(old: NodeTable, table: NodeTable) -> None:
-    """The session's claim users and (de)allocations move to the new table with it."""
-    book, before = table.devices, old.devices
-    book.users = {k: set(v) for k, v in before.users.items()}
-    book.overrides = dict(before.overrides)
-    book.releasing = dict(before.releasing)
-    book.payer = dict(before.payer)
-    book.claim_gpus = before.claim_gpus
-    for key, (allocated, node) in before.overrides.items():
-        held = before.claims.get(key)
-        if not allocated:
-            book.release(key)
-        elif held is not None and node is not None and node in table.index:
-            book.take(key, held.keys, table.index[node])
-
-
 def make_placer(placer_type: type[Placer], table: NodeTable, config: SchedulerConfig) -> Placer:
     placement = config.placementStrategy
     return placer_type(table, PlacementPolicy(placement.gpu, placement.cpu, placement.gpu_device))
 
 
-def _grown(schema: ResourceSchema, vectors: list[ResourceVector]) -> ResourceSchema:
+def grown_schema(schema: ResourceSchema, vectors: list[ResourceVector]) -> ResourceSchema:
+    """``schema`` with the scalar resources of ``vectors`` it lacks (the same object if none)."""
     names = set(schema.scalars) | {n for v in vectors for n in v.scalars}
     return schema if len(names) == len(schema.scalars) else ResourceSchema(tuple(sorted(names)))
 

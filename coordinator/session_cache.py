@@ -13,7 +13,6 @@ single pass over the pods that finds what changed.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -24,6 +23,7 @@ from coordinator.fairshare import QueueTree, divide, usage_array
 from coordinator.job_timers import apply_timers
 from coordinator.jobs import Job, PodSet
 from coordinator.min_runtime import MinRuntimes
+from coordinator.node_facts import NodeFacts
 from coordinator.queue_state import QueueState
 from coordinator.queue_totals import QueueTotals
 from coordinator.session import (
@@ -77,12 +77,7 @@ class SessionCache:
         self.shapes: dict[TaskShape, TaskShape] = {}
         self.queues_version = -1
         self.tree = QueueTree.build([])
-        self.min_gpu_memory = 100.0
-        self.device_mib: dict[str, float] = {}
-        self.ready: set[str] = set()  # ready nodes
-        self.ready_total = [0.0, 0.0, 0.0]  # their allocatable GPU, CPU, memory
-        self.nodes_seen: dict[str, object] = {}
-        self.largest_node_gpus = 0.0  # the most GPUs any node has
+        self.nodes = NodeFacts()
         self.foreign: dict[str, tuple[float, float, float]] = {}  # other schedulers' pods on ready nodes: use
         self.model_seen: ClusterModel | None = None  # the model whose change log this cache reads
         # The jobs the last session may have changed (its close says; None: unknown, reset all).
@@ -93,7 +88,11 @@ class SessionCache:
     def open(self, model: ClusterModel, now: float, table: NodeTable, placer_type: type[Placer]) -> SessionState:
         config = self.config
         changes = model.take_changes()
-        nodes_changed = self._nodes(model)
+        unit = self.nodes.min_gpu_memory
+        nodes_changed = self.nodes.refresh(model)
+        if self.nodes.min_gpu_memory != unit:  # pending GPU-memory requests count in its units
+            self.totals.clear()
+            self.unsummed = set(self.jobs)
         if self.model_seen is not model or nodes_changed or self.to_reset is None:
             changes = None  # read every record
         self.model_seen = model
@@ -123,8 +122,8 @@ class SessionCache:
             changed_pods=None if changed_pods is None or queues_changed else frozenset(changed_pods),
             remade_jobs=frozenset(self.remade),
             positions=self.positions,
-            largest_node_gpus=self.largest_node_gpus,
-            min_gpu_memory=self.min_gpu_memory,
+            largest_node_gpus=self.nodes.largest_gpus,
+            min_gpu_memory=self.nodes.min_gpu_memory,
             placer_type=placer_type,
             unusable_queues=model.unusable_queues,
             topologies=dict(model.topologies),
@@ -157,37 +156,6 @@ class SessionCache:
             self.to_reset = None
         else:
             self.to_reset = state.maybe_changed_keys(touched)
-
-    # ------------------------------------------------------------------ nodes
-    def _nodes(self, model: ClusterModel) -> bool:
-        """Node facts the tasks and the fair share use; whether any node changed."""
-        if self.nodes_seen.get("version") == model.nodes_version:
-            return False
-        smallest = math.inf
-        largest_gpus = 0.0
-        device_mib: dict[str, float] = {}
-        ready: set[str] = set()
-        gpu = cpu = memory = 0.0
-        for name, node in model.nodes.items():  # one pass: this runs whenever any node changed
-            allocatable, mib = node.allocatable, node.gpu_memory_mib
-            device_mib[name] = mib
-            largest_gpus = max(largest_gpus, allocatable.gpu)
-            if allocatable.gpu > 0 and mib < smallest:
-                smallest = mib
-            if node.ready:
-                ready.add(name)
-                gpu += allocatable.gpu
-                cpu += allocatable.cpu
-                memory += allocatable.memory
-        min_gpu_memory = smallest if smallest != math.inf else 100.0
-        if min_gpu_memory != self.min_gpu_memory:
-            self.totals.clear()  # pending fractions of GPU memory count in the smallest GPU's units
-            self.unsummed = set(self.jobs)
-        self.min_gpu_memory = min_gpu_memory
-        self.largest_node_gpus = largest_gpus
-        self.device_mib, self.ready, self.ready_total = device_mib, ready, [gpu, cpu, memory]
-        self.nodes_seen = {"version": model.nodes_version}
-        return True
 
     # ------------------------------------------------------------------ tasks
     def _tasks(
@@ -229,8 +197,8 @@ class SessionCache:
         against the capacity the fair share divides when it holds a ready node. Whether it is ours."""
         if pod.scheduler_name != self.config.schedulerName:
             self._drop_task(key, dirty)
-            if pod.node in self.ready and task_status(pod).active_used:
-                share = pod.gpu_share.quota_gpus(self.min_gpu_memory) if pod.gpu_share else 0.0
+            if pod.node in self.nodes.ready and task_status(pod).active_used:
+                share = pod.gpu_share.quota_gpus(self.nodes.min_gpu_memory) if pod.gpu_share else 0.0
                 self.foreign[key] = (pod.requests.gpu + share, pod.requests.cpu, pod.requests.memory)
             else:
                 self.foreign.pop(key, None)
@@ -260,7 +228,7 @@ class SessionCache:
 
     def _capacity(self) -> np.ndarray:
         """Ready nodes' allocatable GPU, CPU and memory, less what other schedulers' pods use."""
-        total = list(self.ready_total)
+        total = list(self.nodes.ready_total)
         for gpu, cpu, memory in self.foreign.values():
             total[0] -= gpu
             total[1] -= cpu
@@ -276,7 +244,7 @@ class SessionCache:
             shape = self.shapes.setdefault(shape, shape)
         task = Task(pod, shape, status, pod.node, pod.gpu_groups, original_status=status, original_node=pod.node)
         if pod.node is not None and status.active_used:
-            task.accepted = accepted_on(task, self.device_mib.get(pod.node, 100.0))
+            task.accepted = accepted_on(task, self.nodes.device_mib.get(pod.node, 100.0))
         return _Made(pod, task, task.accepted)
 
     def _forget(self, key: str, known: _Made, dirty: set[str]) -> None:
@@ -433,7 +401,7 @@ class SessionCache:
 
     def _requested(self, task: Task) -> tuple[float, float, float]:
         pod = task.pod
-        gpu = pod.requests.gpu + (pod.gpu_share.quota_gpus(self.min_gpu_memory) if pod.gpu_share else 0.0)
+        gpu = pod.requests.gpu + (pod.gpu_share.quota_gpus(self.nodes.min_gpu_memory) if pod.gpu_share else 0.0)
         return (gpu, pod.requests.cpu, pod.requests.memory)
 
 
