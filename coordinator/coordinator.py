@@ -39,6 +39,7 @@ from coordinator.decisions import Decisions, Settled, collect
 from coordinator.job_timers import remember_clocks
 from coordinator.jobs import Job
 from coordinator.node_mirror import NodeMirror
+from coordinator.pod_maps import PodMaps, not_ready_gangs
 from coordinator.results import BindIntent, CycleResult, CycleStats, EvictIntent
 from coordinator.rounds import RoundPlacer, merged_diagnoses
 from coordinator.search_backoff import SearchBackoff
@@ -89,7 +90,7 @@ class Coordinator:
         self._memo: _Memo | None = None
         self.mirror = NodeMirror()
         self.sessions = SessionCache(config)
-        self._membership_kept: tuple[int, tuple[dict[str, str], dict[str, str]]] | None = None
+        self.pod_maps = PodMaps()  # each pod's queue and job, kept while no pod or job changes
         self._closing_seconds = 0.0  # what the last session took after its actions (see _run_cycle)
         self.settled = Settled()  # decisions that follow from records alone (decisions.collect)
 
@@ -204,8 +205,8 @@ class Coordinator:
         result.decisions = collect(state, stmt.evictions, self.settled, stmt.touched)
         for job_key, why in result.refused.items():
             retry_next_cycle(state, job_key, why, result)
-        result.pod_queues, result.pod_jobs = self._membership(state)
-        result.not_ready_jobs = self._not_ready(state, stmt)
+        result.pod_queues, result.pod_jobs = self.pod_maps.of(state)
+        result.not_ready_jobs = not_ready_gangs(state, stmt.touched)
         result.search_skipped = dict(state.search_skipped)
         result.paused_jobs = state.search_paused
         # Only a pod placed before this session is there to evict. One that an action placed and a
@@ -238,44 +239,6 @@ class Coordinator:
         stats.close_seconds = time.perf_counter() - closing
         self._closing_seconds = stats.close_seconds
         return result
-
-    def _membership(self, state: SessionState) -> tuple[dict[str, str], dict[str, str]]:
-        """Each pod's queue and job. They follow from which pods and jobs exist: the same count
-        of such changes, the same maps; where the opener says which pods changed, the last maps
-        with those pods' entries done again (a copy: a result's maps never change afterwards)."""
-        kept = self._membership_kept
-        if kept is not None and state.membership is not None and kept[0] == state.membership:
-            return kept[1]
-        if kept is not None and state.membership is not None and state.changed_pods is not None:
-            pod_queues, pod_jobs = dict(kept[1][0]), dict(kept[1][1])
-            for key in state.changed_pods:
-                job = state.jobs_by_task.get(key)
-                if job is not None:
-                    pod_queues[key], pod_jobs[key] = job.queue, job.key
-                    continue
-                pod_queues.pop(key, None)
-                if key in state.tasks:
-                    pod_jobs[key] = ""
-                else:
-                    pod_jobs.pop(key, None)
-        else:
-            pod_queues = {key: job.queue for key, job in state.jobs_by_task.items()}
-            pod_jobs = {key: job.key for key, job in state.jobs_by_task.items()}
-            pod_jobs.update((key, "") for key in state.tasks if key not in state.jobs_by_task)
-        self._membership_kept = None if state.membership is None else (state.membership, (pod_queues, pod_jobs))
-        return pod_queues, pod_jobs
-
-    @staticmethod
-    def _not_ready(state: SessionState, stmt: Statement) -> frozenset[str]:
-        """The gangs whose pods are not all created (or alive) at the end of the session: as the
-        opener counted them, except for the jobs the session may have changed."""
-        at_open = state.not_ready_at_open
-        if at_open is None:
-            return frozenset(k for k, j in state.jobs.items() if not j.ready_for_scheduling())
-        changed = list(state.maybe_changed_jobs(stmt.touched))
-        keys = {job.key for job in changed}
-        now_short = {job.key for job in changed if not job.ready_for_scheduling()}
-        return frozenset(k for k in at_open if k not in keys) | now_short
 
     # ------------------------------------------------------------------ the session's nodes
     def _open_session(self, now: float, stats: CycleStats) -> SessionState:
