@@ -2,7 +2,7 @@
 
 Three checks, as KAI applies them:
 
-1. ``can_reclaim`` (before searching): the reclaimer's queue, with the job, stays within
+1. ``reclaimer_refusal`` (before searching): the reclaimer's queue, with the job, stays within
    its fair share; a non-preemptible job also stays within its queue's deserved quota.
    The victim filter (``may_reclaim_from``) then decides which queues may give back at all.
 2. Strategies, per victim chunk, comparing the two queues where their paths diverge
@@ -12,9 +12,9 @@ Three checks, as KAI applies them:
 3. Saturation: at every level of the reclaimer's path, a reclaimer above its fair share
    may only take from a sibling that is even more saturated (allocated / fair share).
 
-Each check has a form that says which rule refused and which queues it compared
-(``reclaimer_refusal``, ``victim_filter_refusal``, ``reclaim_refusal``): the reclaim action
-puts that in the pending job's reason, where KAI only logs that no strategy was found.
+2 and 3 are ``reclaim_refusal``, for one scenario. Each check says which rule refused and which
+queues it compared (None: it passes); the reclaim action puts that in the pending job's reason,
+where KAI only logs that no strategy was found.
 """
 
 from __future__ import annotations
@@ -31,12 +31,8 @@ from coordinator.tasks import Task
 from kai_ray.model.fairshare import UNLIMITED, Array
 
 
-def can_reclaim(queues: QueueState, queue: str, request: Array, preemptible: bool) -> bool:
-    return reclaimer_refusal(queues, queue, request, preemptible) is None
-
-
 def reclaimer_refusal(queues: QueueState, queue: str, request: Array, preemptible: bool) -> str | None:
-    """Why the queue may not reclaim for this request at all (None: it may), as ``can_reclaim``."""
+    """Why the queue may not reclaim for this request at all (None: it may)."""
     i = queues.tree.index[queue]
     if not less_equal(queues.allocated[i] + request, queues.fair_share[i]):
         return "it would go above its fair share"
@@ -151,19 +147,6 @@ def _given_back(tasks: Iterable[Task], ignore_moved: bool) -> Array | None:
     return total
 
 
-def reclaimable(
-    queues: QueueState,
-    frozen: QueueSnapshot,
-    reclaimer_queue: str,
-    request: Array,
-    preemptible: bool,
-    chunks_by_queue: dict[str, list[Array]],
-    multiplier: float = 1.0,
-) -> bool:
-    refusal = reclaim_refusal(queues, frozen, reclaimer_queue, request, preemptible, chunks_by_queue, multiplier)
-    return refusal is None
-
-
 def reclaim_refusal(
     queues: QueueState,
     frozen: QueueSnapshot,
@@ -173,7 +156,7 @@ def reclaim_refusal(
     chunks_by_queue: dict[str, list[Array]],
     multiplier: float = 1.0,
 ) -> str | None:
-    """The rules of ``reclaimable`` for one scenario: None when it satisfies them, else which
+    """Strategies and saturation for one scenario: None when it satisfies them, else which
     rule it breaks, naming the queues the rule compared (no figures: the text stays the same
     while the situation does)."""
     tree = queues.tree

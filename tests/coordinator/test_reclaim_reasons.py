@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from coordinator.reclaim_rules import QueueSnapshot, reclaim_refusal, reclaimable
+from coordinator.reclaim_rules import QueueSnapshot, reclaim_refusal
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.runtime import in_process_coordinator
 from tests.builders import JobSpec, build, config, node, queue
@@ -48,8 +48,7 @@ def test_a_victim_chunk_that_would_take_its_queue_to_its_share_is_refused_by_nam
     assert reclaim_refusal(queues, frozen, "a", request, True, chunks) == (
         "it would leave b at or below its fair share and its deserved quota"
     )
-    assert not reclaimable(queues, frozen, "a", request, True, chunks)
-    assert reclaimable(queues, frozen, "a", request, True, {"b": chunks["b"][:6]})
+    assert reclaim_refusal(queues, frozen, "a", request, True, {"b": chunks["b"][:6]}) is None
 
 
 def test_a_reclaimer_more_saturated_than_the_queue_it_takes_from_is_refused_by_name() -> None:
