@@ -42,6 +42,15 @@ class PickSource(Protocol):
     def pipeline(self, pick: Pick, pipelined: bool = True) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class _Reversal:
+    """What takes one eviction of this statement back, and the node whose hold it restores
+    (None for a pod that held nothing but releasing capacity)."""
+
+    node: int | None
+    undo: Undo
+
+
 @dataclass(slots=True)
 class Statement:
     table: NodeTable
@@ -51,7 +60,7 @@ class Statement:
     evictions: list[Eviction] = field(default_factory=list)
     source: PickSource | None = None  # allocate's placements come from the shards' streams
     picks: dict[str, Pick] = field(default_factory=dict)  # task -> its stream placement this session
-    _evicted: dict[str, list[Undo]] = field(default_factory=dict)  # task -> reversals of its evictions here
+    _evicted: dict[str, list[_Reversal]] = field(default_factory=dict)  # task -> its evictions here
     # Jobs whose tasks changed status (done or undone) since the last ``take_changed``: what a
     # victim pool re-sorts after a commit instead of every running job of the cluster.
     changed: set[str] = field(default_factory=set)
@@ -188,13 +197,14 @@ class Statement:
         def undo() -> None:
             reversals = self._evicted.get(task.key)
             if reversals:  # none left when the eviction was already taken back (unevict)
-                reversals.pop()()
+                reversals.pop().undo()
 
         self.undo_log.append(undo)
 
     def is_back_home(self, task: Task, choice: Choice) -> bool:
         """A victim of this statement placed again on a node that still lists it: where it runs
-        (or, for a pod an earlier job moved, where it was pipelined), on the same shared GPUs."""
+        (or, for a pod an earlier job moved, where it was pipelined), on the same shared GPUs.
+        KAI's Statement.Pipeline then takes back the pod's eviction (``unevict``)."""
         if task.status is not Status.RELEASING or not self._evicted.get(task.key):
             return False
         held_here = [h for h in task.holdings if h.node == choice.node]
@@ -203,20 +213,26 @@ class Statement:
         groups = tuple(g for g, _ in choice.shares)
         return any(tuple(g for g, _ in h.shares) == groups for h in held_here)
 
+    def restores_on(self, task: Task) -> int | None:
+        """The node whose hold ``unevict`` gives back: that of this statement's last eviction of
+        the pod, which need not be the node the pod was found back on (a pod evicted from A by a
+        committed statement, pipelined to B and evicted from B by this one is listed on both)."""
+        return self._evicted[task.key][-1].node
+
     def unevict(self, task: Task) -> None:
         """KAI's Statement.Pipeline of a victim onto the node it was evicted from: no move, the
         eviction is taken back and the pod keeps running where it runs."""
         reversal = self._evicted[task.key].pop()
         record = next(e for e in reversed(self.evictions) if e.task is task)  # the one being taken back
         action, preemptor = record.action, record.preemptor
-        reversal()
+        reversal.undo()
 
         def undo() -> None:
             self._evicted.setdefault(task.key, []).append(self._evict(task, action, preemptor))
 
         self.undo_log.append(undo)
 
-    def _evict(self, task: Task, action: str, preemptor: str | None) -> Undo:
+    def _evict(self, task: Task, action: str, preemptor: str | None) -> _Reversal:
         """Evicts ``task``; returns what takes the eviction back."""
         job = self.jobs_by_task[task.key]
         self._touch(job)
@@ -250,7 +266,7 @@ class Statement:
             if replacement is not None and current is not None:
                 self._swap(task, replacement, current)
 
-        return reverse
+        return _Reversal(current.node if current is not None else None, reverse)
 
     def _charge(self, pod_key: str, gpus: float) -> Undo:
         """A shared claim's GPUs move to the user that pays for them now (same claim, same count)."""

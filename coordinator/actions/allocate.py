@@ -15,7 +15,7 @@ from coordinator.jobs import Job
 from coordinator.session import SessionState, accepted_on
 from coordinator.statement import Statement
 from coordinator.tasks import Status, Task
-from shards.placement import Mask
+from shards.placement import Choice, Mask
 from shards.shapes import TaskShape
 
 
@@ -55,12 +55,27 @@ def allocate_job(
                 job.fit_errors["allocate"] = _task_failure(state, job, task, placed, shape)
             stmt.rollback(checkpoint)
             return False
-        if pipeline_only and stmt.is_back_home(task, choice):
+        if pipeline_only and stmt.is_back_home(task, choice) and _uneviction_fits(state, stmt, task, choice, shape):
             stmt.unevict(task)  # KAI: a victim put back where it ran was not moved, it keeps running
             continue
         claims = state.claims_of(task) if task.pod.resource_claims else None
         stmt.place(task, choice, state.accepted_quota(task, choice.node), claims)
     return True
+
+
+def _uneviction_fits(state: SessionState, stmt: Statement, task: Task, choice: Choice, shape: TaskShape) -> bool:
+    """Whether taking the pod's eviction back leaves its node within capacity.
+
+    KAI takes back the statement's eviction of the pod even when that put it on another node
+    than the one it was found back on, and gives the hold back there unchecked: two pods can
+    then wait on the same releasing capacity. kai-ray does what KAI does where the pod still
+    fits on that node and otherwise pipelines it where the search found room. A fraction
+    must find its own GPU group, which the node-level check cannot see, so it moves only
+    when found back on that very node."""
+    node = stmt.restores_on(task)
+    if node is None or node == choice.node:
+        return True
+    return shape.share is None and state.placer.fit_row(shape, node)[1]
 
 
 def _place_from_streams(state: SessionState, stmt: Statement, job: Job, tasks: list[Task], checkpoint: int) -> bool:

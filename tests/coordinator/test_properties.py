@@ -16,6 +16,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from coordinator.actions.allocate import allocate_job
 from coordinator.coordinator import Coordinator, CycleResult
 from coordinator.decisions import Decisions
 from coordinator.scheduler import run_session
@@ -30,9 +31,10 @@ from kai_ray.runtime import in_process_coordinator, placement_policy
 from shards.diagnosis import Diagnosis
 from shards.messages import ShardDeltas
 from shards.node_table import Kind
+from shards.placement import Choice
 from shards.protocol import Batch, BatchReply, Settle, ShardDown
 from shards.rows import merge_rows, table_from_rows
-from shards.shapes import CPU, PODS, TaskShape
+from shards.shapes import CPU, GPU, PODS, TaskShape
 from shards.shard import Shard
 from shards.stream_messages import SettleRequest
 from tests.builders import JobSpec, build, config, node, queue
@@ -227,6 +229,37 @@ def test_an_undone_eviction_keeps_the_pod_slot_of_the_shared_gpus_reservation_po
     stmt.rollback()
     assert task.status is Status.RUNNING
     assert float(table.idle[0, PODS]) == slots_before and table.groups[0]["a-shared0"].owns_slot
+
+
+def test_a_victim_found_back_where_it_runs_is_not_returned_unchecked_to_where_it_was_moved() -> None:
+    """``moved`` ran on a, was evicted and pipelined to b by a committed statement, then evicted
+    from b, whose GPU another pod took. Put back on a (which still lists it), taking back the
+    eviction from b would leave two pods waiting on b's one GPU; it is pipelined on a instead."""
+    snapshot = build(
+        [node("a", gpu=2), node("b", gpu=1)],
+        [queue("q", gpu_quota=3)],
+        [
+            JobSpec("moved", "q", running_on=["a"]),
+            JobSpec("stays", "q", running_on=["a"], created=1),
+            JobSpec("newcomer", "q", created=2),
+        ],
+    )
+    shard = Shard(0)
+    shard.apply(ShardDeltas(nodes_upserted=snapshot.nodes, pods_upserted=snapshot.pods))
+    table = table_from_rows(merge_rows([shard.rows()], shard.table.schema))
+    state = open_session(snapshot, config(), NOW, table)
+    a, b = table.names.index("a"), table.names.index("b")
+    stmt = Statement(state.table, state.queues, state.jobs_by_task)
+    moved, newcomer = state.tasks["default/moved-0"], state.tasks["default/newcomer-0"]
+    stmt.evict(moved, "consolidation", "default/other")
+    stmt.place(moved, Choice(b, pipelined=True), state.accepted_quota(moved, b))
+    stmt.commit()
+    stmt.evict(moved, "consolidation", "default/newcomer")
+    stmt.place(newcomer, Choice(b, pipelined=True), state.accepted_quota(newcomer, b))
+
+    assert allocate_job(state, stmt, state.jobs_by_task[moved.key], pipeline_only=True, real=False)
+    assert (moved.status, moved.node) == (Status.PIPELINED, "a")
+    assert table.future[b, GPU] >= 0 and table.future[a, GPU] >= 0
 
 
 def test_a_terminating_fraction_keeps_its_reservation_slot_and_binding_needs_a_free_slot_now() -> None:

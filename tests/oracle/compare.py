@@ -155,6 +155,12 @@ DELIBERATE: dict[str, Callable[[], AbstractContextManager[object]]] = {
     "reclaim-victim-filter": lambda: mock.patch(
         "coordinator.actions.reclaim.may_reclaim_from", lambda *args, **kwargs: True
     ),
+    # KAI takes back a victim's eviction from the node it was last pipelined to even when the
+    # search found it room on another node that lists it, without checking that it still fits
+    # there; kai-ray does that only where it fits.
+    "unevict-where-it-fits": lambda: mock.patch(
+        "coordinator.actions.allocate._uneviction_fits", lambda *args, **kwargs: True
+    ),
 }
 
 
