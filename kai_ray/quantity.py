@@ -66,14 +66,38 @@ def parse_quantity(value: object) -> Decimal:
     return amount
 
 
+# Manifests repeat a handful of quantity texts ("1", "500m", "16Gi", "110") thousands of times;
+# exact decimal arithmetic is the slow part, so each text is worked out once.
+_CPU_MILLIS: dict[str, float] = {}
+_PLAIN: dict[str, float] = {}
+_MAX_REMEMBERED = 4096
+
+
 def cpu_millis(value: object) -> float:
     """A CPU quantity in millicores ("2" -> 2000, "250m" -> 250)."""
+    if type(value) is str:
+        known = _CPU_MILLIS.get(value)
+        if known is None:
+            known = _remember(_CPU_MILLIS, value, _as_float(parse_quantity(value) * 1000, value))
+        return known
     return _as_float(parse_quantity(value) * 1000, value)
 
 
 def plain(value: object) -> float:
     """Any other quantity in its base unit (bytes for memory, a count for devices)."""
+    if type(value) is str:
+        known = _PLAIN.get(value)
+        if known is None:
+            known = _remember(_PLAIN, value, _as_float(parse_quantity(value), value))
+        return known
     return _as_float(parse_quantity(value), value)
+
+
+def _remember(table: dict[str, float], text: str, amount: float) -> float:
+    if len(table) >= _MAX_REMEMBERED:
+        table.clear()
+    table[text] = amount
+    return amount
 
 
 def _as_float(amount: Decimal, value: object) -> float:

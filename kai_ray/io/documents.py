@@ -12,6 +12,7 @@ import numpy as np
 import yaml
 
 from kai_ray.errors import InputError
+from kai_ray.io.block_yaml import read_block_yaml
 
 # The C loader is several times faster on big snapshots; PyYAML may be built without it.
 _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -29,8 +30,13 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 # block indentation (two levels per column at most: a sequence may sit at its key's column),
 # and compact "- - -" entries on one line. Only input beyond them is measured exactly.
 _FLOW_BOUND = 60
-_DEEP_INDENT = re.compile(r"^ {64}", re.MULTILINE)
+_DEEP_INDENT = " " * 64
 _COMPACT_DASHES = re.compile(r"^[ ]*(?:-[ ]+){10}", re.MULTILINE)
+# Two dashes with only spaces between them: a line of compact dashes has them. A pattern that
+# starts with a plain character is searched for quickly; one that starts with "^" in multi-line
+# mode is tried at every position (most of a second on a 20 MB snapshot), so it only runs
+# when this finds something.
+_DASH_PAIR = re.compile(r"-[ ]+-")
 _CHUNK = 1 << 23
 
 
@@ -85,16 +91,25 @@ def _deepest_event(text: str, loader: type) -> int:
     return deepest
 
 
+def _deeply_indented(text: str) -> bool:
+    return text.startswith(_DEEP_INDENT) or "\n" + _DEEP_INDENT in text
+
+
+def _compact_dashes(text: str) -> bool:
+    return _DASH_PAIR.search(text) is not None and _COMPACT_DASHES.search(text) is not None
+
+
 def check_depth(text: str, source: str) -> None:
     """Refuse documents nested deeper than MAX_DEPTH, in one line, before anything recurses."""
-    if _open_brackets(text) <= _FLOW_BOUND and not _DEEP_INDENT.search(text) and not _COMPACT_DASHES.search(text):
+    if _open_brackets(text) <= _FLOW_BOUND and not _deeply_indented(text) and not _compact_dashes(text):
         return
     if _exact_depth(text) > MAX_DEPTH:
         raise InputError(f"{source}: nested deeper than {MAX_DEPTH} levels")
 
 
 def parse_documents(text: str, source: str) -> list[Any]:
-    """Every document in the text (JSON is tried first because it is faster)."""
+    """Every document in the text (JSON is tried first because it is faster, then the reader of
+    plain block YAML, then PyYAML for everything else)."""
     check_depth(text, source)
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
@@ -106,6 +121,9 @@ def parse_documents(text: str, source: str) -> list[Any]:
             raise InputError(f"{source}: nested deeper than {MAX_DEPTH} levels") from None
         else:
             return value if isinstance(value, list) else [value]
+    block = read_block_yaml(text)
+    if block is not None:
+        return block
     try:
         return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
     except yaml.YAMLError as exc:

@@ -9,6 +9,10 @@ from typing import Any
 from kai_ray.errors import InputError
 from kai_ray.quantity import QuantityError, cpu_millis, finite, plain
 
+# The parsers ask for a few dozen fixed paths, once per object each: split once.
+_PATHS: dict[str, tuple[str, ...]] = {}
+_MAX_PATHS = 1024
+
 
 def read_number(value: Any, where: str) -> float:
     """A plain number (int or float, or text of one), finite; every reader's numbers come here."""
@@ -16,7 +20,7 @@ def read_number(value: Any, where: str) -> float:
         raise InputError(f"{where}: not a number: {value!r}")
     try:
         return finite(float(value))
-    except ValueError:
+    except (ValueError, OverflowError):  # an integer too large for a float overflows
         raise InputError(f"{where}: not a finite number: {value!r}") from None
 
 
@@ -27,7 +31,7 @@ class ObjectReader:
         self.doc = doc
         self.kind = str(doc.get("kind", "?"))
         meta = doc.get("metadata")
-        if not isinstance(meta, Mapping):
+        if not (type(meta) is dict or isinstance(meta, Mapping)):
             raise InputError(f"{self.kind} (document {index}): metadata: missing or not a mapping")
         self.meta: Mapping[str, Any] = meta
         name = meta.get("name")
@@ -46,8 +50,14 @@ class ObjectReader:
     def get(self, path: str, default: Any = None) -> Any:
         """The value at a dotted path ('spec.resources.gpu'), or ``default``."""
         node: Any = self.doc
-        for part in path.split("."):
-            if not isinstance(node, Mapping) or part not in node:
+        parts = _PATHS.get(path)
+        if parts is None:
+            parts = tuple(path.split("."))
+            if len(_PATHS) < _MAX_PATHS:
+                _PATHS[path] = parts
+        for part in parts:
+            # Decoded manifests are dicts: the type test spares the slower ABC check.
+            if not (type(node) is dict or isinstance(node, Mapping)) or part not in node:
                 return default
             node = node[part]
         return default if node is None else node
@@ -65,7 +75,7 @@ class ObjectReader:
         return value
 
     def string_map(self, path: str, namespaced: bool = True) -> dict[str, str]:
-        return {str(k): "" if v is None else str(v) for k, v in self.mapping(path, namespaced).items()}
+        return text_map(self.mapping(path, namespaced))
 
     def number(self, path: str, default: float, namespaced: bool = True) -> float:
         value = self.get(path)
@@ -97,6 +107,19 @@ class ObjectReader:
             return parse_time(value)
         except ValueError:
             raise self.fail(path, f"bad timestamp {value!r}", namespaced) from None
+
+
+def dict_or_absent(value: Any) -> bool:
+    """Whether a field is unset or a plain mapping, as decoded manifests have them (the readers
+    of the common shapes take these; anything else is read with every check)."""
+    return value is None or type(value) is dict
+
+
+def text_map(values: Mapping[Any, Any] | None) -> dict[str, str]:
+    """Labels, annotations, a node selector: every key and value as text, null as ""."""
+    if not values:
+        return {}
+    return {str(k): "" if v is None else str(v) for k, v in values.items()}
 
 
 def parse_time(value: Any) -> float:

@@ -10,7 +10,7 @@ import orjson
 
 from kai_ray import labels as L
 from kai_ray.errors import InputError
-from kai_ray.io.fields import ObjectReader
+from kai_ray.io.fields import ObjectReader, dict_or_absent, text_map
 from kai_ray.io.parse_dra import parse_pod_claims
 from kai_ray.model import (
     GPU_RESOURCE,
@@ -32,6 +32,8 @@ _IGNORED_RESOURCES = {"ephemeral-storage", "storage"}
 # per distinct text of those sections (a quarter of the first deltas of 10,000 template-made pods).
 _REQUESTS_BY_TEXT: dict[bytes, ResourceVector] = {}
 _MAX_REMEMBERED = 4096
+# Pods of one workload tolerate the same taints: one (immutable) record per distinct toleration.
+_TOLERATIONS: dict[tuple[str, str, str, str], Toleration] = {}
 
 
 def _resource_vector(reader: ObjectReader, path: str, values: Mapping[str, Any], namespaced: bool) -> ResourceVector:
@@ -245,29 +247,43 @@ def _tolerations(reader: ObjectReader) -> tuple[Toleration, ...]:
     for i, tol in enumerate(reader.sequence("spec.tolerations")):
         if not isinstance(tol, Mapping):
             raise reader.fail(f"spec.tolerations[{i}]", "must be a mapping")
-        result.append(
-            Toleration(
-                key=str(tol.get("key") or ""),
-                operator=str(tol.get("operator") or "Equal"),
-                value=str(tol.get("value") or ""),
-                effect=str(tol.get("effect") or ""),
-            )
-        )
+        result.append(_toleration(tol))
     return tuple(result)
 
 
+def _toleration(tol: Mapping[str, Any]) -> Toleration:
+    fields = (
+        str(tol.get("key") or ""),
+        str(tol.get("operator") or "Equal"),
+        str(tol.get("value") or ""),
+        str(tol.get("effect") or ""),
+    )
+    toleration = _TOLERATIONS.get(fields)
+    if toleration is None:
+        if len(_TOLERATIONS) >= _MAX_REMEMBERED:
+            _TOLERATIONS.clear()
+        toleration = _TOLERATIONS[fields] = Toleration(*fields)
+    return toleration
+
+
 def pod_state(reader: ObjectReader) -> tuple[PodState, str | None]:
-    phase = reader.get("status.phase", "Pending")
-    node_name = reader.get("spec.nodeName") or None
+    return _state(
+        reader.get("status.phase", "Pending"),
+        reader.get("spec.nodeName") or None,
+        reader.meta.get("deletionTimestamp"),
+        reader.get("status.nominatedNodeName") or None,
+    )
+
+
+def _state(phase: Any, node_name: Any, deleting: Any, nominated: Any) -> tuple[PodState, str | None]:
     if phase == "Succeeded":
         return PodState.SUCCEEDED, node_name
     if phase == "Failed":
         return PodState.FAILED, node_name
-    if reader.meta.get("deletionTimestamp"):
+    if deleting:
         return PodState.RELEASING, node_name
     if node_name:
         return PodState.RUNNING, node_name
-    nominated = reader.get("status.nominatedNodeName") or None
     if nominated:
         return PodState.PIPELINED, nominated
     return PodState.PENDING, None
@@ -279,8 +295,8 @@ def _gpu_groups(pod_labels: Mapping[str, str]) -> tuple[str, ...]:
     if first:
         groups.append(first)
     prefix = L.GPU_GROUP_LABEL + "/"
-    for key, value in sorted(pod_labels.items()):
-        if key.startswith(prefix) and value and value not in groups:
+    for _, value in sorted((k, v) for k, v in pod_labels.items() if k.startswith(prefix)):
+        if value and value not in groups:
             groups.append(value)
     return tuple(groups)
 
@@ -313,6 +329,9 @@ def parse_pod(reader: ObjectReader, lenient: list[str] | None = None) -> Pod:
     refused for what kai-ray alone reads (GPU-sharing annotations, task priority, fractional GPU
     counts): it is counted with its whole request and each problem is a warning in the list.
     Other pods, and unreadable resource quantities, still raise."""
+    common = _common_pod(reader)
+    if common is not None:
+        return common
     pod_labels = reader.string_map("metadata.labels")
     annotations = reader.string_map("metadata.annotations")
     state, node = pod_state(reader)
@@ -330,10 +349,6 @@ def parse_pod(reader: ObjectReader, lenient: list[str] | None = None) -> Pod:
                 raise problem from None
             holds.append(f"{problem}; ignored")
     groups = _gpu_groups(pod_labels)
-    queue = pod_labels.get(L.QUEUE_LABEL) or pod_labels.get(L.LEGACY_QUEUE_LABEL) or None
-    leader = pod_labels.get(L.KUBEFLOW_ROLE_LABEL) in ("master", "launcher") or (
-        pod_labels.get(L.RAY_NODE_TYPE_LABEL) == "head"
-    )
     return Pod(
         namespace=reader.namespace,
         name=reader.name,
@@ -351,10 +366,94 @@ def parse_pod(reader: ObjectReader, lenient: list[str] | None = None) -> Pod:
         tolerations=_tolerations(reader),
         created=reader.timestamp("metadata.creationTimestamp", reader.meta.get("creationTimestamp")) or 0.0,
         pod_group=annotations.get(L.POD_GROUP_ANNOTATION) or None,
-        queue_label=queue,
+        queue_label=_queue_label(pod_labels),
         subgroup=pod_labels.get(L.SUBGROUP_LABEL) or None,
         task_priority=task_priority,
-        is_leader=leader,
+        is_leader=_is_leader(pod_labels),
         priority_class_name=reader.get("spec.priorityClassName") or pod_labels.get(L.PRIORITY_CLASS_LABEL) or None,
         resource_claims=parse_pod_claims(reader),
+    )
+
+
+def _queue_label(pod_labels: Mapping[str, str]) -> str | None:
+    return pod_labels.get(L.QUEUE_LABEL) or pod_labels.get(L.LEGACY_QUEUE_LABEL) or None
+
+
+def _is_leader(pod_labels: Mapping[str, str]) -> bool:
+    return pod_labels.get(L.KUBEFLOW_ROLE_LABEL) in ("master", "launcher") or (
+        pod_labels.get(L.RAY_NODE_TYPE_LABEL) == "head"
+    )
+
+
+def _common_pod(reader: ObjectReader) -> Pod | None:
+    """The pod, when it has the shape nearly every pod has: mappings where mappings belong, no
+    GPU-sharing annotation or task priority, whole GPUs. Read as ``parse_pod`` reads it, without
+    walking a dotted path per field. None for any other pod, and for one that would be refused
+    or warned about: ``parse_pod`` then reads it field by field and says what is wrong."""
+    doc, meta = reader.doc, reader.meta
+    spec, status = doc.get("spec"), doc.get("status")
+    if type(spec) is not dict:
+        return None
+    labels, annotations = meta.get("labels"), meta.get("annotations")
+    node_selector, tolerations = spec.get("nodeSelector"), spec.get("tolerations")
+    if not (
+        dict_or_absent(status)
+        and dict_or_absent(labels)
+        and dict_or_absent(annotations)
+        and dict_or_absent(node_selector)
+        and (tolerations is None or type(tolerations) is list)
+    ):
+        return None
+    pod_labels = text_map(labels)
+    pod_annotations = text_map(annotations)
+    if (
+        L.TASK_PRIORITY_LABEL in pod_labels
+        or L.GPU_FRACTION_ANNOTATION in pod_annotations
+        or L.GPU_MEMORY_ANNOTATION in pod_annotations
+    ):
+        return None
+    if tolerations and not all(type(tol) is dict for tol in tolerations):
+        return None
+    try:
+        requests = _pod_requests(reader)
+        affinity = _affinity(reader) if "affinity" in spec else ()
+        created = reader.timestamp("metadata.creationTimestamp", meta.get("creationTimestamp")) or 0.0
+        has_claims = "resourceClaims" in spec or "resourceClaimStatuses" in (status or ())
+        claims = parse_pod_claims(reader) if has_claims else ()
+    except InputError:
+        return None
+    if requests.gpu != int(requests.gpu):
+        return None
+    status = status or {}
+    phase = status.get("phase")
+    state, node = _state(
+        "Pending" if phase is None else phase,
+        spec.get("nodeName") or None,
+        meta.get("deletionTimestamp"),
+        status.get("nominatedNodeName") or None,
+    )
+    scheduler_name = spec.get("schedulerName")
+    return Pod(
+        namespace=reader.namespace,
+        name=reader.name,
+        uid=str(meta.get("uid") or ""),
+        scheduler_name=str("default-scheduler" if scheduler_name is None else scheduler_name),
+        state=state,
+        node=node,
+        requests=requests,
+        gpu_share=None,
+        gpu_groups=_gpu_groups(pod_labels),
+        labels=pod_labels,
+        annotations=pod_annotations,
+        node_selector=text_map(node_selector),
+        affinity=affinity,
+        tolerations=tuple(_toleration(tol) for tol in tolerations) if tolerations else (),
+        created=created,
+        pod_group=pod_annotations.get(L.POD_GROUP_ANNOTATION) or None,
+        queue_label=_queue_label(pod_labels),
+        subgroup=pod_labels.get(L.SUBGROUP_LABEL) or None,
+        task_priority=None,
+        is_leader=_is_leader(pod_labels),
+        priority_class_name=spec.get("priorityClassName") or pod_labels.get(L.PRIORITY_CLASS_LABEL) or None,
+        resource_claims=claims,
     )

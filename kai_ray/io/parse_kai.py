@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kai_ray import labels as L
-from kai_ray.io.fields import ObjectReader
-from kai_ray.io.parse_subgroups import read_gang_spec
+from kai_ray.io.fields import ObjectReader, dict_or_absent, text_map
+from kai_ray.io.parse_subgroups import GangSpec, read_gang_spec
 from kai_ray.model import UNLIMITED, PriorityClass, Queue, QueueResource, SubGroup, TopologyConstraint
 from kai_ray.quantity import parse_duration
 
@@ -114,10 +114,14 @@ def _duration_field(reader: ObjectReader, path: str, raw: Any, negative_ok: bool
 
 
 def parse_pod_group(reader: ObjectReader, warnings: list[str] | None = None) -> RawPodGroup:
-    spec = reader.mapping("spec")
-    pg_labels = reader.string_map("metadata.labels")
-    annotations = reader.string_map("metadata.annotations")
-    gang = read_gang_spec(reader, [] if warnings is None else warnings)
+    common = _common_parts(reader)
+    if common is None:
+        spec = reader.mapping("spec")
+        pg_labels = reader.string_map("metadata.labels")
+        annotations = reader.string_map("metadata.annotations")
+        gang = read_gang_spec(reader, [] if warnings is None else warnings)
+    else:
+        spec, pg_labels, annotations, gang = common
     preemptibility = spec.get("preemptibility") or pg_labels.get(L.PREEMPTIBILITY_LABEL) or None
     if preemptibility not in (None, "preemptible", "non-preemptible"):
         raise reader.fail("spec.preemptibility", f"must be preemptible or non-preemptible, got {preemptibility!r}")
@@ -158,3 +162,30 @@ def parse_pod_group(reader: ObjectReader, warnings: list[str] | None = None) -> 
         preemption_delay_seconds=delay or None,
         expected_runtime_seconds=expected or None,
     )
+
+
+# The largest minMember read as it is: larger ones go through a float, as every number does.
+_EXACT_INTEGERS = 2**53
+
+
+def _common_parts(reader: ObjectReader) -> tuple[Mapping[str, Any], dict[str, str], dict[str, str], GangSpec] | None:
+    """Spec, labels, annotations and gang of a PodGroup of the shape nearly all have (mappings
+    where mappings belong, a whole ``minMember`` or none, no sub-groups, ``minSubGroup`` or
+    topology), read without walking a path per field. None for any other PodGroup: the caller
+    reads it with every check, and says what is wrong."""
+    spec = reader.doc.get("spec")
+    labels, annotations = reader.meta.get("labels"), reader.meta.get("annotations")
+    if not (type(spec) is dict and dict_or_absent(labels) and dict_or_absent(annotations)):
+        return None
+    min_member = spec.get("minMember")
+    if min_member is None:
+        min_member = 1
+    elif type(min_member) is not int or not 0 <= min_member < _EXACT_INTEGERS:
+        return None
+    if (
+        spec.get("minSubGroup") is not None
+        or spec.get("topologyConstraint") is not None
+        or spec.get("subGroups") not in (None, [])
+    ):
+        return None
+    return spec, text_map(labels), text_map(annotations), GangSpec(min_member, None, (), None)

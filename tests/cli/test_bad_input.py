@@ -157,6 +157,11 @@ MALFORMED_OBJECTS: list[tuple[str, list[m.Manifest], tuple[str, ...]]] = [
         ("PodGroup team/g", "spec.minMember", "'x'"),
     ),
     (
+        "pod group min member too large for a number",
+        [m.pod_group("g", "q") | {"spec": {"minMember": 10**400}}],
+        ("PodGroup team/g", "spec.minMember", "not a finite number"),
+    ),
+    (
         "pod group bad preemptibility",
         [m.pod_group("g", "q", preemptibility="sometimes")],
         ("PodGroup team/g", "spec.preemptibility", "'sometimes'"),

@@ -1,0 +1,382 @@
+"""Reading snapshots: ``kai-ray schedule --snapshot`` end to end, and the reading stage alone.
+
+Two snapshot shapes, each written with and without its jobs, as a YAML List and as a JSON List
+the way ``kubectl get -o yaml/json`` prints objects:
+- fill: KAI's scale test, 500 nodes of 8 GPUs and 4,000 one-GPU jobs (a PodGroup and a pod
+  each) in 4 queues, exactly enough to fill every GPU;
+- gangs: 1,000 gangs of 8 one-GPU pods (minMember 8) on 5,000 8-GPU nodes, in 4 queues.
+
+End to end: ``kai-ray schedule --snapshot F --actions allocate -o json`` as a subprocess (with
+bytecode caching on, after one warm-up run), the median of three. The jobs' cost is the time
+with them minus the time without (the empty cluster), so a row's pods/s is the pods placed
+divided by that difference. The YAML and the JSON snapshot must give the same decisions and
+every pod must be placed, or the row is flagged.
+
+In process, per object: decoding (file -> dicts, one file per kind) and the parsers
+(dicts -> model records), the best of three each, then the whole loader on the full file.
+
+    python -m loadtests.bench_read            # the full shapes
+    python -m loadtests.bench_read --quick    # a tenth of them
+    python -m loadtests.bench_read --keep DIR # keep the snapshots and the decisions printed
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kai_ray import labels as L
+from kai_ray.cli.output import format_table
+from kai_ray.io.documents import parse_documents, read_text
+from kai_ray.io.fields import ObjectReader
+from kai_ray.io.parse_core import parse_node, parse_pod
+from kai_ray.io.parse_kai import parse_pod_group
+from kai_ray.io.snapshot_loader import load_snapshot
+from kai_ray.sim.cluster import KWOK_TAINT, SHAPES, kwok_node
+from loadtests.results import BenchRow, bench_main
+
+Manifest = dict[str, Any]
+NAMESPACE = "bench"
+NOW = "2025-01-01T00:00:00Z"  # the session's clock: the decisions printed do not depend on the day
+CREATED = 1_735_000_000  # creation times count up from here, one second per job
+FORMATS = ("yaml", "json")
+RUNS = 3
+PLACED = ("Binding", "Running", "Pipelined")
+PYTHON_GC_THRESHOLDS = (700, 10, 10)  # CPython's defaults, which the command runs with
+
+_Dumper: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadShape:
+    name: str
+    nodes: int
+    jobs: int
+    pods_per_job: int
+    queues: int = 4
+
+    @property
+    def pods(self) -> int:
+        return self.jobs * self.pods_per_job
+
+    @property
+    def label(self) -> str:
+        job = "one-GPU jobs" if self.pods_per_job == 1 else f"gangs x {self.pods_per_job} pods"
+        return f"{self.name}: {self.nodes:,} nodes / {self.jobs:,} {job}"
+
+
+FULL = (ReadShape("fill", 500, 4_000, 1), ReadShape("gangs", 5_000, 1_000, 8))
+QUICK = (ReadShape("fill", 50, 400, 1), ReadShape("gangs", 500, 100, 8))
+
+
+def _timestamp(seconds: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def _queue(name: str) -> Manifest:
+    unlimited = {"quota": -1, "overQuotaWeight": 1, "limit": -1}
+    return {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": name, "creationTimestamp": _timestamp(CREATED - 3600)},
+        "spec": {"resources": {r: dict(unlimited) for r in ("gpu", "cpu", "memory")}},
+    }
+
+
+def _priority_class(name: str, value: int) -> Manifest:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+
+
+def _pod_group(name: str, queue: str, members: int, index: int) -> Manifest:
+    return {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "uid": f"pg-{index:08d}-0000-4000-8000-000000000000",
+            "resourceVersion": str(1000 + index),
+            "creationTimestamp": _timestamp(CREATED + index),
+            "labels": {L.QUEUE_LABEL: queue},
+        },
+        "spec": {"minMember": members, "queue": queue, "priorityClassName": "train"},
+        "status": {},
+    }
+
+
+def _pod(name: str, group: str, queue: str, index: int) -> Manifest:
+    """A pending one-GPU pod as the API server returns it: defaults filled in, not yet scheduled."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "uid": f"pod-{index:08d}-0000-4000-8000-000000000000",
+            "resourceVersion": str(100_000 + index),
+            "creationTimestamp": _timestamp(CREATED + index),
+            "labels": {"app": "bench", L.QUEUE_LABEL: queue},
+            "annotations": {L.POD_GROUP_ANNOTATION: group},
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.example/train:1.0",
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["sleep", "infinity"],
+                    "resources": {
+                        "requests": {"cpu": "1", "memory": "4Gi", "nvidia.com/gpu": "1"},
+                        "limits": {"nvidia.com/gpu": "1"},
+                    },
+                    "terminationMessagePath": "/dev/termination-log",
+                    "terminationMessagePolicy": "File",
+                    "volumeMounts": [
+                        {
+                            "name": "kube-api-access",
+                            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                            "readOnly": True,
+                        }
+                    ],
+                }
+            ],
+            "dnsPolicy": "ClusterFirst",
+            "enableServiceLinks": True,
+            "preemptionPolicy": "PreemptLowerPriority",
+            "priority": 0,
+            "priorityClassName": "train",
+            "restartPolicy": "Never",
+            "schedulerName": L.DEFAULT_SCHEDULER_NAME,
+            "securityContext": {},
+            "serviceAccount": "default",
+            "serviceAccountName": "default",
+            "terminationGracePeriodSeconds": 30,
+            "tolerations": [
+                {"key": KWOK_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"},
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+            ],
+            "volumes": [
+                {
+                    "name": "kube-api-access",
+                    "projected": {
+                        "defaultMode": 420,
+                        "sources": [
+                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                        ],
+                    },
+                }
+            ],
+        },
+        "status": {"phase": "Pending", "qosClass": "Burstable"},
+    }
+
+
+def cluster_objects(shape: ReadShape, with_jobs: bool) -> list[Manifest]:
+    """The snapshot's objects: 8-GPU kwok nodes (tainted), the queues, one priority class and,
+    ``with_jobs``, each job's PodGroup followed by its pods, spread round-robin over the queues."""
+    eight_gpu = SHAPES[0]
+    objects = [kwok_node(f"gpu-node-{i:05d}", eight_gpu, i, taint=True) for i in range(shape.nodes)]
+    queues = [f"team-{q}" for q in range(shape.queues)]
+    objects += [_queue(q) for q in queues]
+    objects.append(_priority_class("train", 50))
+    if with_jobs:
+        for j in range(shape.jobs):
+            name, queue = f"job-{j:06d}", queues[j % len(queues)]
+            objects.append(_pod_group(name, queue, shape.pods_per_job, j))
+            objects += [_pod(f"{name}-{p}", name, queue, j * shape.pods_per_job + p) for p in range(shape.pods_per_job)]
+    return objects
+
+
+def write_list(objects: Sequence[Manifest], path: Path) -> Path:
+    """A ``kind: List`` of the objects, as JSON or YAML by the file's suffix."""
+    document = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": list(objects)}
+    with path.open("w", encoding="utf-8") as out:
+        if path.suffix == ".json":
+            json.dump(document, out, indent=4)
+        else:
+            yaml.dump(document, out, Dumper=_Dumper, sort_keys=False)
+    return path
+
+
+# ---------------------------------------------------------------- end to end
+
+
+@dataclass(frozen=True, slots=True)
+class CliRun:
+    seconds: float  # the median of RUNS
+    output: bytes  # the decisions printed (-o json)
+
+
+def _cli_env() -> dict[str, str]:
+    # Bytecode caching stays on, as for an installed kai-ray: the median is of warm starts.
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def run_cli(snapshot: Path) -> CliRun:
+    command = [sys.executable, "-m", "kai_ray", "schedule", "--snapshot", str(snapshot)]
+    command += ["--actions", "allocate", "--now", NOW, "-o", "json"]
+    env = _cli_env()
+    times, output = [], b""
+    for attempt in range(RUNS + 1):
+        start = time.perf_counter()
+        done = subprocess.run(command, env=env, capture_output=True, check=False)
+        elapsed = time.perf_counter() - start
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)}: exit {done.returncode}: {done.stderr.decode()[-2000:]}")
+        if attempt:  # the first run warms the bytecode and file caches
+            times.append(elapsed)
+        output = done.stdout
+    return CliRun(statistics.median(times), output)
+
+
+def _placed(output: bytes) -> int:
+    return sum(1 for d in json.loads(output)["pods"].values() if d["status"] in PLACED)
+
+
+def cli_rows(shape: ReadShape, files: Mapping[tuple[str, bool], Path], keep: Path | None) -> list[BenchRow]:
+    rows, outputs = [], {}
+    for fmt in FORMATS:
+        empty, full = run_cli(files[(fmt, False)]), run_cli(files[(fmt, True)])
+        outputs[fmt] = full.output
+        if keep is not None:
+            (keep / f"{shape.name}-decisions-from-{fmt}.json").write_bytes(full.output)
+        placed = _placed(full.output)
+        notes = f"{full.seconds:.2f} s with the jobs, {empty.seconds:.2f} s without"
+        if placed < shape.pods:
+            notes += f"; NOT PLACED: {shape.pods - placed} pods"
+        label = f"{shape.label} ({fmt.upper()})"
+        rows.append(BenchRow(label, "kai-ray schedule", placed, full.seconds - empty.seconds, notes=notes))
+    if len(set(outputs.values())) > 1:
+        for row in rows:
+            row.notes += "; DIFFERENT DECISIONS from YAML and JSON"
+    return rows
+
+
+# ---------------------------------------------------------------- in process, per object
+
+
+def _best(measure: Callable[[], object]) -> float:
+    """The best of RUNS, with the garbage collector paused as ``load_snapshot`` pauses it (the
+    stages are compared as code; what collections cost shows in the whole loader's row)."""
+    best = float("inf")
+    for _ in range(RUNS):
+        gc.collect()
+        gc.disable()
+        try:
+            start = time.perf_counter()
+            measure()
+            best = min(best, time.perf_counter() - start)
+        finally:
+            gc.enable()
+    return best
+
+
+def _decode(path: Path) -> None:
+    parse_documents(read_text(path), str(path))
+
+
+def _parse_all(kind: str, docs: Sequence[Mapping[str, Any]]) -> None:
+    warnings: list[str] = []
+    if kind == "Node":
+        for i, doc in enumerate(docs):
+            parse_node(ObjectReader(doc, i))
+    elif kind == "Pod":
+        for i, doc in enumerate(docs):
+            parse_pod(ObjectReader(doc, i), warnings)
+    else:
+        for i, doc in enumerate(docs):
+            parse_pod_group(ObjectReader(doc, i), warnings)
+
+
+def stage_rows(shape: ReadShape, objects: Sequence[Manifest], directory: Path) -> list[list[Any]]:
+    """µs per object of each kind: decoding each format, then the parser; then the whole loader."""
+    rows: list[list[Any]] = []
+    for kind in ("Pod", "PodGroup", "Node"):
+        docs = [o for o in objects if o["kind"] == kind]
+        row: list[Any] = [shape.name, kind, len(docs)]
+        for fmt in FORMATS:
+            path = write_list(docs, directory / f"{shape.name}-{kind}.{fmt}")
+            row.append(_best(partial(_decode, path)) / len(docs) * 1e6)
+        row.append(_best(partial(_parse_all, kind, docs)) / len(docs) * 1e6)
+        rows.append([f"{v:.1f}" if isinstance(v, float) else v for v in row])
+    for fmt in FORMATS:
+        path = directory / f"{shape.name}-with-jobs.{fmt}"
+        per_object = _whole(path) / len(objects) * 1e6
+        rows.append([shape.name, f"whole loader ({fmt.upper()})", len(objects), "", "", f"{per_object:.1f}"])
+    return rows
+
+
+def _whole(path: Path) -> float:
+    """``load_snapshot`` as ``kai-ray schedule`` runs it, with Python's default collector
+    thresholds (this process runs with the deployed ones), the best of RUNS."""
+    deployed = gc.get_threshold()
+    gc.set_threshold(*PYTHON_GC_THRESHOLDS)
+    try:
+        best = float("inf")
+        for _ in range(RUNS):
+            gc.collect()
+            start = time.perf_counter()
+            load_snapshot(path)
+            best = min(best, time.perf_counter() - start)
+        return best
+    finally:
+        gc.set_threshold(*deployed)
+
+
+def run(quick: bool, keep: Path | None = None) -> list[BenchRow]:
+    rows: list[BenchRow] = []
+    stages: list[list[Any]] = []
+    with tempfile.TemporaryDirectory(prefix="kai-ray-read-") as scratch:
+        directory = keep or Path(scratch)
+        directory.mkdir(parents=True, exist_ok=True)
+        for shape in QUICK if quick else FULL:
+            files: dict[tuple[str, bool], Path] = {}
+            for with_jobs in (False, True):
+                objects = cluster_objects(shape, with_jobs)
+                suffix = "with-jobs" if with_jobs else "empty"
+                for fmt in FORMATS:
+                    files[(fmt, with_jobs)] = write_list(objects, directory / f"{shape.name}-{suffix}.{fmt}")
+            stages += stage_rows(shape, objects, directory)
+            rows += cli_rows(shape, files, keep)
+    headers = ["shape", "kind", "objects", "decode YAML µs", "decode JSON µs", "to model µs"]
+    print("In process, per object (best of 3); the whole loader's figure is per object of the file:")
+    print(format_table(headers, stages))
+    print()
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    own = argparse.ArgumentParser(add_help=False)
+    own.add_argument("--keep", type=Path, metavar="DIR")
+    args, rest = own.parse_known_args(argv)
+    return bench_main(rest, __doc__, lambda quick: run(quick, args.keep))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
