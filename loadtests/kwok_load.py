@@ -1,22 +1,32 @@
 """The kwok load test on a real control plane, kai-ray side by side with kube-scheduler.
 
-    python -m loadtests.kwok_load                  # 5,000 nodes, 10,000 pods, 1,000 gangs x 8
-    python -m loadtests.kwok_load --quick          # the reduced size CI runs
-    python -m loadtests.kwok_load --json kwok.json
+    python -m loadtests.kwok_load                  # both modes: 5,000 nodes, 10,000 pods (+ 1,000 gangs x 8)
+    python -m loadtests.kwok_load --quick          # the reduced sizes CI runs, both modes
+    python -m loadtests.kwok_load --mode arrivals --skip gangs --json kwok.json
 
-Three phases, each on a fresh cluster (etcd + kube-apiserver + kwok, built from their Go
-modules by realcluster/), with the nodes and pods created before any scheduler starts:
+Every phase runs on a fresh cluster (etcd + kube-apiserver + kwok, built from their Go modules by
+realcluster/). Two modes, both by default (--mode preloaded|arrivals|both):
 
+preloaded: the nodes and pods are created before any scheduler starts; kai-ray runs as the
+chart runs it by default (--no-pod-grouper: bare pods are one-pod gangs in memory).
 1. kai-ray: N kwok GPU nodes (the simulator's pools, tainted as kwok's), P single-GPU pods.
 2. kube-scheduler of the same Kubernetes release: the same nodes and pods, with its scheduler name.
 3. kai-ray alone: G gangs of 8 single-GPU pods, each a PodGroup with minMember 8.
-
 Time runs from the scheduler's process start until a watch opened beforehand has seen every pod
-bound. Both schedulers use the admin identity (exempt from API priority and fairness alike);
+bound.
+
+arrivals: each scheduler (kai-ray at `kai-ray run`'s defaults, its pod grouper making a
+PodGroup per bare pod; then kube-scheduler) starts on a cluster with the nodes only and binds a
+probe pod (not timed); then the P single-GPU bare pods are created in batches of --batch
+(default 250), each batch concurrently through the API, the next as soon as the apiserver has
+accepted the previous one (or paced at --arrival-rate pods/s). Time runs from the first create
+until every pod has a node: pods created in, all bound at, last bound after the last create.
+
+Both schedulers use the admin identity (exempt from API priority and fairness alike);
 kube-scheduler's client rate limit is raised from its default 50/s to 5,000/s so that it is not
-throttled by its own client. The report gives pods/s, kai-ray's ratio to kube-scheduler,
-p50/p99 time to bind, the apiserver's request rate and its requests per bound pod by verb and
-resource, and each process's CPU over the window.
+throttled by its own client. The report gives pods/s, kai-ray's ratio to kube-scheduler, times
+to bind, the apiserver's requests per bound pod by verb and resource, each process's CPU over
+the window and kai-ray's loop steps (and, in arrivals, what its log says of its cycles).
 Exit code 1 when a pod stayed unbound or a gang was left partial.
 """
 
@@ -27,15 +37,19 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from kai_ray.cli.output import format_table
-from loadtests.kwok_phase import KAI, KUBE, NAMESPACE, PhaseResult, load_pod, run_phase
+from loadtests.kwok_arrivals import BATCH, ArrivalResult, arrival_pods, arrivals_ratio, arrivals_report, run_arrivals
+from loadtests.kwok_phase import KAI, KUBE, NAMESPACE, PhaseResult, load_pod, per_pod_requests, run_phase
 from realcluster.build import BuildFailed, GoMissing, ensure_built
 
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 GROUPS = f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NAMESPACE}/podgroups"
+
+
+MODES = ("preloaded", "arrivals", "both")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +57,35 @@ class Size:
     nodes: int
     pods: int
     gangs: int
+    arrival_nodes: int
+    arrival_pods: int
     gang_size: int = 8
 
 
-FULL = Size(nodes=5_000, pods=10_000, gangs=1_000)
-QUICK = Size(nodes=1_000, pods=2_000, gangs=200)
+FULL = Size(nodes=5_000, pods=10_000, gangs=1_000, arrival_nodes=5_000, arrival_pods=10_000)
+# CI's sizes. Arrivals are smaller than the preloaded phases: kai-ray binds arriving pods at a
+# fraction of its preloaded rate (every pod is grouped first), and CI's budget allows about two
+# minutes more for both schedulers' clusters, start-ups and binds.
+QUICK = Size(nodes=1_000, pods=2_000, gangs=200, arrival_nodes=500, arrival_pods=1_000)
+
+
+def chosen_size(base: Size, nodes: int | None, pods: int | None, gangs: int | None) -> Size:
+    """``base`` with the sizes given on the command line; --nodes and --pods set both modes'."""
+    return Size(
+        nodes=nodes or base.nodes,
+        pods=pods or base.pods,
+        gangs=gangs or base.gangs,
+        arrival_nodes=nodes or base.arrival_nodes,
+        arrival_pods=pods or base.arrival_pods,
+        gang_size=base.gang_size,
+    )
+
+
+def phases(mode: str, skip: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The preloaded and the arrivals phases to run, by name, in order."""
+    preloaded = [p for p in ("kai-ray", "kube-scheduler", "gangs") if p not in skip]
+    arriving = [p for p in ("kai-ray", "kube-scheduler") if p not in skip]
+    return (preloaded if mode in ("preloaded", "both") else [], arriving if mode in ("arrivals", "both") else [])
 
 
 def single_pods(count: int, scheduler: str) -> list[tuple[str, dict[str, Any]]]:
@@ -71,20 +109,38 @@ def gangs(count: int, size: int) -> tuple[list[tuple[str, dict[str, Any]]], dict
     return items, sizes
 
 
-async def run_all(size: Size, shards: int | None, skip: Sequence[str]) -> list[PhaseResult]:
+async def run_preloaded(size: Size, shards: int | None, which: Sequence[str]) -> list[PhaseResult]:
     results = []
     workload = f"{size.nodes} nodes / {size.pods} pods"
-    if "kai-ray" not in skip:
+    if "kai-ray" in which:
         results.append(await run_phase(workload, KAI, size.nodes, single_pods(size.pods, KAI), {}, shards))
         print(row_text(results[-1]), file=sys.stderr)
-    if "kube-scheduler" not in skip:
+    if "kube-scheduler" in which:
         results.append(await run_phase(workload, KUBE, size.nodes, single_pods(size.pods, KUBE), {}))
         print(row_text(results[-1]), file=sys.stderr)
-    if "gangs" not in skip:
+    if "gangs" in which:
         items, sizes = gangs(size.gangs, size.gang_size)
         name = f"{size.nodes} nodes / {size.gangs} gangs x {size.gang_size}"
         results.append(await run_phase(name, KAI, size.nodes, items, sizes, shards))
         print(row_text(results[-1]), file=sys.stderr)
+    return results
+
+
+async def run_arriving(
+    size: Size, shards: int | None, which: Sequence[str], batch: int, rate: float | None
+) -> list[ArrivalResult]:
+    results = []
+    workload = f"{size.arrival_nodes} nodes / {size.arrival_pods} pods arriving"
+    for who, scheduler in (("kai-ray", KAI), ("kube-scheduler", KUBE)):
+        if who in which:
+            pods = arrival_pods(size.arrival_pods, scheduler)
+            result = await run_arrivals(workload, scheduler, size.arrival_nodes, pods, batch, rate, shards)
+            results.append(result)
+            print(
+                f"{workload}, {scheduler}: {result.bound}/{result.pods} bound, created in {result.created_in:.1f}s, "
+                f"all bound at {result.all_bound_at:.1f}s ({result.pods_per_second:.1f} pods/s)",
+                file=sys.stderr,
+            )
     return results
 
 
@@ -150,12 +206,9 @@ def report(results: Sequence[PhaseResult]) -> str:
         )
     for r in results:
         if r.requests_by_kind and r.bound:
-            top = list(r.requests_by_kind.items())[:6]
             who = "kai-ray" if r.scheduler == KAI else "kube-scheduler"
-            text += (
-                f"\n{r.name} ({who}): apiserver requests per bound pod - "
-                + f"{sum(r.requests_by_kind.values()) / r.bound:.2f} in all; "
-                + ", ".join(f"{kind} {count / r.bound:.2f}" for kind, count in top)
+            text += f"\n{r.name} ({who}): apiserver requests per bound pod - " + per_pod_requests(
+                r.requests_by_kind, r.bound
             )
     for r in results:
         if r.steps:
@@ -167,23 +220,35 @@ def report(results: Sequence[PhaseResult]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help=f"the reduced size CI runs: {QUICK}")
-    parser.add_argument("--nodes", type=int)
-    parser.add_argument("--pods", type=int)
+    parser.add_argument("--quick", action="store_true", help=f"the reduced sizes CI runs: {QUICK}")
+    parser.add_argument("--mode", choices=MODES, default="both", help="which mode to run (default: both)")
+    parser.add_argument("--nodes", type=int, help="nodes, in both modes")
+    parser.add_argument("--pods", type=int, help="single-GPU pods, in both modes")
     parser.add_argument("--gangs", type=int)
+    parser.add_argument("--batch", type=int, default=BATCH, help=f"arrivals: pods per batch (default {BATCH})")
+    parser.add_argument(
+        "--arrival-rate", type=float, help="arrivals: pods/s to pace the batches at (default: as fast as accepted)"
+    )
     parser.add_argument("--shards", type=int, help="kai-ray's shard actors (default: its config, auto)")
     parser.add_argument("--skip", action="append", default=[], choices=["kai-ray", "kube-scheduler", "gangs"])
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
-    base = QUICK if args.quick else FULL
-    size = Size(args.nodes or base.nodes, args.pods or base.pods, args.gangs or base.gangs)
+    if args.batch <= 0 or (args.arrival_rate is not None and args.arrival_rate <= 0):
+        parser.error("--batch and --arrival-rate must be positive")
+    size = chosen_size(QUICK if args.quick else FULL, args.nodes, args.pods, args.gangs)
+    preloaded, arriving = phases(args.mode, args.skip)
     try:
         ensure_built()
     except (GoMissing, BuildFailed) as error:
         print(f"kwok_load: {error}", file=sys.stderr)
         return 2
-    results = asyncio.run(run_all(size, args.shards, args.skip))
-    print(report(results))
+
+    async def run_all() -> tuple[list[PhaseResult], list[ArrivalResult]]:
+        first = await run_preloaded(size, args.shards, preloaded)
+        return first, await run_arriving(size, args.shards, arriving, args.batch, args.arrival_rate)
+
+    results, arrivals = asyncio.run(run_all())
+    print("\n\n".join(text for text in (report(results) if results else "", arrivals_report(arrivals)) if text))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             rows = []
@@ -193,19 +258,28 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rows.append(row)
             json.dump(
                 {
-                    "size": vars(size) if hasattr(size, "__dict__") else size.__repr__(),
+                    "size": asdict(size),
+                    "mode": args.mode,
                     "results": rows,
                     "ratio": ratio(results),
+                    "arrivals": [a.to_json() for a in arrivals],
+                    "arrivalsRatio": arrivals_ratio(arrivals),
                 },
                 out,
                 indent=1,
             )
-    failed = [r for r in results if r.bound < r.pods or r.partial_gangs or r.errors]
-    for r in failed:
-        print(
-            f"FAILED {r.name} {r.scheduler}: {r.bound}/{r.pods} bound, {r.partial_gangs} partial, {r.errors}",
-            file=sys.stderr,
-        )
+    failed = [
+        f"{r.name} {r.scheduler}: {r.bound}/{r.pods} bound, {r.partial_gangs} partial, {r.errors}"
+        for r in results
+        if r.bound < r.pods or r.partial_gangs or r.errors
+    ]
+    failed += [
+        f"{a.name} {a.scheduler}: {a.bound}/{a.pods} bound, {a.errors}"
+        for a in arrivals
+        if a.bound < a.pods or a.errors
+    ]
+    for line in failed:
+        print(f"FAILED {line}", file=sys.stderr)
     return 1 if failed else 0
 
 

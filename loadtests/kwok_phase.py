@@ -100,8 +100,14 @@ def load_pod(name: str, scheduler: str, group: str | None = None) -> dict[str, A
     }
 
 
-async def create_all(api: KubeApi, items: Sequence[tuple[str, dict[str, Any]]], errors: list[str]) -> None:
-    """POST every (path, object) with bounded concurrency; 429/5xx are retried."""
+async def create_all(
+    api: KubeApi,
+    items: Sequence[tuple[str, dict[str, Any]]],
+    errors: list[str],
+    created: dict[str, float] | None = None,
+) -> None:
+    """POST every (path, object) with bounded concurrency; 429/5xx are retried. ``created``, when
+    given, gets each object's name and the monotonic time the apiserver accepted it."""
     queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
     for item in items:
         queue.put_nowait(item)
@@ -112,6 +118,8 @@ async def create_all(api: KubeApi, items: Sequence[tuple[str, dict[str, Any]]], 
             for attempt in range(8):
                 try:
                     await api.request("POST", path, body=obj)
+                    if created is not None:
+                        created[obj["metadata"]["name"]] = time.monotonic()
                     break
                 except KubeError as error:
                     if error.status == 409:
@@ -154,6 +162,12 @@ def request_delta(before: dict[str, float], after: dict[str, float]) -> dict[str
     """Requests per kind made between two readings, most frequent first, zeros left out."""
     delta = {kind: round(count - before.get(kind, 0.0)) for kind, count in after.items()}
     return dict(sorted(((k, v) for k, v in delta.items() if v > 0), key=lambda kv: -kv[1]))
+
+
+def per_pod_requests(requests: dict[str, int], bound: int, top: int = 6) -> str:
+    """The apiserver's requests per bound pod, in all and for the ``top`` most frequent kinds."""
+    listed = ", ".join(f"{kind} {count / bound:.2f}" for kind, count in list(requests.items())[:top])
+    return f"{sum(requests.values()) / bound:.2f} in all; {listed}"
 
 
 def kai_ray_steps(port: int) -> dict[str, tuple[int, float]]:
@@ -225,19 +239,58 @@ class Watch:
                 await asyncio.sleep(0.2)
 
 
-def scheduler_command(cluster: RealCluster, scheduler: str, shards: int | None, metrics_port: int) -> list[str]:
+def scheduler_command(
+    cluster: RealCluster, scheduler: str, shards: int | None, metrics_port: int, as_chart: bool = True
+) -> list[str]:
+    """The scheduler's command line. ``as_chart``: kai-ray as the chart runs it by default, with no
+    pod grouper (pods without a PodGroup are scheduled as one-pod gangs in memory, as KAI's pod
+    grouper would make them) and no DisruptionTarget mark; otherwise ``kai-ray run``'s own
+    defaults, the pod grouper creating a PodGroup for each bare pod."""
     if scheduler == KUBE:  # the admin identity, as kai-ray's: API priority and fairness treats both alike
         return cluster.kube_scheduler_command("admin")
     command = [sys.executable, "-m", "kai_ray", "run", "--kubeconfig", str(cluster.kubeconfig("admin"))]
-    # As the chart runs it by default: no pod grouper (pods without a PodGroup are scheduled as
-    # one-pod gangs in memory, as KAI's pod grouper would make them), no DisruptionTarget mark.
-    command += ["--metrics-port", str(metrics_port), "--no-pod-grouper", "--no-mark-disruption-target"]
+    command += ["--metrics-port", str(metrics_port)]
+    if as_chart:
+        command += ["--no-pod-grouper", "--no-mark-disruption-target"]
     if shards is not None:
         command += ["--shards", str(shards)]
     return command
 
 
-async def populate(api: KubeApi, nodes: int, pods: list[tuple[str, dict[str, Any]]], errors: list[str]) -> None:
+def load_cluster() -> RealCluster:
+    """A cluster for one phase (not started): etcd, kube-apiserver and kwok, no controller manager."""
+    # Nothing would lift the not-ready taint the TaintNodesByCondition admission plugin puts on
+    # each new node without the node lifecycle controller, so the plugin is off (the nodes are Ready).
+    return RealCluster(
+        ClusterOptions(kwok=True, extra_apiserver_args=("--disable-admission-plugins=TaintNodesByCondition",)),
+        keep=bool(os.environ.get("KAI_RAY_E2E_KEEP")),
+    )
+
+
+def start_scheduler(cluster: RealCluster, command: list[str]) -> subprocess.Popen[bytes]:
+    """The scheduler as a process of its own, its output in the cluster's ``scheduler.log``."""
+    with scheduler_log(cluster).open("wb") as log:
+        return subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}
+        )
+
+
+def scheduler_log(cluster: RealCluster) -> Path:
+    return cluster.dir / "scheduler.log"
+
+
+def stop_scheduler(process: subprocess.Popen[bytes] | None) -> None:
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+async def populate(api: KubeApi, nodes: int, pods: Sequence[tuple[str, dict[str, Any]]], errors: list[str]) -> None:
     # No controller manager makes the namespace's `default` ServiceAccount, and pods are refused without it.
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
     await create_all(api, [(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", account)], errors)
@@ -263,12 +316,7 @@ async def run_phase(
     timeout: float = 900.0,
 ) -> PhaseResult:
     """A fresh cluster, populated, then ``scheduler`` started and timed until every pod is bound."""
-    # No controller manager: nothing would lift the not-ready taint the TaintNodesByCondition
-    # admission plugin puts on each new node, so the plugin is off (the nodes are Ready already).
-    cluster = RealCluster(
-        ClusterOptions(kwok=True, extra_apiserver_args=("--disable-admission-plugins=TaintNodesByCondition",)),
-        keep=bool(os.environ.get("KAI_RAY_E2E_KEEP")),
-    )
+    cluster = load_cluster()
     await asyncio.to_thread(cluster.start)
     scheduler_process: subprocess.Popen[bytes] | None = None
     errors: list[str] = []
@@ -288,16 +336,8 @@ async def run_phase(
             pids = {**cluster.pids(), "driver": os.getpid()}  # the driver: this process, the watch
             cpu_before = cpu_seconds(pids)
             metrics_port = free_port()
-            log = (cluster.dir / "scheduler.log").open("wb")
             started = time.monotonic()
-            scheduler_process = subprocess.Popen(
-                scheduler_command(cluster, scheduler, shards, metrics_port),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=REPO,
-                env={**os.environ, "PYTHONPATH": str(REPO)},
-            )
-            log.close()
+            scheduler_process = start_scheduler(cluster, scheduler_command(cluster, scheduler, shards, metrics_port))
             pids["scheduler"] = scheduler_process.pid
             cpu_before["scheduler"] = 0.0
             expected = sum(1 for _, obj in pods if obj["kind"] == "Pod")
@@ -342,11 +382,5 @@ async def run_phase(
         finally:
             await api.close()
     finally:
-        if scheduler_process is not None and scheduler_process.poll() is None:
-            scheduler_process.terminate()
-            try:
-                scheduler_process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                scheduler_process.kill()
-                scheduler_process.wait()
+        stop_scheduler(scheduler_process)
         await asyncio.to_thread(cluster.stop)
