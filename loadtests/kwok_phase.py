@@ -3,7 +3,8 @@
 The cluster (realcluster/) is etcd + kube-apiserver + kwok; nodes and pods are created before
 any scheduler runs, then the scheduler process starts and a watch opened before it records when
 each pod is first seen bound. Around the measured window the apiserver's request counter and
-the CPU time of every process are sampled, so the report can say who set the pace.
+the CPU time of every process are sampled, so the report can say who set the pace. The arrivals
+mode (``kwok_arrivals.py``) uses the same cluster, scheduler process, watch and readings.
 """
 
 from __future__ import annotations
