@@ -64,8 +64,8 @@ class Size:
 
 FULL = Size(nodes=5_000, pods=10_000, gangs=1_000, arrival_nodes=5_000, arrival_pods=10_000)
 # CI's sizes. Arrivals are smaller than the preloaded phases: kai-ray binds arriving pods at a
-# fraction of its preloaded rate (every pod is grouped first), and CI's budget allows about two
-# minutes more for both schedulers' clusters, start-ups and binds.
+# fraction of its preloaded rate (its binds queue up behind the creates, docs/e2e.md), and CI's
+# budget allows about two minutes more for both schedulers' clusters, start-ups and binds.
 QUICK = Size(nodes=1_000, pods=2_000, gangs=200, arrival_nodes=500, arrival_pods=1_000)
 
 
