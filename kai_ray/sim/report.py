@@ -90,7 +90,7 @@ class SimMetrics:
         self.wall_seconds = 0.0
         self.rss_bytes = 0
         self.usage: SimUsage | None = None  # set when time-based fair share is on
-        self.shortfall = ShortfallTracker(self.leaves, {job.name: job for job in workload.jobs})
+        self.shortfall = ShortfallTracker(self.leaves, {job.name: job for job in workload.jobs}, workload.queues)
 
     # ------------------------------------------------------------------ cycles
     def cycle(self, now: float, wall: float, result: CycleResult) -> None:

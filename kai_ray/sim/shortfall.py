@@ -15,26 +15,105 @@ idle GPUs meanwhile: all of them, and those on nodes with as many free GPUs as o
 queue's waiting jobs asks (a fair share counts every GPU of the cluster; an 8-GPU pod cannot
 use one idle on a 4-GPU node).
 
-A stretch is one continuous period of being short; the report names each queue's longest.
+A stretch is one continuous period of being short; the report names each queue's longest, and
+lists every stretch longer than ``LONG_STRETCH`` (10 simulated minutes) on its own: the KAI rule
+its waiting jobs' reasons named over it (``holding_rule``), the share of it during which no
+reason named one, and the reason at its largest gap with the figures of every queue the reason
+names (held, fair share, deserved quota), so that "dept-3 would go above its deserved quota"
+reads with the numbers that made it so.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from coordinator.coordinator import CycleResult
+    from kai_ray.model import Queue
     from kai_ray.sim.workload import JobSpec
 
 TOLERANCE = 1e-6
+LONG_STRETCH = 600.0  # seconds: stretches longer than this are listed one by one, with what held them
 # A figure on its own (not part of a name such as dept-2 or job-00481): "0 pods", "335 node(s)".
 _FIGURE = re.compile(r"(?<![\w./-])\d+(?:\.\d+)?(?![\w/-])")
 # The pod allocate's message happens to name ("for pod sim/job-00398-4 due to").
 _POD = re.compile(r"\bpod [\w.-]+/[\w.-]+")
+
+
+# Where a pending reason passes from allocate's words to an action's ("...; reclaim: ...").
+ACTION_PART = re.compile(r"; (?=(?:consolidation|reclaim|preempt|preemption delay|PreemptionDelayNotElapsed): )")
+
+# The rules a waiting job's reason can name, as (what the reason says, the rule's name). The
+# texts are those of ``coordinator.actions.reclaim`` and ``coordinator.reclaim_rules``; the first
+# that matches names the rule. All are KAI's, but the last two: the session time budget and the
+# search backoff are kai-ray's own and could hold back a reclaim KAI would make.
+RULES: tuple[tuple[str, str], ...] = (
+    (
+        "cannot reclaim: it would go above its fair share",
+        "reclaimer's fair share: the job would take its queue above it",
+    ),
+    (
+        "cannot reclaim: a non-preemptible job would take it above its deserved quota",
+        "non-preemptible reclaimer: the job would take its queue above its deserved quota",
+    ),
+    (
+        "only a queue above its fair share may give back",
+        "victim filter: with the job its side goes above its deserved quota, "
+        "so only a queue above its fair share may give back",
+    ),
+    (
+        "only a queue above its deserved quota may give back",
+        "victim filter: only a queue above its deserved quota may give back",
+    ),
+    ("no less saturated than", "saturation: the reclaimer's side would be no less saturated than its victim's"),
+    ("at or below its fair share", "reclaim strategies: a victim's queue must stay above its fair share"),
+    ("within their reclaim minimum runtime", "reclaim minimum runtime protects the victims"),
+    ("does not make room for its pods", "shape: evicting all it may take does not make room for its pods"),
+    ("Workload is within its preemption delay window", "preemption delay"),
+    ("spent its time budget", "kai-ray's session time budget postponed the search"),
+)
+
+
+def holding_rule(reason: str) -> str | None:
+    """The rule an action's part of a pending reason names (None: no action named one; then
+    the job waits on allocate's reason alone)."""
+    for part in ACTION_PART.split(reason)[1:]:
+        for text, rule in RULES:
+            if text in part:
+                return rule
+    return None
+
+
+def named_queues(text: str, figures: Mapping[str, tuple[float, float, float | None]]) -> list[str]:
+    """The queues of ``figures`` that ``text`` names, in the order it first names them (a name
+    inside a longer one, dept-1 in dept-1-team-1 or in a pod's name, does not count)."""
+    if not figures:
+        return []
+    names = sorted(figures, key=len, reverse=True)  # dept-1-team-1 before dept-1
+    pattern = re.compile(r"(?<![\w./-])(" + "|".join(re.escape(n) for n in names) + r")(?![\w/-])")
+    return list(dict.fromkeys(match.group(1) for match in pattern.finditer(text)))
+
+
+def with_figures(text: str, figures: Mapping[str, tuple[float, float, float | None]]) -> str:
+    """What each queue ``text`` names held, its fair share and its deserved quota (GPUs) at the
+    time, one after the other: ``figures`` is name -> (held, fair share, deserved or None when it
+    deserves what it requests). "holds 700 = its fair share" is a queue whose demand is met (a
+    fair share never exceeds what the queue asks for)."""
+    parts = []
+    for name in named_queues(text, figures):
+        held, fair, deserved = figures[name]
+        share = "= its fair share" if abs(held - fair) < 0.005 else f"of fair share {_gpus(fair)}"
+        quota = f", deserved {_gpus(deserved)}" if deserved is not None else ""
+        parts.append(f"{name} holds {_gpus(held)} {share}{quota}")
+    return "; ".join(parts)
+
+
+def _gpus(value: float) -> str:
+    return f"{round(value, 2):g}"
 
 
 def reason_kind(reason: str) -> str:
@@ -62,6 +141,84 @@ class QueueMoment:
     idle_gpus: float
     idle_usable: float  # idle GPUs on nodes with room (in GPUs) for one of its waiting pods
 
+    @property
+    def rule(self) -> str | None:
+        """The rule named by the reason of its smallest waiting job that names one."""
+        for job in sorted(self.waiting, key=lambda j: (j.gpus, j.name)):
+            rule = holding_rule(job.reason)
+            if rule is not None:
+                return rule
+        return None
+
+    def telling_reason(self) -> str:
+        """The reason that says most about the gap: that of the smallest waiting job whose
+        reason names a rule, else that of the smallest waiting job."""
+        ordered = sorted(self.waiting, key=lambda j: (j.gpus, j.name))
+        return next((j.reason for j in ordered if holding_rule(j.reason) is not None), ordered[0].reason)
+
+
+Figures = dict[str, tuple[float, float, float | None]]  # queue -> (held, fair share, deserved), GPUs
+
+
+@dataclass(slots=True)
+class Stretch:
+    """One continuous period of a queue being short."""
+
+    start: float
+    end: float | None = None
+    seconds: float = 0.0
+    largest_gap: float = 0.0
+    paused_seconds: float = 0.0
+    idle_gpu_seconds: float = 0.0
+    idle_usable_seconds: float = 0.0
+    rules: dict[str, float] = field(default_factory=dict)  # rule -> seconds some waiting job's reason named it
+    unnamed_seconds: float = 0.0  # no waiting job's reason named a rule
+    peak_at: float = 0.0  # when the gap first reached its largest
+    peak_reason: str = ""  # ``QueueMoment.telling_reason`` then
+    peak_figures: Figures = field(default_factory=dict)
+
+    @property
+    def length(self) -> float:
+        return (self.end if self.end is not None else self.start) - self.start
+
+    def held_by(self) -> list[tuple[str, float]]:
+        """Each rule named over the stretch with the share of its time, the largest first."""
+        seconds = self.seconds or 1.0
+        return sorted(((rule, t / seconds) for rule, t in self.rules.items()), key=lambda item: (-item[1], item[0]))
+
+    def peak_reason_part(self) -> str:
+        """The actions' part of the reason at the largest gap (all of it if no action spoke)."""
+        parts = ACTION_PART.split(self.peak_reason)
+        return "; ".join(parts[1:]) if len(parts) > 1 else parts[0]
+
+    def peak_text(self) -> str:
+        """``peak_reason_part`` and, after it, the figures of the queues it names."""
+        reason = self.peak_reason_part()
+        figures = with_figures(reason, self.peak_figures)
+        return f"{reason} [GPUs: {figures}]" if figures else reason
+
+    def to_json(self) -> dict[str, Any]:
+        seconds = self.seconds or 1.0
+        return {
+            "from": self.start,
+            "to": self.end,
+            "seconds": self.length,
+            "largestGapGpus": self.largest_gap,
+            "heldBy": [{"rule": rule, "share": share} for rule, share in self.held_by()],
+            "noRuleNamedShare": self.unnamed_seconds / seconds if self.seconds else 0.0,
+            "searchPausedShare": self.paused_seconds / seconds if self.seconds else 0.0,
+            "idleGpus": self.idle_gpu_seconds / seconds if self.seconds else 0.0,
+            "idleGpusItsPodsFit": self.idle_usable_seconds / seconds if self.seconds else 0.0,
+            "atLargestGap": {
+                "at": self.peak_at,
+                "reason": self.peak_reason_part(),
+                "queues": {
+                    name: dict(zip(("held", "fairShare", "deserved"), self.peak_figures[name], strict=True))
+                    for name in named_queues(self.peak_reason_part(), self.peak_figures)
+                },
+            },
+        }
+
 
 @dataclass(slots=True)
 class ReasonTime:
@@ -81,10 +238,15 @@ class QueueShortfall:
     idle_usable_seconds: float = 0.0
     reasons: dict[str, ReasonTime] = field(default_factory=dict)
     job_shapes: dict[str, str] = field(default_factory=dict)  # job -> what it asks, for the report
+    stretches: list[Stretch] = field(default_factory=list)  # closed, and the open one last
 
     @property
     def longest_seconds(self) -> float:
         return self.longest[1] - self.longest[0]
+
+    def long_stretches(self, bound: float = LONG_STRETCH) -> list[Stretch]:
+        """The closed stretches longer than ``bound``."""
+        return [s for s in self.stretches if s.end is not None and s.length > bound]
 
     def dominant(self, count: int = 3) -> list[tuple[str, ReasonTime]]:
         return sorted(self.reasons.items(), key=lambda item: (-item[1].seconds, item[0]))[:count]
@@ -109,6 +271,8 @@ class QueueShortfall:
                 }
                 for _, time in self.dominant(5)
             ],
+            "stretches": len([s for s in self.stretches if s.end is not None]),
+            "longStretches": [s.to_json() for s in self.long_stretches()],
         }
 
 
@@ -118,9 +282,11 @@ FreeGpus = Callable[[], list[float]]  # idle GPUs of every node
 class ShortfallTracker:
     """Per leaf queue, the time spent short and why; fed every cycle and every time sample."""
 
-    def __init__(self, leaves: tuple[str, ...], specs: Mapping[str, JobSpec]) -> None:
+    def __init__(self, leaves: tuple[str, ...], specs: Mapping[str, JobSpec], tree: Iterable[Queue] = ()) -> None:
         self.leaves = leaves
         self.specs = specs  # by job name
+        # Every queue's deserved GPUs (None: it deserves what it requests), for the figures.
+        self.deserved: dict[str, float | None] = {q.name: (q.gpu.quota if q.gpu.quota >= 0 else None) for q in tree}
         self.queues: dict[str, QueueShortfall] = {name: QueueShortfall() for name in leaves}
         self._now: dict[str, QueueMoment] = {}
         self._last = 0.0
@@ -150,7 +316,7 @@ class ShortfallTracker:
                 smallest_pod = min(job.gpu_per_pod for job in jobs)
                 usable = sum(f for f in free if f + TOLERANCE >= smallest_pod)
                 moments[name] = QueueMoment(gap, tuple(jobs), sum(free), usable)
-        self._settle(now, moments)
+        self._settle(now, moments, figures)
 
     def sample(self, now: float) -> None:
         """Charge the time since the last sample to the queues short over it."""
@@ -163,8 +329,20 @@ class ShortfallTracker:
             queue.seconds += span
             queue.idle_gpu_seconds += moment.idle_gpus * span
             queue.idle_usable_seconds += moment.idle_usable * span
-            if any(job.paused for job in moment.waiting):
+            paused = any(job.paused for job in moment.waiting)
+            if paused:
                 queue.paused_seconds += span
+            stretch = queue.stretches[-1]
+            stretch.seconds += span
+            stretch.idle_gpu_seconds += moment.idle_gpus * span
+            stretch.idle_usable_seconds += moment.idle_usable * span
+            if paused:
+                stretch.paused_seconds += span
+            rules = {rule for job in moment.waiting if (rule := holding_rule(job.reason)) is not None}
+            for rule in rules:
+                stretch.rules[rule] = stretch.rules.get(rule, 0.0) + span
+            if not rules:
+                stretch.unnamed_seconds += span
             for kind, example, jobs in _reasons(moment.waiting):
                 entry = queue.reasons.setdefault(kind, ReasonTime())
                 entry.seconds += span
@@ -173,23 +351,38 @@ class ShortfallTracker:
 
     def finish(self, now: float) -> None:
         self.sample(now)
-        self._settle(now, {})
+        self._settle(now, {}, {})
 
-    def _settle(self, now: float, moments: dict[str, QueueMoment]) -> None:
+    def _settle(self, now: float, moments: dict[str, QueueMoment], figures: Mapping[str, Mapping[str, Any]]) -> None:
         """Open and close stretches where a queue became short or stopped being short."""
         for name in set(self._now) | set(moments):
             queue = self.queues[name]
             if name in moments:
-                queue.largest_gap = max(queue.largest_gap, moments[name].gap)
-                for job in moments[name].waiting:
+                moment = moments[name]
+                queue.largest_gap = max(queue.largest_gap, moment.gap)
+                for job in moment.waiting:
                     queue.job_shapes.setdefault(job.name, self._shape(job))
                 if queue.stretch_start is None:
                     queue.stretch_start = now
+                    queue.stretches.append(Stretch(now))
+                stretch = queue.stretches[-1]
+                if moment.gap > stretch.largest_gap + TOLERANCE:
+                    stretch.largest_gap = moment.gap
+                    stretch.peak_at = now
+                    stretch.peak_reason = moment.telling_reason()
+                    stretch.peak_figures = self._figures(figures)
             elif queue.stretch_start is not None:
                 if now - queue.stretch_start > queue.longest_seconds:
                     queue.longest = (queue.stretch_start, now)
                 queue.stretch_start = None
+                queue.stretches[-1].end = now
         self._now = moments
+
+    def _figures(self, figures: Mapping[str, Mapping[str, Any]]) -> Figures:
+        return {
+            name: (float(q["allocated"]["gpu"]), float(q["fairShare"]["gpu"]), self.deserved.get(name))
+            for name, q in figures.items()
+        }
 
     def _waiting(self, result: CycleResult, queues: set[str]) -> dict[str, list[WaitingJob]]:
         """The jobs with pending pods that ask for GPUs, per queue of ``queues``."""

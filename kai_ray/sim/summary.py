@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import re
 import textwrap
 
 from kai_ray.cli.output import format_table
 from kai_ray.sim.report import SimMetrics
-from kai_ray.sim.shortfall import QueueShortfall
+from kai_ray.sim.shortfall import ACTION_PART, LONG_STRETCH, QueueShortfall
 
-# Where a pending reason passes from allocate's words to an action's ("...; reclaim: ...").
-_ACTION_PART = re.compile(r"; (?=(?:consolidation|reclaim|preempt|preemption delay): )")
 SHORT_QUEUES_SHOWN = 10
 
 
@@ -142,9 +139,53 @@ def _below_fair_share(m: SimMetrics) -> list[str]:
             ["queue", "time short", "longest", "largest gap", "search paused", "idle GPUs (its pods fit)"], rows
         )
     )
+    lines += _long_stretch_verdict(short)
     for name, q in short[:SHORT_QUEUES_SHOWN]:
         lines.append(f"  {name}:")
         lines += _reason_lines(q)
+        lines += _stretch_lines(q)
+    return lines
+
+
+def _long_stretch_verdict(short: list[tuple[str, QueueShortfall]]) -> list[str]:
+    """Whether every stretch over the bound had a rule named for it, all of its time."""
+    long = [(name, s) for name, q in short for s in q.long_stretches()]
+    bound = _seconds(LONG_STRETCH)
+    if not long:
+        return [f"  no queue was short for longer than {bound} at a stretch"]
+    unnamed = [(name, s) for name, s in long if s.unnamed_seconds > 0]
+    head = f"  {len(long)} stretch{'es' if len(long) != 1 else ''} longer than {bound}"
+    if not unnamed:
+        return [f"{head}: a reclaim rule named for each, all of its time (per queue below)"]
+    lines = [f"{head}; for part of these no waiting job's reason named a rule:"]
+    lines += [
+        f"    {name} {_hours(s.start)}-{_hours(s.end or s.start)}: {s.unnamed_seconds / (s.seconds or 1):.0%} of it"
+        for name, s in unnamed
+    ]
+    return lines
+
+
+def _stretch_lines(q: QueueShortfall) -> list[str]:
+    """Each stretch over the bound: when, how short, what held it, and the rule in figures."""
+    lines = []
+    for s in q.long_stretches():
+        seconds = s.seconds or 1.0
+        held = ", ".join(f"{share:.0%} {rule}" for rule, share in s.held_by())
+        if s.unnamed_seconds:
+            held += f"{', ' if held else ''}{s.unnamed_seconds / seconds:.0%} no rule named"
+        lines.append(
+            f"    {_hours(s.start)}-{_hours(s.end or s.start)} ({_seconds(s.length)}), short by up to "
+            f"{s.largest_gap:g} GPUs, idle GPUs {s.idle_gpu_seconds / seconds:,.0f} "
+            f"({s.idle_usable_seconds / seconds:,.0f} where its pods fit), "
+            f"search paused {s.paused_seconds / seconds:.0%}:"
+        )
+        lines += textwrap.wrap(f"held by: {held}", 150, initial_indent=" " * 6, subsequent_indent=" " * 8)
+        lines += textwrap.wrap(
+            f"at {_hours(s.peak_at)}, {s.largest_gap:g} GPUs short: {s.peak_text()}",
+            150,
+            initial_indent=" " * 6,
+            subsequent_indent=" " * 8,
+        )
     return lines
 
 
@@ -155,7 +196,7 @@ def _reason_lines(q: QueueShortfall) -> list[str]:
         named = ", ".join(f"{job} ({q.job_shapes.get(job, '?')})" for job in jobs[:2])
         more = f" and {len(jobs) - 2} more" if len(jobs) > 2 else ""
         lines.append(f"    {time.seconds / q.seconds:4.0%} {named}{more}")
-        allocate, *actions = _ACTION_PART.split(time.example)
+        allocate, *actions = ACTION_PART.split(time.example)
         lines.append(f"         {_shorten(allocate, 160)}")
         for part in actions:  # what an action says names the rule that holds the job: all of it
             lines += textwrap.wrap(part, 150, initial_indent=" " * 9, subsequent_indent=" " * 11)
