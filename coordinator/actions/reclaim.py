@@ -4,11 +4,11 @@ Victims are preemptible running jobs of other queues; a solution must satisfy KA
 reclaim strategies and saturation rule (see ``coordinator.reclaim_rules``).
 
 A job that reclaim searched for and that still waits afterwards gets a reason naming what
-held it: the victim filter admitted no queue (and which rule refused each), every scenario
-broke a reclaim rule (which one, between which queues), or no victim it may take made room
-for its pods. KAI only logs that no strategy was found; without the reason the job would
-show allocate's alone ("no nodes with enough resources"), which hides the rule that keeps a
-queue below its fair share.
+held it: the jobs other queues run are not preemptible, the victim filter admitted no queue
+(and which rule refused each), every scenario broke a reclaim rule (which one, between which
+queues), or no victim it may take made room for its pods. KAI only logs that no strategy was found; without
+the reason the job would show allocate's alone ("no nodes with enough resources"), which hides
+the rule that keeps a queue below its fair share.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from coordinator.session import SessionState
 from coordinator.statement import Statement
 from coordinator.tasks import Status
 
+NOT_PREEMPTIBLE = "the jobs other queues run are not preemptible"
+
 
 @dataclass(slots=True)
 class SearchNotes:
@@ -50,12 +52,20 @@ class SearchNotes:
     protected: bool = False  # a job it could take from was inside its reclaim minimum runtime
     rule_broken: str | None = None  # the last scenario's refusal by the reclaim rules
 
-    def reason(self) -> str | None:
-        """Why the search found nothing; None when there was nothing to take from at all (no other
-        queue runs a preemptible job), which allocate's reason already covers."""
+    @property
+    def saw_no_queue(self) -> bool:
+        """The search looked at victims and the victim filter met no queue: no other queue runs
+        a preemptible job (KAI's victims queue leaves the others out)."""
+        return self.filter_seen and not self.admitted and not self.refused
+
+    def reason(self, unpreemptible_elsewhere: bool = False) -> str | None:
+        """Why the search found nothing; None when there was nothing to take from at all (no
+        other queue runs a job, or a precheck failed the job before it looked at victims), which
+        allocate's reason already covers. ``unpreemptible_elsewhere``: another queue runs a job
+        that is not preemptible."""
         if not self.admitted:
             if not self.refused:
-                return None
+                return NOT_PREEMPTIBLE if self.saw_no_queue and unpreemptible_elsewhere else None
             return f"no queue to take from: {explain_filter_refusals(self.refused)}"
         if self.rule_broken is not None:
             return f"refused by the reclaim rules: {self.rule_broken}"
@@ -73,11 +83,19 @@ class ReclaimAction(VictimSearchAction):
 
     def execute(self, state: SessionState, stmt: Statement) -> None:
         super().execute(state, stmt)
+        unpreemptible: set[str] | None = None  # queues running a job that is not preemptible
         for key, notes in self._notes.items():
             job = state.jobs.get(key)
             # A successful search placed pods; a failed one left the job as it was.
             if job is not None and _pending_pods(job) >= notes.pending_before:
-                reason = notes.reason()
+                elsewhere = False
+                if notes.saw_no_queue:
+                    if unpreemptible is None:
+                        unpreemptible = {
+                            j.queue for j in state.jobs.values() if not j.preemptible and j.active_allocated()
+                        }
+                    elsewhere = bool(unpreemptible - {job.queue})
+                reason = notes.reason(elsewhere)
                 if reason is not None:
                     job.fit_errors[self.name] = reason
 

@@ -71,6 +71,7 @@ RULES: tuple[tuple[str, str], ...] = (
     ),
     ("no less saturated than", "saturation: the reclaimer's side would be no less saturated than its victim's"),
     ("at or below its fair share", "reclaim strategies: a victim's queue must stay above its fair share"),
+    ("the jobs other queues run are not preemptible", "non-preemptible victims: no other queue runs a preemptible job"),
     ("within their reclaim minimum runtime", "reclaim minimum runtime protects the victims"),
     ("does not make room for its pods", "shape: evicting all it may take does not make room for its pods"),
     ("Workload is within its preemption delay window", "preemption delay"),
@@ -101,8 +102,8 @@ def named_queues(text: str, figures: Mapping[str, tuple[float, float, float | No
 def with_figures(text: str, figures: Mapping[str, tuple[float, float, float | None]]) -> str:
     """What each queue ``text`` names held, its fair share and its deserved quota (GPUs) at the
     time, one after the other: ``figures`` is name -> (held, fair share, deserved or None when it
-    deserves what it requests). "holds 700 = its fair share" is a queue whose demand is met (a
-    fair share never exceeds what the queue asks for)."""
+    deserves what it requests). "holds 700 = its fair share": not above it (most often a queue
+    whose demand is met, since a fair share never exceeds what the queue asks for)."""
     parts = []
     for name in named_queues(text, figures):
         held, fair, deserved = figures[name]

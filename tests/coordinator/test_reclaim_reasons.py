@@ -71,3 +71,25 @@ def test_a_queue_above_its_fair_share_is_still_reclaimed_from() -> None:
     assert status == "Pipelined"
     assert evicted == ["default/held-0"]
     assert "reclaim:" not in reason
+
+
+def test_a_queue_whose_only_possible_victims_are_not_preemptible_is_told_so() -> None:
+    # As in the first test, but b's job is not preemptible (and within b's quota): KAI's victims
+    # queue leaves it out, so there is nothing to take, and the reason says that.
+    nodes = [node("big", gpu=8), node("small-1", gpu=4), node("small-2", gpu=4)]
+    queues = [queue("a"), queue("b", gpu_quota=8)]
+    jobs = [JobSpec("held", "b", gpu=8, running_on=["big"], preemptible=False), JobSpec("wants", "a", gpu=8)]
+    status, reason, evicted = _decide(build(nodes, queues, jobs), "default/wants-0")
+    assert (status, evicted) == ("Pending", [])
+    assert reason.endswith("reclaim: the jobs other queues run are not preemptible")
+
+
+def test_a_job_no_node_could_hold_gets_no_reclaim_reason() -> None:
+    # a's fair share (8 of the 12 GPUs) covers its 8-GPU pod, but the pod fits no node however
+    # much is evicted: reclaim fails it before looking at victims and adds nothing to allocate's reason.
+    nodes = [node("small-1", gpu=4), node("small-2", gpu=4), node("small-3", gpu=4)]
+    queues = [queue("a"), queue("b")]
+    jobs = [JobSpec("held", "b", gpu=4, running_on=["small-1"]), JobSpec("wants", "a", gpu=8)]
+    status, reason, _ = _decide(build(nodes, queues, jobs), "default/wants-0")
+    assert status == "Pending"
+    assert "reclaim:" not in reason

@@ -113,19 +113,31 @@ def test_a_long_stretch_is_listed_with_the_rule_that_held_it_and_the_figures_beh
     assert f"held by: 100% {rule}" in text
 
 
-def test_a_long_stretch_no_rule_explains_is_called_out() -> None:
-    # b's job is not preemptible (within b's quota): reclaim finds nothing it may take and names
-    # no rule, so the report says that no reason named one rather than charging the time to a rule.
+def test_victims_that_are_not_preemptible_are_named_as_what_holds_a_queue() -> None:
+    # b's job is not preemptible (within b's quota): KAI's victims queue leaves it out.
     nodes = [gpu_node("big", 8), gpu_node("small-1", 4), gpu_node("small-2", 4)]
     hold = replace(job("hold", "b", 8, 0, 1e9), priority_class="build")
     quota = QueueResource(quota=8, over_quota_weight=1, limit=-1)
     metrics = run(nodes, [hold, job("wants", "a", 8, 60, 600)], b_quota=quota)
     [stretch] = metrics.shortfall.queues["a"].long_stretches()
+    rule = dict(RULES)["the jobs other queues run are not preemptible"]
+    assert stretch.held_by() == [(rule, 1.0)]
+    assert stretch.peak_reason_part() == "reclaim: the jobs other queues run are not preemptible"
+
+
+def test_a_long_stretch_no_rule_explains_is_called_out() -> None:
+    # a's 8-GPU pod fits no node, however much is evicted: reclaim does not search and names no
+    # rule, so the report says that no reason named one rather than charging the time to a rule.
+    nodes = [gpu_node("small-1", 4), gpu_node("small-2", 4), gpu_node("small-3", 4)]
+    metrics = run(nodes, [job("hold", "b", 4, 0, 1e9), job("wants", "a", 8, 60, 600)])
+    [stretch] = metrics.shortfall.queues["a"].long_stretches()
     assert stretch.held_by() == []
     assert stretch.unnamed_seconds == stretch.seconds > LONG_STRETCH
+    assert metrics.to_json(len(nodes), 1)["belowFairShare"]["a"]["longStretches"][0]["noRuleNamedShare"] == 1.0
     text = render_text(metrics, len(nodes), 1, 0.0, 1.0)
     assert "for part of these no waiting job's reason named a rule" in text
     assert "a 0.02h-0.50h: 100% of it" in text
+    assert "held by: 100% no rule named" in text
 
 
 def test_a_stretch_of_less_than_ten_minutes_is_not_listed() -> None:
