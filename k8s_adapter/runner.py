@@ -110,7 +110,6 @@ class SchedulerLoop:
         self.evictor = Evictor(api, mode=eviction_mode, mark=mark_disruption_target)
         self.status = StatusWriter(api, component=cache.scheduler_name)
         self.bind_backoff = bind_backoff or BindBackoff()
-        self.last_outcome: CycleResult | None = None  # the latest cycle's result (for tests and debugging)
         self.clocks = JobClockWriter(api)
         self.usage = usage  # time-based fair share (None: no usage, KAI's default)
         self.grouper = PodGrouper(api)
@@ -215,7 +214,7 @@ class SchedulerLoop:
             self.state.cycle_failed_at = time.monotonic()
         if not result:
             return
-        outcome = self.last_outcome = result[0]
+        outcome = result[0]
         self.state.cycles += 1
         self.decision_log.cycle(self.state.cycles, outcome)
         # Binds and explanations go on in the background while the next cycle is computed:

@@ -207,10 +207,6 @@ class StatusWriter:
             del self._resources[(kind, key)]
         self.events.prune()
 
-    async def warn(self, ref: ObjectRef, reason: str, message: str) -> None:
-        """A Warning event on any object (e.g. one the scheduler cannot read), aggregated like the rest."""
-        await self._event(ref, "Warning", reason, message)
-
     # ------------------------------------------------------------------ writes
     def _report(self, work: list[Awaitable[None]], ref: ObjectRef, type_: str, reason: str, message: str) -> None:
         """Queue an event write only when it would send something (a new situation, or a repeat due)."""

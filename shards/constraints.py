@@ -17,7 +17,7 @@ from shards.shapes import Constraints
 Mask = npt.NDArray[np.bool_]
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 # Why a node is turned away: kube-scheduler's filter messages, which KAI passes on (runbooks read
-# them), each owned by the filter that turns the node away (``shards.placement.FILTER_OF``).
+# them), counted per reason in a shape's diagnosis (``shards.diagnosis``).
 NOT_READY = "node(s) were not ready"
 UNSCHEDULABLE = "node(s) were unschedulable"
 TAINTED = "node(s) had untolerated taint(s)"

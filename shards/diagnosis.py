@@ -1,33 +1,19 @@
 """Why a pod fits no node: the nodes turned away, counted by reason, in KAI's wording.
 
-A ``Diagnosis`` adds up across shards and names, for each reason, the kube-scheduler filter it
-comes from (what "why pending" and the unschedulable metrics read).
+A ``Diagnosis`` adds up across shards; ``describe`` words it as KAI's fit error.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shards.constraints import MISMATCH, NOT_READY, TAINTED, UNSCHEDULABLE
+from shards.constraints import NOT_READY, UNSCHEDULABLE
 from shards.shapes import TaskShape
 
 # KAI's wording (its fit errors, and kube-scheduler's filter messages it passes on), so runbooks
 # and tools written against KAI's messages keep working.
 NO_NODES_FOUND = "no nodes with enough resources were found"
 NOT_ENOUGH = "node(s) didn't have enough resources: "
-# The filter each reason comes from (kube-scheduler's plugin names): what "why pending" and the
-# unschedulable counts attribute a turned-away node to.
-FILTER_OF = {
-    NOT_READY: "NodeReady",
-    UNSCHEDULABLE: "NodeUnschedulable",
-    TAINTED: "TaintToleration",
-    MISMATCH: "NodeAffinity",
-    NOT_ENOUGH + "CPU cores": "NodeResourcesFit",
-    NOT_ENOUGH + "memory": "NodeResourcesFit",
-    NOT_ENOUGH + "GPUs": "NodeResourcesFit",
-    NOT_ENOUGH + "shared GPUs": "GpuSharing",
-    "node(s) pod number exceeded": "NodeResourcesFit",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,15 +23,6 @@ class Diagnosis:
     nodes: int
     counts: dict[str, int]
     largest: dict[str, float]  # the biggest allocatable among nodes the pod may use
-
-    def by_filter(self) -> dict[str, int]:
-        """Nodes turned away per filter: each reason names the filter that gives it (``FILTER_OF``;
-        DRA's reasons belong to DynamicResources)."""
-        out: dict[str, int] = {}
-        for why, n in self.counts.items():
-            name = FILTER_OF.get(why, "DynamicResources")
-            out[name] = out.get(name, 0) + n
-        return out
 
     def merged(self, other: Diagnosis) -> Diagnosis:
         counts = dict(self.counts)

@@ -330,9 +330,6 @@ class NodeTable:
     def is_cpu_only(self) -> npt.NDArray[np.bool_]:
         return self.gpu_count <= 0
 
-    def group_ids(self, row: int) -> list[str]:
-        return sorted(self.groups[row])
-
     def new_group_id(self, row: int) -> str:
         """A deterministic id for a GPU that starts being shared on this node."""
         taken = self.groups[row]

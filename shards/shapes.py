@@ -49,9 +49,6 @@ class ResourceSchema:
                 out[len(CORE_COLUMNS) + self.scalars.index(name)] = values[len(CORE_COLUMNS) + j]
         return out
 
-    def knows(self, amounts: ResourceVector) -> bool:
-        return all(name in self.scalars for name in amounts.scalars)
-
     def scalars_vector(self) -> ResourceVector:
         """A zero amount naming every extended resource of this schema."""
         return ResourceVector.of(scalars=dict.fromkeys(self.scalars, 1.0))

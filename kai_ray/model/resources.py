@@ -85,18 +85,6 @@ class ResourceVector:
             merged,
         )
 
-    def scaled(self, factor: float) -> ResourceVector:
-        return ResourceVector.of(
-            self.cpu * factor,
-            self.memory * factor,
-            self.gpu * factor,
-            self.pods * factor,
-            {k: v * factor for k, v in self.scalars.items()},
-        )
-
-    def is_zero(self) -> bool:
-        return not (self.cpu or self.memory or self.gpu or self.pods or self.scalars)
-
 
 ZERO = ResourceVector()
 
@@ -152,9 +140,3 @@ class QueueQuantities:
 
     def __sub__(self, other: QueueQuantities) -> QueueQuantities:
         return QueueQuantities(self.gpu - other.gpu, self.cpu - other.cpu, self.memory - other.memory)
-
-    def as_tuple(self) -> tuple[float, float, float]:
-        return (self.gpu, self.cpu, self.memory)
-
-    def as_dict(self) -> dict[str, float]:
-        return {"gpu": self.gpu, "cpu": self.cpu, "memory": self.memory}

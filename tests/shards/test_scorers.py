@@ -8,8 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kai_ray.model import PodState
-from shards.constraints import TAINTED
-from shards.diagnosis import NOT_ENOUGH, Diagnosis
+from shards.diagnosis import NOT_ENOUGH
 from shards.messages import ShardDeltas
 from shards.placement import PlacementPolicy
 from shards.scorers import BAND_SCORERS, PLACEMENT
@@ -61,7 +60,7 @@ def test_every_scorer_agrees_with_itself_row_by_row(
             assert placer.rank_row(shape, int(r), now, row_mib) == (band[k], placement[k])
 
 
-def test_a_pending_reason_names_the_filters_that_turned_the_nodes_away() -> None:
+def test_a_pending_reason_counts_the_nodes_turned_away_by_reason() -> None:
     snapshot = build(
         [node("a", gpu=2), node("b", gpu=0, labels={"pool": "cpu"})],
         [queue("q", gpu_quota=8)],
@@ -71,7 +70,5 @@ def test_a_pending_reason_names_the_filters_that_turned_the_nodes_away() -> None
     shard.apply(ShardDeltas(nodes_upserted=snapshot.nodes))
 
     diagnosis = shard.placer.diagnose(TaskShape.of_pod(snapshot.pods[0]))
-    assert diagnosis.by_filter() == {"NodeResourcesFit": 2}
+    assert diagnosis.counts == {NOT_ENOUGH + "GPUs": 2}
     assert "2 node(s) didn't have enough resources: GPUs" in diagnosis.describe(TaskShape.of_pod(snapshot.pods[0]))
-    tainted = Diagnosis(3, {TAINTED: 2, NOT_ENOUGH + "shared GPUs": 1}, {})
-    assert tainted.by_filter() == {"TaintToleration": 2, "GpuSharing": 1}
