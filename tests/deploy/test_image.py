@@ -60,7 +60,7 @@ def test_the_context_holds_nothing_else(context: set[str]) -> None:
         ".venv/lib/python3.11/site-packages/numpy/__init__.py",
         ".git/HEAD",
         ".git",  # a worktree's .git is a file
-        "tests/helm/test_rbac.py",
+        "tests/helm/rbac.py",
         ".pytest_cache/v/cache/nodeids",
         ".mypy_cache/3.11/kai_ray/cli.data.json",
         "kai_ray/.mypy_cache/x.json",

@@ -20,7 +20,7 @@ from kai_ray.cli.main import build_parser
 from kai_ray.errors import InputError
 from tests.adapter.fake_api import FakeApi, ok
 from tests.helm.chart import CHART, NAMESPACE, RELEASE, crds, find, one, render
-from tests.helm.test_rbac import permission
+from tests.helm.rbac import permission
 
 HOOK_NAME = f"{RELEASE}-crd-upgrader"
 CRD_NAMES = sorted(c["metadata"]["name"] for c in crds())

@@ -1,4 +1,4 @@
-"""The chart's roles against what the adapter uses (the grants recorded in test_rbac): exactly those,
+"""The chart's roles against what the adapter uses (the grants recorded in rbac.py): exactly those,
 the least-privilege core with every option off, and each option adding only its own grants."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from k8s_adapter.kinds import OWNER_KINDS
 from tests.helm.chart import NAMESPACE, one, render
-from tests.helm.test_rbac import CORE, LEASE, VALUE_SETS, adapter_requests, needed, rendered_grants, reservation_grants
+from tests.helm.rbac import CORE, LEASE, VALUE_SETS, adapter_requests, needed, rendered_grants, reservation_grants
 
 
 @pytest.mark.parametrize("name", VALUE_SETS)
