@@ -8,6 +8,7 @@ work before anything is simulated.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,6 +18,7 @@ from coordinator.session import SessionState
 from coordinator.subgroups import clone_tree
 from coordinator.tasks import Task
 from shards.constraints import tolerates_all
+from shards.node_table import NodeTable
 from shards.shapes import GPU
 
 
@@ -210,12 +212,25 @@ def gpu_ceiling(state: SessionState) -> np.ndarray:
     return ceiling
 
 
+# The last ``gpu_headroom_all`` of each table and the table's clock then: a victim search asks
+# for it more than once per job (the feasible nodes, then the idle-GPU filter) while the table
+# has not changed, and at thousands of nodes each answer is a pass over every row.
+_HEADROOM: weakref.WeakKeyDictionary[NodeTable, tuple[int, np.ndarray]] = weakref.WeakKeyDictionary()
+
+
 def gpu_headroom_all(state: SessionState) -> np.ndarray:
-    """``gpu_headroom`` for every row: whole devices vectorized, shared GPUs row by row."""
+    """``gpu_headroom`` for every row: whole devices vectorized, shared GPUs row by row. The
+    array is shared by callers until the table changes: read it, do not write it."""
     table = state.table
-    out = table.future[:, GPU].astype(np.float64).copy()
-    for row in np.flatnonzero([bool(groups) for groups in table.groups]):
-        out[row] = gpu_headroom(state, int(row))
+    known = _HEADROOM.get(table)
+    if known is not None and known[0] == table.clock:
+        return known[1]
+    out = table.future[:, GPU].astype(np.float64)
+    for row, groups in enumerate(table.groups):
+        if groups:
+            out[row] = gpu_headroom(state, row)
+    out.flags.writeable = False
+    _HEADROOM[table] = (table.clock, out)
     return out
 
 
