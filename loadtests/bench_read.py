@@ -6,6 +6,10 @@ the way ``kubectl get -o yaml/json`` prints objects:
   each) in 4 queues, exactly enough to fill every GPU;
 - gangs: 1,000 gangs of 8 one-GPU pods (minMember 8) on 5,000 8-GPU nodes, in 4 queues.
 
+A third, contended row: ``loadtests.contention``'s reclaim storm (500 full 8-GPU nodes, 4,000
+reclaiming one-GPU jobs) as a YAML List through ``kai-ray schedule --actions reclaim``, the whole
+command timed, the reading's share in the notes.
+
 End to end: ``kai-ray schedule --snapshot F --actions allocate -o json`` as a subprocess (with
 bytecode caching on, after one warm-up run), the median of three. The jobs' cost is the time
 with them minus the time without (the empty cluster), so a row's pods/s is the pods placed
@@ -46,7 +50,9 @@ from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_kai import parse_pod_group
 from kai_ray.io.snapshot_loader import load_snapshot
+from kai_ray.sim.apiserver import node_manifest, pod_group_manifest, pod_manifest, queue_manifest
 from kai_ray.sim.cluster import KWOK_TAINT, SHAPES, kwok_node
+from loadtests.contention import reclaim_storm
 from loadtests.results import BenchRow, bench_main
 
 Manifest = dict[str, Any]
@@ -239,9 +245,9 @@ def _cli_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def run_cli(snapshot: Path) -> CliRun:
+def run_cli(snapshot: Path, actions: str = "allocate") -> CliRun:
     command = [sys.executable, "-m", "kai_ray", "schedule", "--snapshot", str(snapshot)]
-    command += ["--actions", "allocate", "--now", NOW, "-o", "json"]
+    command += ["--actions", actions, "--now", NOW, "-o", "json"]
     env = _cli_env()
     times, output = [], b""
     for attempt in range(RUNS + 1):
@@ -277,6 +283,33 @@ def cli_rows(shape: ReadShape, files: Mapping[tuple[str, bool], Path], keep: Pat
         for row in rows:
             row.notes += "; DIFFERENT DECISIONS from YAML and JSON"
     return rows
+
+
+def reclaim_storm_row(quick: bool, directory: Path) -> BenchRow:
+    """The contended case through the command: ``loadtests.contention``'s reclaim storm (8-GPU
+    nodes full of one team's one-GPU jobs; a second team, owed half, submits as many) as a YAML
+    List, one ``kai-ray schedule --actions reclaim``. The row's time is the whole command, start,
+    reading and printing included; the note gives the reading's share (the loader alone,
+    in process) and the time per contending job."""
+    workload = reclaim_storm(50, 400) if quick else reclaim_storm()
+    objects: list[Manifest] = [_priority_class("train", 50)]
+    for deltas in (workload.cluster, workload.pending):
+        objects += [node_manifest(n) for n in deltas.nodes_upserted]
+        objects += [queue_manifest(q) for q in deltas.queues_upserted]
+        objects += [pod_group_manifest(g) for g in deltas.pod_groups_upserted]
+        objects += [pod_manifest(p, CREATED) for p in deltas.pods_upserted]
+    path = write_list(objects, directory / "reclaim-storm.yaml")
+    run = run_cli(path, "reclaim")
+    decided = json.loads(run.output)
+    contenders = {p.key for p in workload.pending.pods_upserted}
+    placed = sum(1 for key, d in decided["pods"].items() if key in contenders and d["status"] in PLACED)
+    evicted = sum(1 for d in decided["pods"].values() if d["status"] == "Releasing")
+    reading = _whole(path)
+    notes = (
+        f"{placed:,} placed, {evicted:,} evicted; reading {reading:.2f} s of it; "
+        f"{run.seconds / workload.contenders * 1e3:.2f} ms per contending job"
+    )
+    return BenchRow(f"{workload.label} (YAML)", "kai-ray schedule --actions reclaim", placed, run.seconds, notes=notes)
 
 
 # ---------------------------------------------------------------- in process, per object
@@ -372,6 +405,7 @@ def run(quick: bool, keep: Path | None = None) -> list[BenchRow]:
                     files[(fmt, with_jobs)] = write_list(objects, directory / f"{shape.name}-{suffix}.{fmt}")
             stages += stage_rows(shape, objects, directory)
             rows += cli_rows(shape, files, keep)
+        rows.append(reclaim_storm_row(quick, directory))
     headers = ["shape", "kind", "objects", "decode YAML µs", "PyYAML alone µs", "decode JSON µs", "to model µs"]
     print("In process, per object (best of 3); the whole loader's figure is per object of the file:")
     print(format_table(headers, stages))
