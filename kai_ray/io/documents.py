@@ -110,19 +110,12 @@ def check_depth(text: str, source: str) -> None:
 
 def _json(text: str) -> Any:
     """orjson where it reads the text (several times faster), the standard library where it does
-    not: NaN and Infinity, and integers beyond 64 bits, which orjson refuses or turns into floats
-    (the standard library keeps them as written, so the field's check reports them)."""
+    not (NaN, Infinity, numbers beyond a double). orjson reads an integer beyond 64 bits as a
+    float; every numeric field is read as a float anyway (``fields.read_number``)."""
     try:
-        value = orjson.loads(text)
+        return orjson.loads(text)
     except orjson.JSONDecodeError:
         return json.loads(text)
-    if _HUGE_INTEGER.search(text) is not None:
-        return json.loads(text)
-    return value
-
-
-# A run of 19 digits or more outside a fraction or exponent: an integer orjson may not keep exact.
-_HUGE_INTEGER = re.compile(r"(?<![.\deE+-])-?\d{19,}(?![.\deE])")
 
 
 def parse_documents(text: str, source: str) -> list[Any]:
