@@ -36,11 +36,14 @@ Request = tuple[float, ...]
 
 
 def signature(job: Job) -> Hashable:
-    """KAI's scheduling-constraints signature: per pod set, one entry per pod that was not placed
-    when the session opened (KAI computes it then), saying what the pod's spec allows (node
-    selector, affinity, tolerations, priority class); requests and the PodGroup's priority are
-    not part of it. So the count of waiting pods is: a job waiting for two pods is not like one
-    waiting for one."""
+    """KAI's scheduling-constraints signature: per pod set with pods that were not placed when
+    the session opened (KAI computes it then), the topology constraints from that pod set up to
+    the PodGroup, and one entry per such pod saying what its spec allows (node selector,
+    affinity, tolerations, priority class). Requests, the PodGroup's priority and the sub-groups'
+    names are not part of it, and a pod set with nothing waiting adds nothing (its signature is
+    empty in KAI): a gang with sub-groups waiting for one pod is like a plain job waiting for one
+    pod. The count of waiting pods is part of it: a job waiting for two is not like one waiting
+    for one."""
     per_set = []
     for pod_set in job.pod_sets.values():
         waiting = sorted(
@@ -48,12 +51,28 @@ def signature(job: Job) -> Hashable:
             for t in pod_set.tasks
             if not t.original_status.active_allocated
         )
-        per_set.append(tuple(waiting))
-    # Topology constraints narrow where the pods may go just as selectors do (KAI hashes them into
-    # its pod-set signatures): jobs that differ in them never stand in for each other.
-    group = job.group
-    topology = (group.topology, tuple((s.name, s.parent, s.min_sub_group, s.topology) for s in group.sub_groups))
-    return (tuple(sorted(per_set)), topology if job.tree is not None else None)
+        if waiting:
+            per_set.append((repr(_topology_chain(job, pod_set.name)), tuple(waiting)))
+    return tuple(sorted(per_set))
+
+
+def _topology_chain(job: Job, pod_set: str | None) -> tuple[object, ...]:
+    """The topology constraints a pod set is placed under: its own (none for the pod set of a
+    job without sub-groups), its parents', the PodGroup's. KAI's pod sets all hang under a root
+    that carries the PodGroup's constraint, so a plain job's chain has the same two links as a
+    sub-group directly under the root."""
+    by_name = {sub.name: sub for sub in job.group.sub_groups}
+    sub = by_name.get(pod_set or "")
+    if sub is None:
+        return (None, job.group.topology)
+    chain: list[object] = []
+    seen: set[str] = set()
+    while sub is not None and sub.name not in seen:
+        seen.add(sub.name)
+        chain.append(sub.topology)
+        sub = by_name.get(sub.parent or "")
+    chain.append(job.group.topology)
+    return tuple(chain)
 
 
 def _request(task: Task) -> Request:
