@@ -2,6 +2,7 @@
 simulated time. ``run`` runs one simulation, ``plots`` draws its charts, ``cluster`` builds the
 synthetic node pools (the dev cluster and the benchmarks use them too), ``dra`` turns some of them
 into DRA nodes and gives jobs ResourceClaims, ``scenarios`` names the fixed scenarios
-``--scenario`` runs."""
+``--scenario`` runs, ``apiserver`` writes model records as the manifests the API server holds
+(benchmarks write snapshot files with it)."""
 
-__all__ = ["cluster", "dra", "plots", "run", "scenarios"]
+__all__ = ["apiserver", "cluster", "dra", "plots", "run", "scenarios"]
