@@ -43,7 +43,6 @@ from typing import Any
 
 import yaml
 
-from kai_ray import labels as L
 from kai_ray.cli.output import format_table
 from kai_ray.io.documents import parse_documents, read_text
 from kai_ray.io.fields import ObjectReader
@@ -51,184 +50,26 @@ from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_kai import parse_pod_group
 from kai_ray.io.snapshot_loader import load_snapshot
 from kai_ray.sim.apiserver import node_manifest, pod_group_manifest, pod_manifest, queue_manifest
-from kai_ray.sim.cluster import KWOK_TAINT, SHAPES, kwok_node
 from loadtests.contention import reclaim_storm
+from loadtests.read_snapshots import (
+    CREATED,
+    FULL,
+    QUICK,
+    Manifest,
+    ReadShape,
+    cluster_objects,
+    priority_class,
+    write_list,
+)
 from loadtests.results import BenchRow, bench_main
 
-Manifest = dict[str, Any]
-NAMESPACE = "bench"
 NOW = "2025-01-01T00:00:00Z"  # the session's clock: the decisions printed do not depend on the day
-CREATED = 1_735_000_000  # creation times count up from here, one second per job
 FORMATS = ("yaml", "json")
 RUNS = 3
 PLACED = ("Binding", "Running", "Pipelined")
 PYTHON_GC_THRESHOLDS = (700, 10, 10)  # CPython's defaults, which the command runs with
 
-_Dumper: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-@dataclass(frozen=True, slots=True)
-class ReadShape:
-    name: str
-    nodes: int
-    jobs: int
-    pods_per_job: int
-    queues: int = 4
-
-    @property
-    def pods(self) -> int:
-        return self.jobs * self.pods_per_job
-
-    @property
-    def label(self) -> str:
-        job = "one-GPU jobs" if self.pods_per_job == 1 else f"gangs x {self.pods_per_job} pods"
-        return f"{self.name}: {self.nodes:,} nodes / {self.jobs:,} {job}"
-
-
-FULL = (ReadShape("fill", 500, 4_000, 1), ReadShape("gangs", 5_000, 1_000, 8))
-QUICK = (ReadShape("fill", 50, 400, 1), ReadShape("gangs", 500, 100, 8))
-
-
-def _timestamp(seconds: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
-
-
-def _queue(name: str) -> Manifest:
-    unlimited = {"quota": -1, "overQuotaWeight": 1, "limit": -1}
-    return {
-        "apiVersion": "scheduling.run.ai/v2",
-        "kind": "Queue",
-        "metadata": {"name": name, "creationTimestamp": _timestamp(CREATED - 3600)},
-        "spec": {"resources": {r: dict(unlimited) for r in ("gpu", "cpu", "memory")}},
-    }
-
-
-def _priority_class(name: str, value: int) -> Manifest:
-    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
-
-
-def _pod_group(name: str, queue: str, members: int, index: int) -> Manifest:
-    return {
-        "apiVersion": "scheduling.run.ai/v2alpha2",
-        "kind": "PodGroup",
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "uid": f"pg-{index:08d}-0000-4000-8000-000000000000",
-            "resourceVersion": str(1000 + index),
-            "creationTimestamp": _timestamp(CREATED + index),
-            "labels": {L.QUEUE_LABEL: queue},
-        },
-        "spec": {"minMember": members, "queue": queue, "priorityClassName": "train"},
-        "status": {},
-    }
-
-
-def _pod(name: str, group: str, queue: str, index: int) -> Manifest:
-    """A pending one-GPU pod as the API server returns it: defaults filled in, not yet scheduled."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "uid": f"pod-{index:08d}-0000-4000-8000-000000000000",
-            "resourceVersion": str(100_000 + index),
-            "creationTimestamp": _timestamp(CREATED + index),
-            "labels": {"app": "bench", L.QUEUE_LABEL: queue},
-            "annotations": {L.POD_GROUP_ANNOTATION: group},
-        },
-        "spec": {
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.example/train:1.0",
-                    "imagePullPolicy": "IfNotPresent",
-                    "command": ["sleep", "infinity"],
-                    "resources": {
-                        "requests": {"cpu": "1", "memory": "4Gi", "nvidia.com/gpu": "1"},
-                        "limits": {"nvidia.com/gpu": "1"},
-                    },
-                    "terminationMessagePath": "/dev/termination-log",
-                    "terminationMessagePolicy": "File",
-                    "volumeMounts": [
-                        {
-                            "name": "kube-api-access",
-                            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
-                            "readOnly": True,
-                        }
-                    ],
-                }
-            ],
-            "dnsPolicy": "ClusterFirst",
-            "enableServiceLinks": True,
-            "preemptionPolicy": "PreemptLowerPriority",
-            "priority": 0,
-            "priorityClassName": "train",
-            "restartPolicy": "Never",
-            "schedulerName": L.DEFAULT_SCHEDULER_NAME,
-            "securityContext": {},
-            "serviceAccount": "default",
-            "serviceAccountName": "default",
-            "terminationGracePeriodSeconds": 30,
-            "tolerations": [
-                {"key": KWOK_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"},
-                {
-                    "key": "node.kubernetes.io/not-ready",
-                    "operator": "Exists",
-                    "effect": "NoExecute",
-                    "tolerationSeconds": 300,
-                },
-                {
-                    "key": "node.kubernetes.io/unreachable",
-                    "operator": "Exists",
-                    "effect": "NoExecute",
-                    "tolerationSeconds": 300,
-                },
-            ],
-            "volumes": [
-                {
-                    "name": "kube-api-access",
-                    "projected": {
-                        "defaultMode": 420,
-                        "sources": [
-                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-                        ],
-                    },
-                }
-            ],
-        },
-        "status": {"phase": "Pending", "qosClass": "Burstable"},
-    }
-
-
-def cluster_objects(shape: ReadShape, with_jobs: bool) -> list[Manifest]:
-    """The snapshot's objects: 8-GPU kwok nodes (tainted), the queues, one priority class and,
-    ``with_jobs``, each job's PodGroup followed by its pods, spread round-robin over the queues."""
-    eight_gpu = SHAPES[0]
-    objects = [kwok_node(f"gpu-node-{i:05d}", eight_gpu, i, taint=True) for i in range(shape.nodes)]
-    queues = [f"team-{q}" for q in range(shape.queues)]
-    objects += [_queue(q) for q in queues]
-    objects.append(_priority_class("train", 50))
-    if with_jobs:
-        for j in range(shape.jobs):
-            name, queue = f"job-{j:06d}", queues[j % len(queues)]
-            objects.append(_pod_group(name, queue, shape.pods_per_job, j))
-            objects += [_pod(f"{name}-{p}", name, queue, j * shape.pods_per_job + p) for p in range(shape.pods_per_job)]
-    return objects
-
-
-def write_list(objects: Sequence[Manifest], path: Path) -> Path:
-    """A ``kind: List`` of the objects, as JSON or YAML by the file's suffix."""
-    document = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": list(objects)}
-    with path.open("w", encoding="utf-8") as out:
-        if path.suffix == ".json":
-            json.dump(document, out, indent=4)
-        else:
-            yaml.dump(document, out, Dumper=_Dumper, sort_keys=False)
-    return path
 
 
 # ---------------------------------------------------------------- end to end
@@ -292,7 +133,7 @@ def reclaim_storm_row(quick: bool, directory: Path) -> BenchRow:
     reading and printing included; the note gives the reading's share (the loader alone,
     in process) and the time per contending job."""
     workload = reclaim_storm(50, 400) if quick else reclaim_storm()
-    objects: list[Manifest] = [_priority_class("train", 50)]
+    objects: list[Manifest] = [priority_class("train", 50)]
     for deltas in (workload.cluster, workload.pending):
         objects += [node_manifest(n) for n in deltas.nodes_upserted]
         objects += [queue_manifest(q) for q in deltas.queues_upserted]

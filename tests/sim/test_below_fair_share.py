@@ -8,8 +8,9 @@ from kai_ray.config import SchedulerConfig
 from kai_ray.model import Node, Queue, QueueResource, ResourceVector
 from kai_ray.runtime import in_process_coordinator
 from kai_ray.sim.engine import InProcess, SimSettings, Simulation
+from kai_ray.sim.holding_rules import RULES, holding_rule, reason_kind, with_figures
 from kai_ray.sim.report import SimMetrics
-from kai_ray.sim.shortfall import LONG_STRETCH, RULES, holding_rule, reason_kind, with_figures
+from kai_ray.sim.shortfall import LONG_STRETCH
 from kai_ray.sim.summary import render_text
 from kai_ray.sim.workload import UNLIMITED, JobSpec, Workload
 
