@@ -8,8 +8,12 @@ kubeconfig handling stay kubernetes-asyncio's.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections import deque
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +21,65 @@ import aiohttp
 import orjson
 
 JSON = dict[str, Any]
+CONNECTIONS = 64  # the client's connection pool: watches hold one each, requests share the rest
+OPEN_REQUESTS = 48  # requests open at once (the pool less room for the watches and the lease)
+_URGENT: contextvars.ContextVar[bool] = contextvars.ContextVar("kai_ray_urgent_request", default=False)
+
+
+@contextlib.contextmanager
+def urgent() -> Iterator[None]:
+    """Requests sent inside (by this task and the tasks it starts) go ahead of the others
+    waiting for a slot: binds, which pods wait on, before status, events and PodGroups."""
+    token = _URGENT.set(True)
+    try:
+        yield
+    finally:
+        _URGENT.reset(token)
+
+
+class RequestGate:
+    """At most ``limit`` requests open at once; a freed slot goes to the oldest urgent request
+    waiting, else to the oldest other one.
+
+    Without it every writer (binder, pod grouper, status, events, job clocks) queued for the
+    client's connections in one line, so on a loaded apiserver a bind waited behind a pass of
+    PodGroup creates and status patches that no pod waits on.
+    """
+
+    def __init__(self, limit: int = OPEN_REQUESTS) -> None:
+        self.limit = limit
+        self.open = 0
+        self.urgent_waiting: deque[asyncio.Future[None]] = deque()
+        self.other_waiting: deque[asyncio.Future[None]] = deque()
+
+    def waiting(self) -> int:
+        return len(self.urgent_waiting) + len(self.other_waiting)
+
+    async def acquire(self, is_urgent: bool) -> None:
+        if self.open < self.limit and not (self.urgent_waiting or (not is_urgent and self.other_waiting)):
+            self.open += 1
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        line = self.urgent_waiting if is_urgent else self.other_waiting
+        line.append(turn)
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self.release()  # the slot was handed over as the wait was cancelled: pass it on
+            else:
+                with contextlib.suppress(ValueError):
+                    line.remove(turn)
+            raise
+
+    def release(self) -> None:
+        for line in (self.urgent_waiting, self.other_waiting):
+            while line:
+                turn = line.popleft()
+                if not turn.done():
+                    turn.set_result(None)  # the slot passes on: ``open`` stays
+                    return
+        self.open -= 1
 
 
 class KubeError(Exception):
@@ -40,8 +103,9 @@ class Response:
 
 
 class KubeApi:
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, open_requests: int = OPEN_REQUESTS) -> None:
         self.client = client  # kubernetes_asyncio.client.ApiClient
+        self.gate = RequestGate(open_requests)  # watches (``stream``) hold their connection outside it
 
     async def request(
         self,
@@ -52,14 +116,19 @@ class KubeApi:
         content_type: str = "application/json",
         timeout: float = 30.0,
     ) -> Response:
-        """Send one request; non-2xx answers raise KubeError with the server's Status body."""
-        raw = await self._call(method, path, query, body, content_type, timeout)
+        """Send one request; non-2xx answers raise KubeError with the server's Status body.
+        Inside ``urgent()`` it goes ahead of other requests waiting for a slot."""
+        await self.gate.acquire(_URGENT.get())
         try:
-            data = await raw.read()
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            raise KubeError(0, f"reading the answer failed: {exc}") from exc
+            raw = await self._call(method, path, query, body, content_type, timeout)
+            try:
+                data = await raw.read()
+            except (TimeoutError, aiohttp.ClientError) as exc:
+                raise KubeError(0, f"reading the answer failed: {exc}") from exc
+            finally:
+                raw.release()
         finally:
-            raw.release()
+            self.gate.release()
         parsed: JSON = {}
         if data:
             try:
@@ -146,7 +215,7 @@ async def connect(kubeconfig: str | None = None, context: str | None = None) -> 
         raise InputError(f"{kubeconfig}: not a usable kubeconfig: {str(exc).splitlines()[0]}") from None
     except (OSError, ValueError, TypeError, AttributeError, KeyError, yaml.YAMLError) as exc:  # unreadable, not YAML
         raise InputError(f"{kubeconfig}: not a usable kubeconfig: {exc}") from None
-    configuration.connection_pool_maxsize = 64
+    configuration.connection_pool_maxsize = CONNECTIONS
     return KubeApi(client.ApiClient(configuration))
 
 

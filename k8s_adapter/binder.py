@@ -31,7 +31,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from k8s_adapter.api import JSON, KubeApi, KubeError
+from k8s_adapter.api import JSON, OPEN_REQUESTS, KubeApi, KubeError, urgent
 from k8s_adapter.claims import ClaimBind, ClaimChange, ClaimWriter
 from k8s_adapter.gpu_env import GpuEnvError, GpuEnvWriter
 from k8s_adapter.gpu_sharing import ReservationError, ReservationService
@@ -39,6 +39,9 @@ from k8s_adapter.kinds import PODS
 from kai_ray import labels as L
 
 log = logging.getLogger(__name__)
+# Binds open at once: most of the client's request slots (``api.OPEN_REQUESTS``), which binds get
+# first; the rest stay for status, events and PodGroups, so these are never starved outright.
+BIND_CONCURRENCY = OPEN_REQUESTS - 8
 POD_GONE = "the pod no longer exists"  # deleted (or being deleted): nothing to bind, nothing to retry
 POD_RECREATED = "the pod was deleted and created again"
 
@@ -89,7 +92,7 @@ class Binder:
     def __init__(
         self,
         api: KubeApi,
-        concurrency: int = 32,
+        concurrency: int = BIND_CONCURRENCY,
         attempts: int = 4,
         base_delay: float = 0.1,
         reservations: ReservationService | None = None,
@@ -107,6 +110,10 @@ class Binder:
         return list(await asyncio.gather(*(self._bind(r) for r in requests)))
 
     async def _bind(self, request: BindRequest) -> BindOutcome:
+        with urgent():  # pods wait on binds: ahead of status, events and PodGroups for the API's slots
+            return await self._bind_with_retries(request)
+
+    async def _bind_with_retries(self, request: BindRequest) -> BindOutcome:
         delay = self.base_delay
         for attempt in range(self.attempts):
             state = _Attempt()
