@@ -11,7 +11,8 @@ What comes before the bind itself, in KAI's binder order:
    portion it got (``gpu_env.py``); it is annotated ``received-resource-type: Fraction``;
 2. the pod's ResourceClaims get the allocation the scheduler chose and the pod in
    ``reservedFor`` (``claims.py``);
-3. the binding.
+3. the binding (carrying the annotations the pod is to get with it: a bare pod's own
+   ``pod-group-name``, which the pod grouper would otherwise PATCH).
 
 Any failure on the way rolls back what the attempt did (ConfigMaps deleted, group labels
 removed, a reservation pod nobody else uses deleted, claims restored), so a failed
@@ -63,6 +64,7 @@ class BindRequest:
     gpu_groups: tuple[str, ...] = ()  # shared GPUs a fraction sits on
     fraction: FractionBind | None = None
     claims: tuple[ClaimBind, ...] = ()
+    annotations: tuple[tuple[str, str], ...] = ()  # set on the pod with the binding
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +189,13 @@ class Binder:
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, **({"uid": request.uid} if request.uid else {})},
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                **({"uid": request.uid} if request.uid else {}),
+                # The API server copies a binding's annotations onto the pod as it binds it.
+                **({"annotations": dict(request.annotations)} if request.annotations else {}),
+            },
             "target": {"apiVersion": "v1", "kind": "Node", "name": request.node},
         }
         try:

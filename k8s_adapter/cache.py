@@ -42,7 +42,7 @@ from k8s_adapter.problems import ObjectKey, Problem
 from kai_ray import labels as L
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.errors import InputError
-from kai_ray.grouping import OwnerRef, implicit_group, needs_pod_grouper
+from kai_ray.grouping import OwnerRef, implicit_group, needs_pod_grouper, own_group_name
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_core import parse_node, parse_pod, pod_state
 from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
@@ -277,6 +277,7 @@ class ClusterCache:
             elif kind is POD_GROUPS:
                 self.raw_groups[key] = parse_pod_group(reader, warnings)
                 self._groups.touch([key])
+                self._object_came(key)
             elif kind is TOPOLOGIES:
                 self.topologies[key] = parse_topology(reader)
                 self._changed["Topology"].add(key)
@@ -299,16 +300,26 @@ class ClusterCache:
         pod = parse_pod(reader, warnings)
         owners = self.owners[key] = _owner_refs(obj)
         ours = pod.scheduler_name == self.scheduler_name
-        if pod.pod_group:
+        # A bare pod the binding annotated with its own group (``runner``: the bind carries the
+        # annotation the pod grouper would PATCH) before that PodGroup was created stays the
+        # one-pod gang it was scheduled as, and on the grouper's list, until the object comes.
+        awaits_object = (
+            ours
+            and bool(pod.pod_group)
+            and f"{pod.namespace}/{pod.pod_group}" not in self.raw_groups
+            and pod.pod_group == own_group_name(pod, owners)
+        )
+        if pod.pod_group and not awaits_object:
             self._groups.place(key, f"{pod.namespace}/{pod.pod_group}", False)
         elif ours and not needs_pod_grouper(owners):
-            pod = replace(pod, pod_group=implicit_group(pod, owners).name)
+            if not pod.pod_group:
+                pod = replace(pod, pod_group=implicit_group(pod, owners).name)
             self._groups.place(key, f"{pod.namespace}/{pod.pod_group}", True)
         else:
             self._groups.place(key, None, False)
         if (
             ours
-            and not reader.get(f"metadata.annotations.{L.POD_GROUP_ANNOTATION}")
+            and (awaits_object or not reader.get(f"metadata.annotations.{L.POD_GROUP_ANNOTATION}"))
             and pod.state.value
             in (
                 "Pending",
@@ -324,6 +335,23 @@ class ClusterCache:
             self._removed["Pod"].discard(key)  # bound (or finished) after all: it must be counted
         self._changed["Pod"].add(key)
         self._removed["Pod"].discard(key)
+
+    def _object_came(self, group: str) -> None:
+        """PodGroup ``group`` exists now: its pods that already name it leave the grouper's list."""
+        for pod in self._groups.implicit_members.get(group, ()):
+            obj = self._raw_ungrouped.get(pod)
+            if obj is not None and ((obj.get("metadata") or {}).get("annotations") or {}).get(L.POD_GROUP_ANNOTATION):
+                del self._raw_ungrouped[pod]
+                self._ungrouped_dirty = True
+
+    def own_group(self, key: str) -> str | None:
+        """The PodGroup name a bind of pod ``key`` may annotate it with: its own group's, for a bare
+        pod of ours grouped alone that names no other group (None otherwise)."""
+        pod = self.pods.get(key)
+        if pod is None or pod.scheduler_name != self.scheduler_name:
+            return None
+        name = own_group_name(pod, self.owners.get(key, ()))
+        return name if name is not None and pod.pod_group == name else None
 
     def _refuse(self, kind: Kind, obj: JSON, key: str, message: str) -> None:
         """An object that cannot be read: what was known of it goes, and the problem is recorded

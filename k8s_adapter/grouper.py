@@ -5,17 +5,21 @@ owner (following controller references through the API), creates ``pg-<owner>-<u
 shaped by KAI's rules for the workload kind (``kai_ray/workloads.py``: the gang size, the
 sub-groups of a PyTorchJob and its segments, the topology constraint from the owner's
 annotations), and annotates the pod (and labels it with its sub-group). Distributed kinds are
-not scheduled before their PodGroup exists; serving kinds get one group per pod.
+not scheduled before their PodGroup exists; serving kinds get one group per pod. A bare pod the
+scheduler binds soon is annotated by its binding instead, and its PodGroup made once it is bound
+(``PodGrouper``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Container, Iterable
 from typing import Any
 
 from k8s_adapter.api import JSON, KubeApi, KubeError
+from k8s_adapter.job_clocks import JobClockWriter, annotations_of
 from k8s_adapter.kinds import KNATIVE_REVISION, OWNER_KINDS, POD_GROUPS, PODS, Kind
 from kai_ray import labels as L
 from kai_ray.workloads import KNATIVE_REVISION_LABEL, WorkloadError, WorkloadGroup, workload_group
@@ -25,23 +29,56 @@ GROUPING_CONCURRENCY = 32  # pods grouped at once (each a few API round trips)
 PER_POD_KINDS = {"Deployment", "ReplicaSet", "StatefulSet"}
 SERVING_KINDS = {"Deployment", "ReplicaSet", "StatefulSet"}
 MAX_DEPTH = 5
+DEFER_SECONDS = 3.0  # a new bare pod is left this long for its bind to annotate it
 
 
 class PodGrouper:
-    def __init__(self, api: KubeApi) -> None:
+    """``binding``: pods whose bind is in flight; ``clocks``: job clocks waiting for their PodGroup.
+
+    A bare pod's bind carries its ``pod-group-name`` annotation (the binding's annotations are
+    the pod's once bound), so for a bare pod the scheduler binds soon the grouper only creates
+    the PodGroup, once the pod is bound, with the group's clocks already in it: one request where
+    a PodGroup, a pod PATCH and a clocks PATCH were three. A bare pod still unbound ``defer``
+    seconds after the grouper first saw it (it waits for room) is grouped as before.
+    """
+
+    def __init__(
+        self,
+        api: KubeApi,
+        binding: Container[str] = frozenset(),
+        clocks: JobClockWriter | None = None,
+        defer: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.api = api
+        self.binding = binding
+        self.clocks = clocks
+        self.defer = defer
+        self.clock = clock
         self.done: set[str] = set()  # pods annotated by us whose annotation the watch has not shown yet
+        self.seen: dict[str, float] = {}  # bare pods left for their bind to annotate -> first seen
+        self.deferred = 0  # pods left for their bind in the last pass
 
     async def group(self, pods: Iterable[JSON]) -> int:
         """Create PodGroups for these ungrouped pods and annotate them; how many were handled.
         ``pods`` is the whole current work list: a pod no longer on it (annotated, finished,
         deleted) is forgotten, so ``done`` never outgrows the pods still waiting for the watch."""
         work = []
+        now = self.clock()
+        deferred = 0
         for pod in pods:
             meta = pod.get("metadata") or {}
             # By uid too: a pod re-created under the same name is a new pod to annotate.
-            work.append((f"{meta.get('namespace') or 'default'}/{meta.get('name')}@{meta.get('uid')}", pod, meta))
-        self.done.intersection_update(key for key, _, _ in work)
+            key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}@{meta.get('uid')}"
+            if self._left_to_bind(key, pod, meta, now):
+                deferred += 1
+                continue
+            work.append((key, pod, meta))
+        self.deferred = deferred
+        keys = {key for key, _, _ in work}
+        self.done.intersection_update(keys)
+        for key in [k for k in self.seen if k in keys]:
+            del self.seen[key]
         # Each pod costs a few round trips (its owners, the PodGroup, its annotation): thousands
         # of new pods one after another take minutes, so a bounded number are grouped at once.
         # Pods of one workload may race to create its PodGroup; the loser's 409 means it exists.
@@ -59,6 +96,16 @@ class PodGrouper:
 
         handled = sum(await asyncio.gather(*(one(*item) for item in work if item[0] not in self.done)))
         return handled
+
+    def _left_to_bind(self, key: str, pod: JSON, meta: JSON, now: float) -> bool:
+        """Whether this pod's bind, soon, is to annotate it (the grouper then waits for it)."""
+        if (pod.get("spec") or {}).get("nodeName") or _controller(pod) is not None:
+            return False
+        if (meta.get("annotations") or {}).get(L.POD_GROUP_ANNOTATION):
+            return False
+        pod_key = key.rsplit("@", 1)[0]
+        first = self.seen.setdefault(key, now)
+        return pod_key in self.binding or now - first < self.defer
 
     async def _group_one(self, pod: JSON, meta: JSON) -> None:
         namespace = str(meta.get("namespace") or "default")
@@ -78,6 +125,11 @@ class PodGrouper:
             or shape.priority_class
             or ("inference" if top_kind in SERVING_KINDS else "train")
         )
+        key = f"{namespace}/{name}"
+        annotations = _timing_annotations(top_meta, meta)
+        clock = self.clocks.take_waiting(key) if self.clocks is not None else None
+        if clock is not None:  # the group's clocks, written with it rather than by a PATCH after
+            annotations.update({k: v for k, v in annotations_of(clock).items() if v is not None})
         group = {
             "apiVersion": "scheduling.run.ai/v2alpha2",
             "kind": "PodGroup",
@@ -85,7 +137,7 @@ class PodGrouper:
                 "name": name,
                 "namespace": namespace,
                 "labels": {"kai.scheduler/created-by": "kai-ray"},
-                "annotations": _timing_annotations(top_meta, meta),
+                "annotations": annotations,
                 "ownerReferences": [_owner_reference(top, top_kind)],
             },
             "spec": {
@@ -98,12 +150,18 @@ class PodGrouper:
         try:
             await self.api.request("POST", POD_GROUPS.collection(namespace), body=group)
         except KubeError as exc:
+            if clock is not None and self.clocks is not None:
+                self.clocks.restore(key, clock)  # not written: the clock writer patches them
             if exc.status != 409:  # already made by an earlier pod of the same workload
                 raise
+        subgroup = shape.subgroup
+        annotated = (meta.get("annotations") or {}).get(L.POD_GROUP_ANNOTATION) == name
+        if annotated and not subgroup:
+            return  # its binding annotated it
         await self.api.request(
             "PATCH",
             PODS.item(str(meta.get("name")), namespace),
-            body={"metadata": _pod_patch(name, shape.subgroup)},
+            body={"metadata": _pod_patch(name, subgroup)},
             content_type="application/merge-patch+json",
         )
 

@@ -10,7 +10,8 @@ fail are retried with the next cycle's changes unless a newer value replaced the
 A pod group known only in memory (pods without a PodGroup object: the pod grouper is off, or
 has not made it yet) has nowhere to keep its clocks. Rather than a PATCH that can only answer
 404 (one per started job, a third of the apiserver's load in the kwok load test), its clocks
-wait here until the object appears, or are dropped with the job.
+wait here until the object appears, or are dropped with the job; the pod grouper, creating the
+object, takes them and writes them into it (``take_waiting``), so they cost no request of their own.
 """
 
 from __future__ import annotations
@@ -71,6 +72,20 @@ class JobClockWriter:
                     del self.latest[key]
         if todo:
             await asyncio.gather(*(self._write_one(key, clock) for key, clock in todo.items()))
+
+    def take_waiting(self, key: str) -> JobClock | None:
+        """The clocks waiting for PodGroup ``key``, handed to whoever creates the object (the pod
+        grouper writes them into it); ``restore`` them if that create did not go through."""
+        clock = self.waiting.pop(key, None)
+        if clock is not None and self.latest.get(key) is clock:
+            del self.latest[key]
+        return clock
+
+    def restore(self, key: str, clock: JobClock) -> None:
+        """Clocks taken but not written: they wait again, unless a newer value came meanwhile."""
+        if key not in self.waiting and key not in self.retry and key not in self.latest:
+            self.waiting[key] = clock
+            self.latest[key] = clock
 
     async def _write_one(self, key: str, clock: JobClock) -> None:
         namespace, name = key.split("/", 1)

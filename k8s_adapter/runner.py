@@ -27,7 +27,7 @@ from k8s_adapter.decision_log import DecisionLog
 from k8s_adapter.evictor import Evictor, EvictRequest
 from k8s_adapter.explain import group_notes
 from k8s_adapter.gpu_sharing import ReservationService, ReservationSettings, gpu_groups_of
-from k8s_adapter.grouper import PodGrouper
+from k8s_adapter.grouper import DEFER_SECONDS, PodGrouper
 from k8s_adapter.job_clocks import JobClockWriter
 from k8s_adapter.kinds import DRA_WATCHED, PODS, WATCHED, Kind
 from k8s_adapter.leader import Leadership
@@ -36,6 +36,7 @@ from k8s_adapter.problems import problem_events
 from k8s_adapter.reflector import Reflector
 from k8s_adapter.status import Eviction, StatusWriter, describe_evictions
 from k8s_adapter.usage_feeds import UsageFeed
+from kai_ray import labels as L
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import PodState
 
@@ -112,7 +113,8 @@ class SchedulerLoop:
         self.bind_backoff = bind_backoff or BindBackoff()
         self.clocks = JobClockWriter(api)
         self.usage = usage  # time-based fair share (None: no usage, KAI's default)
-        self.grouper = PodGrouper(api)
+        self._binding: set[str] = set()  # pods whose bind is in flight
+        self.grouper = PodGrouper(api, self._binding, self.clocks, defer=DEFER_SECONDS)
         self.pod_grouper = pod_grouper  # off: no PodGroup creates or pod patches (the chart may not grant them)
         kinds = WATCHED + (DRA_WATCHED if dra else ())
         self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event) for kind in kinds]
@@ -288,7 +290,12 @@ class SchedulerLoop:
             await self._locked(coordinator.bind_failed, [b.pod for b in outcome.binds])
             return
         requests = [self._bind_request(b) for b in outcome.binds]
-        results = await self.binder.bind_all(requests)
+        pods = [r.pod for r in requests]
+        self._binding.update(pods)
+        try:
+            results = await self.binder.bind_all(requests)
+        finally:
+            self._binding.difference_update(pods)
         nodes = {b.pod: b.node for b in outcome.binds}
         uids = {r.pod: r.uid for r in requests}
         await self.status.bound([(r.pod, uids[r.pod], nodes[r.pod], r.ok, r.reason) for r in results])
@@ -321,7 +328,11 @@ class SchedulerLoop:
         claims = tuple(
             ClaimBind(g.claim.split("/", 1)[1], allocation_json(g.allocation), class_configs) for g in bind.claims
         )
-        return BindRequest(bind.pod, pod.uid if pod is not None else "", bind.node, bind.gpu_groups, fraction, claims)
+        # A bare pod's own PodGroup name rides on the binding (the pod grouper need not PATCH it).
+        group = self.cache.own_group(bind.pod) if self.pod_grouper else None
+        annotations = ((L.POD_GROUP_ANNOTATION, group),) if group else ()
+        uid = pod.uid if pod is not None else ""
+        return BindRequest(bind.pod, uid, bind.node, bind.gpu_groups, fraction, claims, annotations)
 
     async def _evict(self, outcome: CycleResult) -> None:
         requests = [EvictRequest(e.pod, e.action, e.preemptor, self._uid(e.pod)) for e in outcome.evictions]

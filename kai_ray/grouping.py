@@ -31,6 +31,16 @@ GANG_KINDS = {
 }
 
 
+def own_group_name(pod: Pod, owners: tuple[OwnerRef, ...]) -> str | None:
+    """``pg-<pod>-<uid>`` for a bare pod that KAI's pod grouper gives a PodGroup of its own (no
+    controller, not a Spark application's pod sharing its application's group), else None."""
+    if owners or not pod.uid:
+        return None
+    name = _name(pod.name, pod.uid)
+    grouped = implicit_group(pod, owners)
+    return name if grouped.name == name and grouped.subgroup is None else None
+
+
 def needs_pod_grouper(owners: tuple[OwnerRef, ...]) -> bool:
     """True when the pod belongs to a distributed workload whose PodGroup must come from the grouper."""
     return bool(owners) and owners[-1].kind in GANG_KINDS
