@@ -47,7 +47,7 @@ from loadtests.kwok_phase import (
     start_scheduler,
     stop_scheduler,
 )
-from realcluster.cluster import free_port
+from realcluster.cluster import RealCluster, free_port
 
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 BATCH = 250  # pods per batch: a `kubectl create -f` of a few hundred objects
@@ -146,6 +146,10 @@ class ArrivalResult:
     cpu_seconds: dict[str, float] = field(default_factory=dict)  # per process over the window
     steps: dict[str, tuple[int, float]] = field(default_factory=dict)  # kai-ray loop step -> (count, s)
     log: LogFacts | None = None  # kai-ray's log over the window
+    # From the window's start until the scheduler's writes that trail its binds (events, status,
+    # PodGroups) have settled: what the pods cost in all, whatever was left until after the window.
+    settled_requests: dict[str, int] = field(default_factory=dict)
+    settled_after: float = 0.0  # seconds after the window's end the requests settled
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -250,6 +254,12 @@ def arrivals_report(results: Sequence[ArrivalResult]) -> str:
                 f"\n{r.name} ({who(r.scheduler)}), arrivals: apiserver requests per bound pod (the creates included) - "
             )
             text += per_pod_requests(r.requests_by_kind, r.bound, top=8)
+        if r.settled_requests and r.bound:
+            text += (
+                f"\n{r.name} ({who(r.scheduler)}), arrivals: the same once its writes settled, "
+                f"{r.settled_after:.0f} s after the window - "
+            )
+            text += per_pod_requests(r.settled_requests, r.bound, top=8)
     for r in results:
         if r.steps:
             text += f"\n{r.name} (kai-ray), arrivals: loop steps over the window, count / seconds: " + ", ".join(
@@ -263,6 +273,28 @@ def arrivals_report(results: Sequence[ArrivalResult]) -> str:
                 f"{len(facts.long_iterations)} iterations over 10 s; {facts.grouping_retries} pods not grouped at once"
             )
     return text
+
+
+SETTLE_EVERY = 3.0  # seconds between readings while waiting for the requests to settle
+SETTLE_LIMIT = 180.0
+
+
+async def settle(cluster: RealCluster, last: dict[str, float], pods: int) -> tuple[dict[str, float], float]:
+    """The apiserver's request counts once a reading ``SETTLE_EVERY`` seconds after the previous
+    one adds fewer than ``max(20, pods / 500)`` requests (leases and kwok's own go on), and how
+    long after ``last`` that was (at most ``SETTLE_LIMIT``)."""
+    began = time.monotonic()
+    if not last:
+        return {}, 0.0
+    while time.monotonic() - began < SETTLE_LIMIT:
+        await asyncio.sleep(SETTLE_EVERY)
+        now = await asyncio.to_thread(apiserver_requests, cluster)
+        if not now:
+            return {}, 0.0
+        if sum(now.values()) - sum(last.values()) < max(20, pods / 500):
+            return now, time.monotonic() - began - SETTLE_EVERY
+        last = now
+    return last, time.monotonic() - began
 
 
 async def create_batches(
@@ -349,6 +381,7 @@ async def run_arrivals(
             steps_after = await asyncio.to_thread(kai_ray_steps, metrics_port) if scheduler == KAI else {}
             requests_after = await asyncio.to_thread(apiserver_requests, cluster)
             watching.cancel()
+            settled, settled_after = await settle(cluster, requests_after, len(names))
             facts = None
             if scheduler == KAI:
                 with log_path.open("rb") as log:
@@ -368,6 +401,8 @@ async def run_arrivals(
                 latencies=[at - created[n] for n, at in bound.items() if n in created],
                 ready_seconds=ready,
                 requests_by_kind=request_delta(requests_before, requests_after) if requests_before else {},
+                settled_requests=request_delta(requests_before, settled) if requests_before and settled else {},
+                settled_after=settled_after,
                 cpu_seconds={k: round(cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0), 1) for k in pids},
                 steps=step_delta(steps_before, steps_after),
                 log=facts,
