@@ -65,20 +65,19 @@ class PodGrouper:
         deleted) is forgotten, so ``done`` never outgrows the pods still waiting for the watch."""
         work = []
         now = self.clock()
-        deferred = 0
+        left: set[str] = set()
         for pod in pods:
             meta = pod.get("metadata") or {}
             # By uid too: a pod re-created under the same name is a new pod to annotate.
             key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}@{meta.get('uid')}"
             if self._left_to_bind(key, pod, meta, now):
-                deferred += 1
+                left.add(key)
                 continue
             work.append((key, pod, meta))
-        self.deferred = deferred
-        keys = {key for key, _, _ in work}
-        self.done.intersection_update(keys)
-        for key in [k for k in self.seen if k in keys]:
-            del self.seen[key]
+        self.deferred = len(left)
+        self.done.intersection_update(key for key, _, _ in work)
+        for key in [k for k in self.seen if k not in left]:
+            del self.seen[key]  # grouped now, or gone from the list
         # Each pod costs a few round trips (its owners, the PodGroup, its annotation): thousands
         # of new pods one after another take minutes, so a bounded number are grouped at once.
         # Pods of one workload may race to create its PodGroup; the loser's 409 means it exists.

@@ -170,6 +170,8 @@ async def test_a_new_bare_pod_is_left_to_its_bind_then_grouped_if_it_waits() -> 
     assert [(m, p) for m, p, _ in api.calls] == [("POST", POD_GROUPS.collection("ns")), ("PATCH", PODS.item("b", "ns"))]
     binding.clear()
     assert await grouper.group(pods[:1]) == 1 and not grouper.seen
+    assert await grouper.group([_bare("c")]) == 0 and list(grouper.seen) == ["ns/c@u-c"]
+    assert await grouper.group([]) == 0 and not grouper.seen  # gone from the list: forgotten
 
 
 def test_a_pod_bound_with_its_own_group_before_the_object_stays_a_one_pod_gang_on_the_grouper_list() -> None:
