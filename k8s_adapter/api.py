@@ -21,8 +21,9 @@ import aiohttp
 import orjson
 
 JSON = dict[str, Any]
-CONNECTIONS = 64  # the client's connection pool: watches hold one each, requests share the rest
-OPEN_REQUESTS = 48  # requests open at once (the pool less room for the watches and the lease)
+CONNECTIONS = 128  # the client's connection pool: watches hold one each, requests share the rest
+OPEN_REQUESTS = 112  # requests open at once (the pool less room for the watches and the lease)
+OTHER_REQUESTS = 24  # of which not urgent: status, events, PodGroups, clocks
 _URGENT: contextvars.ContextVar[bool] = contextvars.ContextVar("kai_ray_urgent_request", default=False)
 
 
@@ -38,48 +39,66 @@ def urgent() -> Iterator[None]:
 
 
 class RequestGate:
-    """At most ``limit`` requests open at once; a freed slot goes to the oldest urgent request
-    waiting, else to the oldest other one.
+    """At most ``limit`` requests open at once, of which at most ``others`` not urgent; a freed slot
+    goes to the oldest urgent request waiting, else to the oldest other one (within its cap).
 
     Without it every writer (binder, pod grouper, status, events, job clocks) queued for the
     client's connections in one line, so on a loaded apiserver a bind waited behind a pass of
-    PodGroup creates and status patches that no pod waits on.
+    PodGroup creates and status patches that no pod waits on; and those, sent as fast as slots
+    came free, took the apiserver's time from the binds and from the pods being created.
     """
 
-    def __init__(self, limit: int = OPEN_REQUESTS) -> None:
+    def __init__(self, limit: int = OPEN_REQUESTS, others: int = OTHER_REQUESTS) -> None:
         self.limit = limit
+        self.others = min(others, limit)
         self.open = 0
+        self.others_open = 0
         self.urgent_waiting: deque[asyncio.Future[None]] = deque()
         self.other_waiting: deque[asyncio.Future[None]] = deque()
 
     def waiting(self) -> int:
         return len(self.urgent_waiting) + len(self.other_waiting)
 
+    def _may_enter(self, is_urgent: bool) -> bool:
+        if self.open >= self.limit:
+            return False
+        return is_urgent or self.others_open < self.others
+
+    def _enter(self, is_urgent: bool) -> None:
+        self.open += 1
+        if not is_urgent:
+            self.others_open += 1
+
     async def acquire(self, is_urgent: bool) -> None:
-        if self.open < self.limit and not (self.urgent_waiting or (not is_urgent and self.other_waiting)):
-            self.open += 1
+        line = self.urgent_waiting if is_urgent else self.other_waiting
+        if self._may_enter(is_urgent) and not line and (is_urgent or not self.urgent_waiting):
+            self._enter(is_urgent)
             return
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        line = self.urgent_waiting if is_urgent else self.other_waiting
         line.append(turn)
         try:
             await turn
         except asyncio.CancelledError:
             if turn.done() and not turn.cancelled():
-                self.release()  # the slot was handed over as the wait was cancelled: pass it on
+                self.release(is_urgent)  # let in as the wait was cancelled: pass the slot on
             else:
                 with contextlib.suppress(ValueError):
                     line.remove(turn)
             raise
 
-    def release(self) -> None:
-        for line in (self.urgent_waiting, self.other_waiting):
-            while line:
+    def release(self, is_urgent: bool) -> None:
+        self.open -= 1
+        if not is_urgent:
+            self.others_open -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        for is_urgent, line in ((True, self.urgent_waiting), (False, self.other_waiting)):
+            while line and self._may_enter(is_urgent):
                 turn = line.popleft()
                 if not turn.done():
-                    turn.set_result(None)  # the slot passes on: ``open`` stays
-                    return
-        self.open -= 1
+                    self._enter(is_urgent)
+                    turn.set_result(None)
 
 
 class KubeError(Exception):
@@ -118,7 +137,8 @@ class KubeApi:
     ) -> Response:
         """Send one request; non-2xx answers raise KubeError with the server's Status body.
         Inside ``urgent()`` it goes ahead of other requests waiting for a slot."""
-        await self.gate.acquire(_URGENT.get())
+        is_urgent = _URGENT.get()
+        await self.gate.acquire(is_urgent)
         try:
             raw = await self._call(method, path, query, body, content_type, timeout)
             try:
@@ -128,7 +148,7 @@ class KubeApi:
             finally:
                 raw.release()
         finally:
-            self.gate.release()
+            self.gate.release(is_urgent)
         parsed: JSON = {}
         if data:
             try:

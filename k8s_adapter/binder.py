@@ -32,7 +32,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from k8s_adapter.api import JSON, OPEN_REQUESTS, KubeApi, KubeError, urgent
+from k8s_adapter.api import JSON, OPEN_REQUESTS, OTHER_REQUESTS, KubeApi, KubeError, urgent
 from k8s_adapter.claims import ClaimBind, ClaimChange, ClaimWriter
 from k8s_adapter.gpu_env import GpuEnvError, GpuEnvWriter
 from k8s_adapter.gpu_sharing import ReservationError, ReservationService
@@ -40,9 +40,9 @@ from k8s_adapter.kinds import PODS
 from kai_ray import labels as L
 
 log = logging.getLogger(__name__)
-# Binds open at once: most of the client's request slots (``api.OPEN_REQUESTS``), which binds get
-# first; the rest stay for status, events and PodGroups, so these are never starved outright.
-BIND_CONCURRENCY = OPEN_REQUESTS - 8
+# Binds open at once: the client's request slots (``api.OPEN_REQUESTS``) less those the other
+# writers may hold, so neither side ever waits for the other's share.
+BIND_CONCURRENCY = OPEN_REQUESTS - OTHER_REQUESTS
 POD_GONE = "the pod no longer exists"  # deleted (or being deleted): nothing to bind, nothing to retry
 POD_RECREATED = "the pod was deleted and created again"
 

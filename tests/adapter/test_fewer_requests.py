@@ -28,7 +28,7 @@ async def _settle() -> None:
 
 
 async def test_a_freed_slot_goes_to_the_oldest_urgent_request_before_older_others() -> None:
-    gate = RequestGate(1)
+    gate = RequestGate(1, others=1)
     await gate.acquire(False)
     order: list[str] = []
 
@@ -41,27 +41,45 @@ async def test_a_freed_slot_goes_to_the_oldest_urgent_request_before_older_other
     waiters += [asyncio.ensure_future(take("bind-1", True)), asyncio.ensure_future(take("bind-2", True))]
     await _settle()
     assert order == [] and gate.waiting() == 4
-    for _ in range(4):
-        gate.release()
+    for held in (False, True, True, False):  # each release is the holder's, urgent or not
+        gate.release(held)
         await _settle()
     assert order == ["bind-1", "bind-2", "other-1", "other-2"]
-    assert gate.open == 1 and gate.waiting() == 0
-    gate.release()
-    assert gate.open == 0
+    assert gate.open == 1 and gate.others_open == 1 and gate.waiting() == 0
+    gate.release(False)
+    assert gate.open == gate.others_open == 0
     await asyncio.gather(*waiters)
 
 
-async def test_a_waiter_cancelled_as_it_was_handed_the_slot_passes_it_on() -> None:
+async def test_other_requests_keep_to_their_share_and_binds_use_the_rest() -> None:
+    gate = RequestGate(4, others=2)
+    for _ in range(2):
+        await gate.acquire(False)
+    third = asyncio.ensure_future(gate.acquire(False))
+    await _settle()
+    assert not third.done() and gate.open == 2  # the others' share is full: it waits
+    binds = [asyncio.ensure_future(gate.acquire(True)) for _ in range(2)]
+    await _settle()
+    assert all(b.done() for b in binds) and gate.open == 4  # binds take the slots left
+    gate.release(True)
+    await _settle()
+    assert not third.done()  # a bind's slot, but the others' share is still full
+    gate.release(False)
+    await _settle()
+    assert third.done() and gate.others_open == 2 and gate.open == 3
+
+
+async def test_a_waiter_cancelled_as_it_was_let_in_passes_the_slot_on() -> None:
     gate = RequestGate(1)
     await gate.acquire(False)
     first = asyncio.ensure_future(gate.acquire(False))
     second = asyncio.ensure_future(gate.acquire(True))
     await _settle()
-    gate.release()  # the slot goes to ``second`` (urgent) ...
+    gate.release(False)  # the slot goes to ``second`` (urgent) ...
     second.cancel()  # ... which is cancelled before it runs: the slot must reach ``first``
     await _settle()
     assert second.cancelled() and first.done() and gate.open == 1
-    gate.release()
+    gate.release(False)
     assert gate.open == 0 and gate.waiting() == 0
 
 
