@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import sys
 import time
 from collections.abc import Sequence
@@ -47,21 +46,13 @@ from loadtests.kwok_phase import (
     start_scheduler,
     stop_scheduler,
 )
+from loadtests.scheduler_log import LogFacts, log_json, longest_iteration_text, parse_scheduler_log, step_delta
 from realcluster.cluster import RealCluster, free_port
 
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 BATCH = 250  # pods per batch: a `kubectl create -f` of a few hundred objects
 PROBE = "arrivals-probe"
 READY_TIMEOUT = 300.0  # scheduler start -> probe bound (kai-ray starts Ray; a loaded machine is slow)
-
-# What kai-ray logs (k8s_adapter/runner.py, k8s_adapter/decision_log.py): the loop warns of an
-# iteration only when it took more than ten periods, and each busy cycle has a summary line.
-LONG_ITERATION = re.compile(r"a scheduler iteration took (\d+(?:\.\d+)?)s")
-CYCLE_SUMMARY = re.compile(
-    r"cycle (\d+): (\d+) bound, (\d+) pipelined, (\d+) evicted, (\d+) pending \(\d+ with a new reason\)"
-    r" in (\d+(?:\.\d+)?) ms"
-)
-GROUPING_RETRY = "could not group"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,47 +77,6 @@ def batch_plan(pods: int, batch: int, rate: float | None = None) -> list[Batch]:
 
 def arrival_pods(count: int, scheduler: str) -> list[tuple[str, dict[str, Any]]]:
     return [(PODS, load_pod(f"arrive-{i:05d}", scheduler)) for i in range(count)]
-
-
-@dataclass(frozen=True, slots=True)
-class LogFacts:
-    """What kai-ray's log says about a window of its run."""
-
-    long_iterations: tuple[float, ...] = ()  # seconds of each iteration the loop warned about
-    cycles: int = 0  # busy cycles (those with a summary line at info)
-    cycle_seconds: float = 0.0  # their time together
-    longest_cycle: float = 0.0
-    cycle_binds: int = 0  # pods the cycles chose nodes for
-    grouping_retries: int = 0  # pods the pod grouper could not group yet
-
-    @property
-    def longest_iteration(self) -> float | None:
-        return max(self.long_iterations) if self.long_iterations else None
-
-
-def parse_scheduler_log(text: str) -> LogFacts:
-    iterations = tuple(float(m.group(1)) for m in LONG_ITERATION.finditer(text))
-    cycles = [(int(m.group(2)), float(m.group(6)) / 1000) for m in CYCLE_SUMMARY.finditer(text)]
-    return LogFacts(
-        long_iterations=iterations,
-        cycles=len(cycles),
-        cycle_seconds=sum(seconds for _, seconds in cycles),
-        longest_cycle=max((seconds for _, seconds in cycles), default=0.0),
-        cycle_binds=sum(bound for bound, _ in cycles),
-        grouping_retries=text.count(GROUPING_RETRY),
-    )
-
-
-def step_delta(
-    before: dict[str, tuple[int, float]], after: dict[str, tuple[int, float]]
-) -> dict[str, tuple[int, float]]:
-    """kai-ray's loop steps run between two readings of its histograms (steps that did not run left out)."""
-    out: dict[str, tuple[int, float]] = {}
-    for step, (count, seconds) in after.items():
-        was_count, was_seconds = before.get(step, (0, 0.0))
-        if count > was_count:
-            out[step] = (count - was_count, round(seconds - was_seconds, 2))
-    return out
 
 
 @dataclass
@@ -173,13 +123,9 @@ class ArrivalResult:
             podsPerSecond=self.pods_per_second,
             latencyP50=self.latency(0.5),
             latencyP99=self.latency(0.99),
-            log=None if self.log is None else {**_log_json(self.log), "longestIteration": self.log.longest_iteration},
+            log=None if self.log is None else {**log_json(self.log), "longestIteration": self.log.longest_iteration},
         )
         return row
-
-
-def _log_json(facts: LogFacts) -> dict[str, Any]:
-    return {name: getattr(facts, name) for name in LogFacts.__slots__}
 
 
 def who(scheduler: str) -> str:
@@ -192,15 +138,6 @@ def arrivals_ratio(results: Sequence[ArrivalResult]) -> float | None:
     if kai and kube and kube[0].pods_per_second > 0:
         return kai[0].pods_per_second / kube[0].pods_per_second
     return None
-
-
-def longest_iteration_text(facts: LogFacts | None) -> str:
-    if facts is None:
-        return "-"
-    longest = facts.longest_iteration
-    # The loop names an iteration only past ten periods (10 s at its default period): below that
-    # its log says nothing about iteration times, and the table says so rather than guess.
-    return f"{longest:.1f}" if longest is not None else "none logged (<10)"
 
 
 def arrival_rows(results: Sequence[ArrivalResult]) -> list[list[str]]:

@@ -20,20 +20,17 @@ from k8s_adapter import runner
 from k8s_adapter.decision_log import DecisionLog
 from kai_ray.logs import TextFormatter
 from loadtests.kwok_arrivals import (
-    LONG_ITERATION,
     ArrivalResult,
     Batch,
-    LogFacts,
     arrival_pods,
     arrival_rows,
     arrivals_ratio,
     arrivals_report,
     batch_plan,
     create_batches,
-    parse_scheduler_log,
-    step_delta,
 )
 from loadtests.kwok_phase import KAI, KUBE, scheduler_command
+from loadtests.scheduler_log import LONG_ITERATION, LogFacts, parse_scheduler_log, step_delta
 
 
 # ------------------------------------------------------------------ the batches
