@@ -27,6 +27,7 @@ from typing import Any
 
 from k8s_adapter.api import KubeApi, connect
 from kai_ray.cli.output import format_table
+from loadtests.kwok_driver import percentile
 from loadtests.kwok_phase import (
     KAI,
     KUBE,
@@ -111,10 +112,7 @@ class ArrivalResult:
         return self.bound / self.all_bound_at if self.all_bound_at > 0 else 0.0
 
     def latency(self, q: float) -> float:
-        if not self.latencies:
-            return 0.0
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+        return percentile(self.latencies, q)
 
     def to_json(self) -> dict[str, Any]:
         row = {k: v for k, v in vars(self).items() if k not in ("latencies", "log")}

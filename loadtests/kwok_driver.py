@@ -49,7 +49,8 @@ class LoadReport:
         )
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (nearest rank below; 0 for none)."""
     if not values:
         return 0.0
     ordered = sorted(values)
@@ -174,8 +175,8 @@ class Driver:
             len(self.bound_at),
             span,
             len(self.bound_at) / span if span else 0.0,
-            _percentile(latencies, 0.5),
-            _percentile(latencies, 0.99),
+            percentile(latencies, 0.5),
+            percentile(latencies, 0.99),
             partial,
             len(self.group_size),
             self.pods / created_seconds if created_seconds else 0.0,

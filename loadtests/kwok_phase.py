@@ -27,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from k8s_adapter.api import KubeApi, KubeError, connect
 from kai_ray.sim.cluster import KWOK_TAINT, synthetic_nodes
+from loadtests.kwok_driver import percentile
 from realcluster.cluster import ClusterOptions, RealCluster, free_port
 
 NAMESPACE = "default"
@@ -62,10 +63,7 @@ class PhaseResult:
         return self.bound / self.seconds if self.seconds > 0 else 0.0
 
     def percentile(self, q: float) -> float:
-        if not self.bind_times:
-            return 0.0
-        ordered = sorted(self.bind_times)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+        return percentile(self.bind_times, q)
 
 
 def _queue(name: str, parent: str | None) -> dict[str, Any]:
