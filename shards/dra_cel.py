@@ -1,11 +1,9 @@
 """Device selectors: Kubernetes' CEL over one device, evaluated by cel-python (``celpy``).
 
 An expression sees ``device.driver``, ``device.attributes[<domain>].<name>`` and
-``device.capacity[<domain>].<name>``, as the DRA allocator gives them. Kubernetes' CEL
-library functions that selectors use are added: ``quantity("40Gi")`` with ``compareTo``,
-``isGreaterThan``, ``isLessThan``, ``asInteger``, ``asApproximateFloat``, and ``semver("1.2.3")``
-with ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``major``, ``minor``, ``patch``;
-capacities are quantities and version attributes are semvers. An expression that does not
+``device.capacity[<domain>].<name>``, as the DRA allocator gives them, with the Kubernetes CEL
+library functions selectors use (``shards.cel_values``, imported with ``celpy`` on the first
+selector). An expression that does not
 compile, or fails on a device (a missing attribute, a wrong type), does not select it, and
 the error is kept for the pending reason. Programs and verdicts are cached: one compile per
 expression, one evaluation per (expression, device).
@@ -15,14 +13,12 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
-from typing import Any
-
-import celpy
-from celpy import celtypes
+from typing import TYPE_CHECKING, Any
 
 from kai_ray.model import Device
-from kai_ray.quantity import QuantityError, plain
+
+if TYPE_CHECKING:
+    import celpy
 
 log = logging.getLogger(__name__)
 # celpy sets the interpreter's recursion limit to this whenever an environment is made (lazily,
@@ -32,83 +28,6 @@ CEL_RECURSION_LIMIT = 2500
 sys.setrecursionlimit(max(sys.getrecursionlimit(), CEL_RECURSION_LIMIT))
 Seen = tuple[str, tuple[tuple[str, str, bool | int | str], ...], tuple[tuple[str, str, float], ...]]
 MAX_VERDICTS = 200_000  # cached (expression, device) verdicts before the cache starts over
-
-
-class Quantity(celtypes.DoubleType):
-    """A Kubernetes quantity in CEL (base units)."""
-
-
-class SemVer(celtypes.StringType):
-    """A semantic version in CEL; compared part by part."""
-
-    def parts(self) -> tuple[int, int, int]:
-        core = str(self).split("-", 1)[0].split("+", 1)[0]
-        numbers = [int(p) if p.isdigit() else 0 for p in core.split(".")[:3]]
-        return tuple(numbers + [0] * (3 - len(numbers)))  # type: ignore[return-value]
-
-
-def _quantity(text: Any) -> Quantity:
-    try:
-        return Quantity(plain(str(text)))
-    except QuantityError as exc:
-        raise ValueError(f"bad quantity {text!r}") from exc
-
-
-def _key(value: Any) -> Any:
-    return value.parts() if isinstance(value, SemVer) else float(value)
-
-
-def _compare(a: Any, b: Any) -> celtypes.IntType:
-    left, right = _key(a), _key(b)
-    return celtypes.IntType((left > right) - (left < right))
-
-
-FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "quantity": _quantity,
-    "semver": lambda text: SemVer(str(text)),
-    "compareTo": _compare,
-    "isGreaterThan": lambda a, b: celtypes.BoolType(_compare(a, b) > 0),
-    "isLessThan": lambda a, b: celtypes.BoolType(_compare(a, b) < 0),
-    "asInteger": lambda q: celtypes.IntType(int(q)),
-    "asApproximateFloat": lambda q: celtypes.DoubleType(float(q)),
-    "major": lambda v: celtypes.IntType(v.parts()[0]),
-    "minor": lambda v: celtypes.IntType(v.parts()[1]),
-    "patch": lambda v: celtypes.IntType(v.parts()[2]),
-}
-
-
-def _cel_value(value: bool | int | str | float) -> Any:
-    if isinstance(value, bool):
-        return celtypes.BoolType(value)
-    if isinstance(value, int):
-        return celtypes.IntType(value)
-    if isinstance(value, float):
-        return Quantity(value)
-    if value.startswith("v:"):
-        return SemVer(value[2:])
-    return celtypes.StringType(value)
-
-
-def device_activation(device: Device) -> dict[str, Any]:
-    attributes: dict[Any, Any] = {}
-    for domain, name, value in device.attributes:
-        attributes.setdefault(celtypes.StringType(domain), {})[celtypes.StringType(name)] = _cel_value(value)
-    capacity: dict[Any, Any] = {}
-    for domain, name, amount in device.capacity:
-        capacity.setdefault(celtypes.StringType(domain), {})[celtypes.StringType(name)] = Quantity(amount)
-    return {
-        "device": celtypes.MapType(
-            {
-                celtypes.StringType("driver"): celtypes.StringType(device.driver),
-                celtypes.StringType("attributes"): celtypes.MapType(
-                    {k: celtypes.MapType(v) for k, v in attributes.items()}
-                ),
-                celtypes.StringType("capacity"): celtypes.MapType(
-                    {k: celtypes.MapType(v) for k, v in capacity.items()}
-                ),
-            }
-        )
-    }
 
 
 class Selectors:
@@ -131,6 +50,8 @@ class Selectors:
         # every scheduler start (and every CLI call) paid although most clusters have no DRA
         # selectors. celpy sets the recursion limit when one is made (see CEL_RECURSION_LIMIT).
         if self._env is None:
+            import celpy
+
             self._env = celpy.Environment()
         return self._env
 
@@ -160,6 +81,10 @@ class Selectors:
         program = self._program(expression)
         if program is None:
             return False
+        from celpy import celtypes
+
+        from shards.cel_values import device_activation
+
         seen = (device.driver, device.attributes, device.capacity)
         activation = self._activations.get(seen)
         if activation is None:
@@ -178,6 +103,8 @@ class Selectors:
         if expression in self._programs:
             return self._programs[expression]
         try:
+            from shards.cel_values import FUNCTIONS
+
             program = self.env.program(self.env.compile(expression), functions=FUNCTIONS)
         except Exception as exc:  # a selector that does not compile selects nothing
             self._errors[expression] = f"CEL selector does not compile: {str(exc).splitlines()[0][:120]}"

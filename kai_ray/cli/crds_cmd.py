@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 
@@ -27,6 +26,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
+    import asyncio  # here, not at the top: every other command would pay its import
+
     from k8s_adapter.crd_upgrade import read_crds
 
     crds = read_crds(args.dir)  # bad manifests: one line, exit 2, before anything is sent

@@ -7,6 +7,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 
 def clean_number(value: float) -> float | int:
     """Whole numbers print without a fraction; float noise below 1e-9 is rounded away."""
@@ -15,8 +17,20 @@ def clean_number(value: float) -> float | int:
 
 
 def print_json(document: Any) -> None:
-    json.dump(document, sys.stdout, indent=1, sort_keys=False)
-    sys.stdout.write("\n")
+    """Indented JSON on stdout. orjson writes a decision list of thousands of pods in a fraction
+    of the time the json module's indenting encoder takes (which writes piece by piece); what it
+    cannot write (integers beyond 64 bits, NaN) goes through the json module."""
+    try:
+        text = orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+    except TypeError:
+        text = (json.dumps(document, indent=2) + "\n").encode()
+    binary = getattr(sys.stdout, "buffer", None)
+    if binary is None:  # a text-only stream (redirected into a StringIO)
+        sys.stdout.write(text.decode())
+        return
+    sys.stdout.flush()
+    binary.write(text)
+    binary.flush()
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
