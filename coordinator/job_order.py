@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from coordinator.jobs import Job
+from coordinator.plugins.hooks import KAI_KEYS, JobKeys
 from coordinator.queue_state import QueueState
 from kai_ray.model.fairshare import Array
 
@@ -66,11 +67,17 @@ class _Leaf:
 
 class JobOrder:
     def __init__(
-        self, queues: QueueState, request_of: RequestOf, victims: bool = False, allocated_of: RequestOf | None = None
+        self,
+        queues: QueueState,
+        request_of: RequestOf,
+        victims: bool = False,
+        allocated_of: RequestOf | None = None,
+        keys: JobKeys = KAI_KEYS,
     ) -> None:
         self.queues = queues
         self.request_of = request_of
         self.victims = victims
+        self._key = keys.victim if victims else keys.order
         self.allocated_of = allocated_of  # victim mode: what a popped job gives back
         self._jobs: dict[int, _Leaf] = {}  # active leaf queues only
         self._children: dict[int, list[int]] = {}  # queue (or ROOT) -> active children, best first
@@ -114,7 +121,7 @@ class JobOrder:
             self._link(leaf)
 
     def key_of(self, job: Job) -> tuple[object, ...]:
-        return job.victim_key() if self.victims else job.order_key()
+        return self._key(job)
 
     def push_sorted(self, queue: str, entries: list[Entry], accept: Callable[[Job], bool] | None = None) -> None:
         """Offer a queue's jobs already sorted by ``key_of`` (shared lists are not copied)."""

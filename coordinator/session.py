@@ -19,6 +19,7 @@ from coordinator.dra_session import DraView
 from coordinator.job_timers import apply_timers
 from coordinator.jobs import Job, PodSet
 from coordinator.min_runtime import MinRuntimes
+from coordinator.plugins import SessionHooks, hooks_for
 from coordinator.queue_state import QueueState
 from coordinator.session_queues import empty_queue_state, queue_state_of
 from coordinator.subgroups import build_tree, leaf_pod_sets, needs_tree
@@ -101,6 +102,11 @@ class SessionState:
     # beyond what allocate placed, so a cycle whose actions find nothing to search never pays
     # for copying every node's row and re-holding every running pod on it.
     every_node: Callable[[], None] = field(default=lambda: None)
+
+    @property
+    def hooks(self) -> SessionHooks:
+        """The extension points the config's plugins registered (``coordinator.plugins``)."""
+        return hooks_for(self.config.resolved_plugins)
 
     def out_of_time(self) -> bool:
         """Past the running action's share of the budget (or the session's, if it has none)."""
@@ -285,8 +291,7 @@ def open_session(
 
 
 def make_placer(placer_type: type[Placer], table: NodeTable, config: SchedulerConfig) -> Placer:
-    placement = config.placementStrategy
-    return placer_type(table, PlacementPolicy(placement.gpu, placement.cpu, placement.gpu_device))
+    return placer_type(table, PlacementPolicy.of(config))
 
 
 def grown_schema(schema: ResourceSchema, vectors: list[ResourceVector]) -> ResourceSchema:

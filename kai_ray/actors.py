@@ -114,8 +114,7 @@ def on_ray_actors(config: SchedulerConfig, shards: int) -> Iterator[Coordinator]
 
     started = not ray.is_initialized()
     ensure_ray()
-    strategy = config.placementStrategy
-    transport = RayTransport(shards, PlacementPolicy(strategy.gpu, strategy.cpu, strategy.gpu_device))
+    transport = RayTransport(shards, PlacementPolicy.of(config))
     try:
         transport.wait_ready()
         yield Coordinator(config, ShardSet(transport))
@@ -133,8 +132,7 @@ class _CoordinatorHost:
         from kai_ray.runtime import tune_gc_for_long_runs
 
         tune_gc_for_long_runs()  # this actor's process keeps the coordinator for its lifetime
-        strategy = config.placementStrategy
-        policy = PlacementPolicy(strategy.gpu, strategy.cpu, strategy.gpu_device)
+        policy = PlacementPolicy.of(config)
         self.coordinator = Coordinator(config, ShardSet(RayTransport(shards, policy)))
 
     def apply(self, deltas: ClusterDeltas) -> None:

@@ -7,11 +7,13 @@ the bottom layer so that the shards and the coordinator can take it without impo
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kai_ray import labels as L
+from kai_ray import plugins as P
 from kai_ray.quantity import parse_duration
 
 ActionName = Literal["allocate", "consolidation", "reclaim", "preempt", "stalegangeviction", "runtimelimit"]
@@ -181,6 +183,16 @@ class JobAging(BaseModel):
         return _positive(_seconds(value))
 
 
+class PluginConfig(BaseModel):
+    """A SchedulingShard's override of one KAI plugin (``kai_ray.plugins`` resolves them)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool | None = None
+    priority: int | None = None
+    arguments: dict[str, str] | None = None
+
+
 LIVE_SESSION_BUDGET = 1.0  # seconds: sessionTimeBudget of `kai-ray run` and `up` when the config sets none
 
 
@@ -212,6 +224,21 @@ class SchedulerConfig(BaseModel):
     usageDBConfig: UsageDBConfig | None = None  # noqa: N815 - time-based fair share; None = no usage
     jobAging: JobAging | None = None  # noqa: N815 - None = off (KAI's order)
     expectedRuntimeExceeded: Literal["ignore", "preemptFirst", "stop"] = "ignore"  # noqa: N815
+    plugins: dict[str, PluginConfig] = Field(default_factory=dict)  # KAI's plugins: on/off and order
+
+    @field_validator("plugins")
+    @classmethod
+    def _known_plugins(cls, value: dict[str, PluginConfig]) -> dict[str, PluginConfig]:
+        unknown = sorted(name for name in value if not P.known(name))
+        if unknown:
+            raise ValueError(f"unknown plugin {unknown[0]!r} (kai-ray has: {', '.join(sorted(P.DEFAULT_PRIORITIES))})")
+        return value
+
+    @cached_property
+    def resolved_plugins(self) -> P.ResolvedPlugins:
+        """The enabled plugins in KAI's order, and the warnings for what kai-ray does not honour."""
+        settings = {name: P.PluginSetting(c.enabled, c.priority, c.arguments) for name, c in self.plugins.items()}
+        return P.resolve(settings, self.placementStrategy.gpu == "binpack")
 
     @field_validator("defaultStalenessGracePeriod", mode="before")
     @classmethod

@@ -12,11 +12,6 @@ from shards.placement import PlacementPolicy
 from shards.shard import Shard
 
 
-def placement_policy(config: SchedulerConfig) -> PlacementPolicy:
-    strategy = config.placementStrategy
-    return PlacementPolicy(strategy.gpu, strategy.cpu, strategy.gpu_device)
-
-
 def shard_count(config: SchedulerConfig, nodes: int, override: int | None = None) -> int:
     """``auto``: one shard per 5,000 nodes, at least one."""
     if override is not None:
@@ -27,7 +22,7 @@ def shard_count(config: SchedulerConfig, nodes: int, override: int | None = None
 
 
 def in_process_coordinator(config: SchedulerConfig, shards: int = 1) -> Coordinator:
-    policy = placement_policy(config)
+    policy = PlacementPolicy.of(config)
     transport = InProcessTransport([Shard(i, policy) for i in range(shards)])
     return Coordinator(config, ShardSet(transport))
 

@@ -43,12 +43,12 @@ from kai_ray.model import (
     ResourceVector,
     Toleration,
 )
-from kai_ray.runtime import placement_policy
 from kai_ray.sim.cluster import model_nodes
 from kai_ray.sim.dra import DRIVER, with_dra_nodes
 from loadtests.baseline import FullScanCoordinator
 from loadtests.results import BenchRow, bench_main, compare, rss_bytes
 from shards.dra_cel import SELECTORS
+from shards.placement import PlacementPolicy
 from shards.shard import Shard
 
 FULL = {"nodes": 2_000, "pods": 4_000, "waves": 10}
@@ -160,7 +160,7 @@ def drive(system: str, coordinator: Coordinator, load: DraWorkload) -> tuple[Ben
 
 def in_process(shards: int, kind: type[Coordinator] = Coordinator) -> Coordinator:
     config = SchedulerConfig()
-    backend = InProcessTransport([Shard(i, placement_policy(config)) for i in range(shards)])
+    backend = InProcessTransport([Shard(i, PlacementPolicy.of(config)) for i in range(shards)])
     return kind(config, ShardSet(backend))
 
 

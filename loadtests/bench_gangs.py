@@ -36,10 +36,10 @@ from coordinator.coordinator import Coordinator, CycleResult
 from coordinator.shard_client import Answers, InProcessTransport, ShardTransport
 from coordinator.shard_set import ShardSet
 from kai_ray.config import SchedulerConfig
-from kai_ray.runtime import placement_policy
 from loadtests.baseline import FullScanCoordinator
 from loadtests.gang_workload import GangWorkload, gang_workload
 from loadtests.results import BenchRow, bench_main, compare, fresh_heap, rss_bytes
+from shards.placement import PlacementPolicy
 from shards.shard import Shard
 from shards.stream_messages import SettleReply, SettleRequest
 
@@ -172,7 +172,7 @@ def in_process(
     shards: int,
     kind: type[Coordinator] = Coordinator,
 ) -> tuple[Coordinator, TimedShardSet]:
-    shard_set = TimedShardSet(InProcessTransport([Shard(i, placement_policy(config)) for i in range(shards)]))
+    shard_set = TimedShardSet(InProcessTransport([Shard(i, PlacementPolicy.of(config)) for i in range(shards)]))
     return kind(config, shard_set), shard_set
 
 
@@ -180,7 +180,7 @@ def on_ray_actors(config: SchedulerConfig, shards: int) -> tuple[Coordinator, Ti
     from kai_ray.actors import RayTransport, ensure_ray
 
     ensure_ray(num_cpus=2)
-    backend = RayTransport(shards, placement_policy(config))
+    backend = RayTransport(shards, PlacementPolicy.of(config))
     backend.wait_ready()  # actors up before the clock
     shard_set = TimedShardSet(backend)
     return Coordinator(config, shard_set), shard_set

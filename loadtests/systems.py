@@ -6,8 +6,8 @@ from coordinator.coordinator import Coordinator
 from coordinator.shard_client import InProcessTransport
 from coordinator.shard_set import ShardSet
 from kai_ray.config import SchedulerConfig
-from kai_ray.runtime import placement_policy
 from loadtests.baseline import FullScanCoordinator
+from shards.placement import PlacementPolicy
 from shards.shard import Shard
 
 CONFIG = SchedulerConfig()
@@ -15,11 +15,11 @@ CONFIG = SchedulerConfig()
 
 def baseline(config: SchedulerConfig = CONFIG) -> Coordinator:
     """The per-pod full scan over every node of the cluster (``loadtests.baseline``)."""
-    return FullScanCoordinator(config, ShardSet(InProcessTransport([Shard(0, placement_policy(config))])))
+    return FullScanCoordinator(config, ShardSet(InProcessTransport([Shard(0, PlacementPolicy.of(config))])))
 
 
 def in_process(config: SchedulerConfig = CONFIG, shards: int = 1) -> Coordinator:
-    policy = placement_policy(config)
+    policy = PlacementPolicy.of(config)
     return Coordinator(config, ShardSet(InProcessTransport([Shard(i, policy) for i in range(shards)])))
 
 
@@ -28,6 +28,6 @@ def on_ray(shards: int, config: SchedulerConfig = CONFIG) -> Coordinator:
     from kai_ray.actors import RayTransport, ensure_ray
 
     ensure_ray()
-    transport = RayTransport(shards, placement_policy(config))
+    transport = RayTransport(shards, PlacementPolicy.of(config))
     transport.wait_ready()
     return Coordinator(config, ShardSet(transport))

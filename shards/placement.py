@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from kai_ray.config import SchedulerConfig
 from kai_ray.model import GpuShare
 from shards.constraints import ConstraintMasks
 from shards.diagnosis import NOT_ENOUGH, Diagnosis
 from shards.dra_devices import Allocation
 from shards.node_table import NodeTable
-from shards.scorers import PLACEMENT, Scoring, band_row, band_rows
+from shards.scorers import BAND_SCORERS, PLACEMENT, Scoring, band_row, band_rows
 from shards.shapes import CPU, GPU, MEMORY, PODS, TaskShape
 
 if TYPE_CHECKING:
@@ -45,6 +46,14 @@ class PlacementPolicy:
     gpu: str = "binpack"  # binpack | spread, for pods that want GPUs
     cpu: str = "binpack"  # binpack | spread, for CPU-only pods
     gpu_device: str = "pack"  # pack | spread: which shared GPU a fraction joins
+    scorers_off: frozenset[str] = frozenset()  # band scorers whose plugin the config turned off
+
+    @staticmethod
+    def of(config: SchedulerConfig) -> PlacementPolicy:
+        strategy = config.placementStrategy
+        plugins = config.resolved_plugins
+        off = frozenset(scorer.name for scorer in BAND_SCORERS if not plugins.applies(scorer.name))
+        return PlacementPolicy(strategy.gpu, strategy.cpu, strategy.gpu_device, off)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +182,9 @@ class Placer:
     def scoring(self, shape: TaskShape) -> Scoring:
         found = self._scoring.get(shape)
         if found is None:
-            found = self._scoring[shape] = Scoring(self.table, shape, self.policy.gpu, self.policy.cpu)
+            found = self._scoring[shape] = Scoring(
+                self.table, shape, self.policy.gpu, self.policy.cpu, self.policy.scorers_off
+            )
         return found
 
     def policy_of(self, shape: TaskShape) -> str:

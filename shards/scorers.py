@@ -32,6 +32,7 @@ class Scoring:
     shape: TaskShape
     gpu: str  # binpack | spread, for pods that want GPUs
     cpu: str  # binpack | spread, for CPU-only pods
+    off: frozenset[str] = frozenset()  # band scorers whose plugin is turned off
 
     @property
     def strategy(self) -> str:
@@ -134,7 +135,7 @@ PLACEMENT = NodePlacement()
 def band_rows(scoring: Scoring, rows: Ints, now: Mask, mib: Ints | None) -> Floats:
     band = np.zeros(len(rows))
     for scorer in BAND_SCORERS:
-        if scorer.applies(scoring):
+        if scorer.name not in scoring.off and scorer.applies(scoring):
             band += np.where(scorer.rows(scoring, rows, now, mib), scorer.points, 0.0)
     return band
 
@@ -142,6 +143,6 @@ def band_rows(scoring: Scoring, rows: Ints, now: Mask, mib: Ints | None) -> Floa
 def band_row(scoring: Scoring, row: int, now: bool, mib: int | None) -> float:
     band = 0.0
     for scorer in BAND_SCORERS:
-        if scorer.applies(scoring) and scorer.row(scoring, row, now, mib):
+        if scorer.name not in scoring.off and scorer.applies(scoring) and scorer.row(scoring, row, now, mib):
             band += scorer.points
     return band

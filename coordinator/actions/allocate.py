@@ -153,7 +153,7 @@ class AllocateAction:
     time_bounded = False
 
     def execute(self, state: SessionState, stmt: Statement) -> None:
-        order = JobOrder(state.queues, lambda j: state.job_request(j, real=False))
+        order = JobOrder(state.queues, lambda j: state.job_request(j, real=False), keys=state.hooks.job_keys)
         order.push_all(eligible_jobs(state, pending_only=True))
         streams = stmt.source is not None
         later: dict[tuple[str, bool], list[float]] = {}  # queue allocations of simple placements, summed

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from coordinator.actions.solver import Validator
@@ -12,7 +10,6 @@ from coordinator.actions.victims import VictimPool
 from coordinator.job_order import JobOrder
 from coordinator.job_timers import may_preempt
 from coordinator.jobs import Job
-from coordinator.min_runtime import scenario_validator, victim_filter
 from coordinator.session import SessionState
 
 
@@ -29,20 +26,15 @@ class PreemptAction(VictimSearchAction):
         return Precheck.FAILED
 
     def victims(self, state: SessionState, pool: VictimPool, job: Job, request: np.ndarray) -> JobOrder:
-        """Preemptible running jobs of the same queue with strictly lower priority, past their
-        queue's preempt minimum runtime (``job_timers.may_preempt`` has the opt-in exceptions)."""
-        runtime_ok = victim_filter(state.now, state.last_start, self._minimum(state))
+        """Preemptible running jobs of the same queue with strictly lower priority
+        (``job_timers.may_preempt`` has the opt-in exceptions) that the plugins' victim filters
+        accept (``minruntime``: past their queue's preempt minimum runtime)."""
+        plugins_accept = self.plugin_filter(state, job)
 
         def accept(victim: Job) -> bool:
-            return victim.key != job.key and may_preempt(job, victim) and runtime_ok(victim)
+            return victim.key != job.key and may_preempt(job, victim) and plugins_accept(victim)
 
         return pool.queue(lambda queue: queue == job.queue, accept)
 
     def validator(self, state: SessionState, job: Job) -> Validator:
-        valid = scenario_validator(state.now, state.last_start, state.jobs, self._minimum(state))
-        return lambda scenario: valid(scenario.victims)
-
-    @staticmethod
-    def _minimum(state: SessionState) -> Callable[[Job], float]:
-        rules = state.min_runtimes
-        return lambda victim: rules.preempt(victim.queue)
+        return self.plugin_validator(state, job)

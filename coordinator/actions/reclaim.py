@@ -17,21 +17,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from coordinator.actions.scenario import Scenario
 from coordinator.actions.solver import Validator
 from coordinator.actions.victim_search import Precheck, VictimSearchAction
 from coordinator.actions.victims import VictimPool
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job
-from coordinator.min_runtime import scenario_validator, victim_filter
+from coordinator.plugins import ScenarioValidatorHook
 from coordinator.reclaim_rules import (
     FilterRefusal,
-    QueueSnapshot,
     explain_filter_refusals,
     may_reclaim_from,
-    reclaim_refusal,
     reclaimer_refusal,
-    victim_chunks,
     victim_filter_refusal,
 )
 from coordinator.session import SessionState
@@ -49,7 +45,9 @@ class SearchNotes:
     filter_seen: bool = False  # the victim filter's verdicts below were taken (first step only)
     admitted: set[str] = field(default_factory=set)  # queues the victim filter let it take from
     refused: list[FilterRefusal] = field(default_factory=list)
-    protected: bool = False  # a job it could take from was inside its reclaim minimum runtime
+    # What the plugins' victim filters and protective validators said of jobs it could have
+    # taken ("within their reclaim minimum runtime").
+    kept_out: set[str] = field(default_factory=set)
     rule_broken: str | None = None  # the last scenario's refusal by the reclaim rules
 
     @property
@@ -70,8 +68,8 @@ class SearchNotes:
         if self.rule_broken is not None:
             return f"refused by the reclaim rules: {self.rule_broken}"
         taken_from = ", ".join(sorted(self.admitted))
-        if self.protected:
-            return f"no victims in {taken_from} that make room for it (some are within their reclaim minimum runtime)"
+        if self.kept_out:
+            return f"no victims in {taken_from} that make room for it (some are {'; '.join(sorted(self.kept_out))})"
         return f"evicting what it may take from {taken_from} does not make room for its pods"
 
 
@@ -111,11 +109,11 @@ class ReclaimAction(VictimSearchAction):
         return Precheck.SEARCH
 
     def victims(self, state: SessionState, pool: VictimPool, job: Job, request: np.ndarray) -> JobOrder:
-        """Preemptible running jobs of other queues that KAI's victim filter lets reclaim touch,
-        past the reclaim minimum runtime that applies between the two queues."""
-        rules = state.min_runtimes
-        runtime_ok = victim_filter(state.now, state.last_start, lambda victim: rules.reclaim(job.queue, victim.queue))
+        """Preemptible running jobs of other queues that KAI's victim filter lets reclaim touch
+        and the plugins' victim filters accept (``minruntime``: past the reclaim minimum runtime
+        that applies between the two queues)."""
         notes = self._notes.get(job.key)
+        plugins_accept = self.plugin_filter(state, job, notes.kept_out if notes is not None else None)
         # Every step of the search asks the same filter of the same queues (a step leaves the
         # session as it found it): the first step's verdicts are noted, the later ones not.
         first_look = notes if notes is not None and not notes.filter_seen else None
@@ -135,47 +133,22 @@ class ReclaimAction(VictimSearchAction):
                     first_look.refused.append(refusal)
             return False
 
-        def accept_job(victim: Job) -> bool:
-            if runtime_ok(victim):
-                return True
-            if notes is not None:
-                notes.protected = True
-            return False
-
-        return pool.queue(accept_queue, accept_job)
+        return pool.queue(accept_queue, plugins_accept)
 
     def validator(self, state: SessionState, job: Job) -> Validator:
-        # Queue allocations as they were before the search: the rules compare against them.
-        frozen = QueueSnapshot(state.queues.allocated.copy(), state.queues.allocated_np.copy())
-        rules = state.min_runtimes
-        runtime_ok = scenario_validator(
-            state.now, state.last_start, state.jobs, lambda victim: rules.reclaim(job.queue, victim.queue)
-        )
+        """The plugins' reclaim scenario validators (``proportion``: the reclaim rules between
+        queues; ``minruntime``: elastic victims inside their minimum runtime keep their minimum)."""
         notes = self._notes.get(job.key)
+        if notes is None:
+            return self.plugin_validator(state, job)
 
-        def valid(scenario: Scenario) -> bool:
-            if not runtime_ok(scenario.victims):
-                if notes is not None:
-                    notes.protected = True
-                return False
-            request = np.zeros(3)
-            for task in scenario.pending:
-                request += state.requested_quota(task)
-            chunks = victim_chunks(scenario.victims, state.jobs, state.config.allowConsolidatingReclaim)
-            refusal = reclaim_refusal(
-                state.queues,
-                frozen,
-                job.queue,
-                request,
-                job.preemptible,
-                chunks,
-                state.config.reclaimerSaturationMultiplier,
-            )
-            if refusal is not None and notes is not None:
-                notes.rule_broken = refusal
-            return refusal is None
+        def refused(hook: ScenarioValidatorHook, why: str) -> None:
+            if hook.protects:
+                notes.kept_out.add(why)
+            else:
+                notes.rule_broken = why
 
-        return valid
+        return self.plugin_validator(state, job, refused)
 
 
 def _pending_pods(job: Job) -> int:

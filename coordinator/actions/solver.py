@@ -206,7 +206,7 @@ class JobSolver:
                 allowed[row] = True
         unique = list({id(t): t for t in victims}.values())
         victim_jobs = {state.jobs_by_task[t.key].key for t in unique}
-        order = JobOrder(state.queues, lambda j: state.job_request(j, real=False))
+        order = JobOrder(state.queues, lambda j: state.job_request(j, real=False), keys=state.hooks.job_keys)
         # The jobs this simulation acts on: the victims' jobs and the preemptor (a stand-in for
         # the pods this step places), with the keys they are ordered by (taken now, as the order
         # takes them on push), and how many of them each leaf queue holds.

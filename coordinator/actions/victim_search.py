@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import ClassVar
 
@@ -35,9 +35,12 @@ from coordinator.actions.victims import VictimPool, pending_pool
 from coordinator.job_order import JobOrder
 from coordinator.job_timers import delay_message, within_preemption_delay
 from coordinator.jobs import Job
+from coordinator.plugins import ScenarioValidatorHook
+from coordinator.plugins.hooks import VictimAccept
 from coordinator.session import SessionState
 from coordinator.statement import Statement
 
+Refused = Callable[[ScenarioValidatorHook, str], None]
 GUARANTEED_SHARE = 0.1  # of sessionTimeBudget, that each victim-search action may always spend
 
 
@@ -107,7 +110,7 @@ class VictimSearchAction:
     def execute(self, state: SessionState, stmt: Statement) -> None:
         if not self.enabled(state):
             return
-        order = JobOrder(state.queues, lambda j: state.job_request(j, real=False))
+        order = JobOrder(state.queues, lambda j: state.job_request(j, real=False), keys=state.hooks.job_keys)
         order.push_all(
             job
             for job in eligible_jobs(state, pending_only=True, preemptible_only=self.preemptible_jobs_only)
@@ -191,3 +194,35 @@ class VictimSearchAction:
     def victims(self, state: SessionState, pool: VictimPool, job: Job, request: np.ndarray) -> JobOrder:
         """The victims queue for one search step (called afresh for every step)."""
         raise NotImplementedError
+
+    # ------------------------------------------------------------ what plugins registered
+    def plugin_filter(self, state: SessionState, job: Job, kept_out: set[str] | None = None) -> VictimAccept:
+        """The victim filters the session's plugins registered for this action, for ``job``: a
+        victim passes when every one accepts it; ``kept_out`` collects what refused ones say."""
+        filters = [(hook.keeps_out, hook.make(state, job)) for hook in state.hooks.filters_for(self.name)]
+
+        def accept(victim: Job) -> bool:
+            for says, accepts in filters:
+                if not accepts(victim):
+                    if kept_out is not None:
+                        kept_out.add(says)
+                    return False
+            return True
+
+        return accept
+
+    def plugin_validator(self, state: SessionState, job: Job, refused: Refused | None = None) -> Validator:
+        """The scenario validators the session's plugins registered for this action, asked in
+        plugin order; the first refusal decides and goes to ``refused``."""
+        checks = [(hook, hook.make(state, job)) for hook in state.hooks.validators_for(self.name)]
+
+        def valid(scenario: Scenario) -> bool:
+            for hook, check in checks:
+                why = check(scenario)
+                if why is not None:
+                    if refused is not None:
+                        refused(hook, why)
+                    return False
+            return True
+
+        return valid

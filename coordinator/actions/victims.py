@@ -92,14 +92,18 @@ class VictimPool:
 
     def __init__(self, state: SessionState) -> None:
         self.state = state
-        self.jobs = SortedJobs(state, state.jobs.values, Job.victim_key, self._candidate)
+        self.jobs = SortedJobs(state, state.jobs.values, state.hooks.job_keys.victim, self._candidate)
 
     def queue(self, accept_queue: Callable[[str], bool], accept_job: Callable[[Job], bool]) -> JobOrder:
         """KAI's victims queue: most over-served queue first and, inside a queue, the job that
         would be scheduled last; ``accept_job`` is applied lazily, as jobs come up."""
         state = self.state
         order = JobOrder(
-            state.queues, lambda j: state.job_request(j, real=False), victims=True, allocated_of=state.job_allocated
+            state.queues,
+            lambda j: state.job_request(j, real=False),
+            victims=True,
+            allocated_of=state.job_allocated,
+            keys=state.hooks.job_keys,
         )
         for queue, entries in self.jobs.by_queue().items():
             if accept_queue(queue):
@@ -122,4 +126,4 @@ class VictimPool:
 def pending_pool(state: SessionState) -> SortedJobs:
     """Jobs with pending pods, per leaf queue, in job order: what a victim search's simulation
     walks past on its way to the jobs it acts on."""
-    return SortedJobs(state, state.pending_jobs, Job.order_key, Job.has_pending)
+    return SortedJobs(state, state.pending_jobs, state.hooks.job_keys.order, Job.has_pending)

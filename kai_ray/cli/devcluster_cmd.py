@@ -115,10 +115,12 @@ async def _scheduler(args: argparse.Namespace, kubeconfig: str) -> None:
     from k8s_adapter.leader import Leadership
     from k8s_adapter.metrics import new_registry
     from k8s_adapter.runner import SchedulerLoop
+    from kai_ray.cli.output import warn_about
     from kai_ray.io.config import load_config
     from kai_ray.runtime import in_process_coordinator
 
     config = load_config(args.config).for_live_loop()
+    warn_about(config)
     api = await connect(kubeconfig)
     registry = new_registry()
     loop = SchedulerLoop(

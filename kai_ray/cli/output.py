@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 
+from kai_ray.config import SchedulerConfig
+
 
 def clean_number(value: float) -> float | int:
     """Whole numbers print without a fraction; float noise below 1e-9 is rounded away."""
@@ -31,6 +33,17 @@ def print_json(document: Any) -> None:
     sys.stdout.flush()
     binary.write(text)
     binary.flush()
+
+
+def warn(message: str) -> None:
+    print(f"kai-ray: warning: {message}", file=sys.stderr)
+
+
+def warn_about(config: SchedulerConfig) -> None:
+    """What the config asks that kai-ray does not do (plugins it cannot turn off, arguments it
+    reads elsewhere): said once, at start, never dropped silently."""
+    for message in config.resolved_plugins.warnings:
+        warn(f"config: {message}")
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

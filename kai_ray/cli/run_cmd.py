@@ -91,9 +91,11 @@ def _check_kubeconfig(path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kai_ray.cli.output import warn_about
     from kai_ray.io.config import load_config
 
     config = load_config(args.config)
+    warn_about(config)
     config = config.for_live_loop()
     if args.kubeconfig:
         _check_kubeconfig(args.kubeconfig)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kai_ray.cli.output import format_table, print_json
+from kai_ray.cli.output import format_table, print_json, warn, warn_about
 from kai_ray.config import DEFAULT_ACTIONS, SchedulerConfig
 from kai_ray.errors import InputError
 from kai_ray.io.config import config_from_mapping, load_config
@@ -91,8 +90,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError:
         raise InputError(f"--now: bad timestamp {args.now!r}") from None
     snapshot = load_snapshot(args.snapshot, config.schedulerName)
+    warn_about(config)
     for warning in snapshot.report.warnings:
-        print(f"kai-ray: warning: {warning}", file=sys.stderr)
+        warn(warning)
     if args.ray_shards is not None and args.ray_shards < 1:
         raise InputError(f"--ray-shards: needs at least one shard actor, got {args.ray_shards}")
     decisions = decide(snapshot, config, now, actions, args.shards, args.ray_shards)

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from kai_ray.cli.output import warn_about
 from kai_ray.errors import InputError
 from kai_ray.io.config import load_config
 
@@ -76,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     if args.shards is not None and args.shards < 1:
         raise InputError("--shards: must be at least 1")
     config = load_config(args.config)
+    warn_about(config)
     from kai_ray.sim.run import SimulationRun
     from kai_ray.sim.scenarios import SCENARIOS
 

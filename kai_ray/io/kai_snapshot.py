@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kai_ray.errors import InputError
+from kai_ray.plugins import DEFAULT_PRIORITIES, ORDERED, SWITCHABLE, known
 
 SNAPSHOT_FILE = "snapshot.json"
 ZIP_MAGIC = b"PK\x03\x04"
@@ -43,11 +44,6 @@ _KINDS = {
     "priorityClasses": ("scheduling.k8s.io/v1", "PriorityClass"),
 }
 # Plugins whose absence from the list does not change a decision kai-ray makes.
-_KNOWN_PLUGINS = {
-    "predicates", "proportion", "priority", "nodeavailability", "resourcetype", "podaffinity", "elastic",
-    "kubeflow", "ray", "subgrouporder", "taskorder", "nominatednode", "dynamicresources", "minruntime",
-    "topology", "snapshot", "gpupack", "gpuspread", "nodeplacement", "gpusharingorder", "reflectjoborder",
-}  # fmt: skip
 
 
 @dataclass
@@ -142,6 +138,20 @@ def _plugins(config: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return plugins
 
 
+def _switched(listed: list[str], gpu_binpack: bool) -> dict[str, Any]:
+    """kai-ray's ``plugins`` for KAI's tier list: what kai-ray can turn off and the list leaves
+    out, and the job-order plugins' order where the list swaps them."""
+    out: dict[str, Any] = {}
+    for name in sorted(SWITCHABLE):
+        on_by_default = gpu_binpack if name == "gpusharingorder" else True
+        if name not in listed and on_by_default:
+            out[name] = {"enabled": False}
+    first, second = ORDERED
+    if first in listed and second in listed and listed.index(second) < listed.index(first):
+        out[second] = {"priority": DEFAULT_PRIORITIES[first] + 50}
+    return out
+
+
 def _seconds(nanoseconds: Any, where: str) -> float:
     if isinstance(nanoseconds, bool) or not isinstance(nanoseconds, int | float):
         raise InputError(f"{where}: expected nanoseconds, got {nanoseconds!r}")
@@ -173,6 +183,8 @@ def config_from_kai(config: Mapping[str, Any], params: Mapping[str, Any], warnin
     for name in ("defaultPreemptMinRuntime", "defaultReclaimMinRuntime"):
         if minruntime.get(name):
             out[name] = str(minruntime[name])
+    if plugins:
+        out["plugins"] = _switched(list(plugins), out["placementStrategy"]["gpu"] == "binpack")
     preemptees = params.get("maxNumberConsolidationPreemptees", 0)
     out["maxConsolidationPreemptees"] = UNLIMITED_PREEMPTEES if preemptees == -1 else max(int(preemptees or 0), 0)
     out["useSchedulingSignatures"] = bool(params.get("useSchedulingSignatures", False))
@@ -191,7 +203,7 @@ def _warn_unused(
         warnings.append("config.queueDepthPerAction is not applied: kai-ray tries every job of a queue")
     if config.get("usageDBConfig"):
         warnings.append("config.usageDBConfig is not applied: no historical usage in a replay (kValue has no effect)")
-    unknown = sorted(set(plugins) - _KNOWN_PLUGINS)
+    unknown = sorted(name for name in plugins if not known(name))
     if unknown:
         warnings.append(f"config: plugins kai-ray does not have are ignored: {', '.join(unknown)}")
     for name in ("proportion", "predicates", "nodeplacement"):

@@ -31,7 +31,7 @@ from coordinator.shard_client import InProcessTransport, ShardTransport
 from coordinator.shard_set import ShardSet
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import Node, Pod, PodGroup, PodState, ResourceVector
-from kai_ray.runtime import placement_policy
+from shards.placement import PlacementPolicy
 from shards.protocol import Batch, BatchReply, ShardDown
 from shards.shard import Shard
 from tests.builders import GIB, config, node, queue
@@ -254,7 +254,7 @@ def in_process(seed: int, shards: int = 4) -> TrialReport:
     """A trial over in-process shards with one killed at a seeded round."""
     rng = random.Random(seed * 7919 + 1)
     kill = Kill(round=rng.randint(1, 2 * CYCLES), shard=rng.randrange(shards), after_delivery=rng.random() < 0.5)
-    policy = placement_policy(config())
+    policy = PlacementPolicy.of(config())
     transport = FaultyTransport([Shard(i, policy) for i in range(shards)], kill)
     report = run_trial(seed, lambda: transport, lambda: transport.shards)
     if not transport.fired:

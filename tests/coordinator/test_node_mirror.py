@@ -11,8 +11,8 @@ from coordinator.shard_client import InProcessTransport
 from coordinator.shard_set import ShardSet
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import Pod, PodState
-from kai_ray.runtime import placement_policy
 from shards.node_table import NodeTable
+from shards.placement import PlacementPolicy
 from shards.shard import Shard
 from tests.builders import GIB, JobSpec, build, config, node, queue
 from tests.coordinator.fault_trials import FaultyTransport, Kill
@@ -43,7 +43,7 @@ def _running(name: str, node_name: str, gpu: float = 1) -> Pod:
 
 def test_the_mirror_follows_node_churn_pods_moves_between_shards_and_a_replaced_shard() -> None:
     cfg = config()
-    transport = FaultyTransport([Shard(i, placement_policy(cfg)) for i in range(2)], None)
+    transport = FaultyTransport([Shard(i, PlacementPolicy.of(cfg)) for i in range(2)], None)
     shards = ShardSet(transport)
     mirror = NodeMirror()
     shards.apply(ClusterDeltas(nodes_upserted=tuple(node(f"n{i}", gpu=4) for i in range(8))))
@@ -77,7 +77,7 @@ def _coordinator(memo: bool) -> Coordinator:
 
     cfg = config(defaultStalenessGracePeriod="30s")
     kind = Coordinator if memo else NoMemo
-    return kind(cfg, ShardSet(InProcessTransport([Shard(0, placement_policy(cfg))])))
+    return kind(cfg, ShardSet(InProcessTransport([Shard(0, PlacementPolicy.of(cfg))])))
 
 
 def test_a_cycle_with_nothing_new_decides_what_a_session_would_until_a_timer_runs_out() -> None:

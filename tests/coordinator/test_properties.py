@@ -27,11 +27,11 @@ from coordinator.statement import Statement
 from coordinator.tasks import Status
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import ClusterSnapshot, Pod, PodState, ResourceVector
-from kai_ray.runtime import in_process_coordinator, placement_policy
+from kai_ray.runtime import in_process_coordinator
 from shards.diagnosis import Diagnosis
 from shards.messages import ShardDeltas
 from shards.node_table import Kind
-from shards.placement import Choice
+from shards.placement import Choice, PlacementPolicy
 from shards.protocol import Batch, BatchReply, Settle, ShardDown
 from shards.rows import merge_rows, table_from_rows
 from shards.shapes import CPU, GPU, PODS, TaskShape
@@ -153,7 +153,7 @@ class _LateArrival(InProcessTransport):
 
 def _coordinator_with_late_arrival(snapshot: ClusterSnapshot, shards: int) -> tuple[Coordinator, _LateArrival]:
     cfg = config()
-    backend = _LateArrival([Shard(i, placement_policy(cfg)) for i in range(shards)])
+    backend = _LateArrival([Shard(i, PlacementPolicy.of(cfg)) for i in range(shards)])
     coordinator = backend.coordinator = Coordinator(cfg, ShardSet(backend))
     coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
     return coordinator, backend

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
-from kai_ray.runtime import placement_policy
+from shards.placement import PlacementPolicy
 from shards.protocol import Batch, BatchReply, Describe, ShardDown
 from tests.builders import config
 from tests.coordinator import fault_trials
@@ -30,7 +30,7 @@ def _killing_transport(shards: int, kill: Kill, by_signal: bool) -> object:
 
     class KillingRayTransport(RayTransport):
         def __init__(self) -> None:
-            super().__init__(shards, placement_policy(config()))
+            super().__init__(shards, PlacementPolicy.of(config()))
             self.rounds = 0
             self.fired = False
 

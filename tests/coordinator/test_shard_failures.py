@@ -12,7 +12,7 @@ from coordinator.coordinator import Coordinator, ShardsFailed
 from coordinator.shard_client import InProcessTransport
 from coordinator.shard_set import ShardSet
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.runtime import placement_policy
+from shards.placement import PlacementPolicy
 from shards.protocol import Batch, BatchReply, Commit, Settle, ShardDown, ShardRequest, StaleEpoch
 from shards.shard import Shard
 from tests.builders import JobSpec, build, config, node, queue
@@ -71,7 +71,7 @@ def test_a_reservation_that_expires_before_its_commit_binds_nothing_and_is_place
         [JobSpec("gang", "q", pods=6, gpu=1)],  # spans both nodes, so both halves must commit
     )
     cfg = config()
-    shards = [Shard(i, placement_policy(cfg), reservation_ttl=5.0) for i in range(2)]
+    shards = [Shard(i, PlacementPolicy.of(cfg), reservation_ttl=5.0) for i in range(2)]
     coordinator = Coordinator(cfg, ShardSet(_LateCommit(shards, delay=60.0, late=0)))
     coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
     first = coordinator.cycle(1_000.0, ("allocate",))
@@ -88,7 +88,7 @@ def test_a_reservation_that_expires_before_its_commit_binds_nothing_and_is_place
 def test_reservation_ids_carry_the_epoch_and_a_newer_coordinator_voids_an_older_ones_reservations() -> None:
     snapshot = build([node("a", gpu=4)], [queue("q", gpu_quota=4)], [JobSpec("j", "q", gpu=1)])
     cfg = config()
-    shard = Shard(0, placement_policy(cfg))
+    shard = Shard(0, PlacementPolicy.of(cfg))
     old = Coordinator(cfg, ShardSet(InProcessTransport([shard]), epoch=1))
     old.apply(ClusterDeltas.of_snapshot(snapshot))
     (bind,) = old.cycle(1_000.0, ("allocate",)).binds
@@ -104,7 +104,7 @@ def test_reservation_ids_carry_the_epoch_and_a_newer_coordinator_voids_an_older_
 def test_a_dead_shard_is_rebuilt_from_the_model_with_the_changes_it_never_acknowledged() -> None:
     """The change that adds a node is queued for a shard that then dies: the replacement has the node."""
     cfg = config()
-    transport = fault_trials.FaultyTransport([Shard(i, placement_policy(cfg)) for i in range(2)], None)
+    transport = fault_trials.FaultyTransport([Shard(i, PlacementPolicy.of(cfg)) for i in range(2)], None)
     coordinator = Coordinator(cfg, ShardSet(transport))
     coordinator.apply(ClusterDeltas(nodes_upserted=(node("a", gpu=1),), queues_upserted=(queue("q", gpu_quota=9),)))
     coordinator.shards.flush()

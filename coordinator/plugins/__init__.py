@@ -1,0 +1,7 @@
+"""The session's extension points and KAI's plugins that register on them (``hooks``,
+``catalogue``); one module per plugin with hooks of its own."""
+
+from coordinator.plugins.catalogue import hooks_for
+from coordinator.plugins.hooks import JobKeys, ScenarioValidatorHook, SessionHooks, VictimFilterHook
+
+__all__ = ["JobKeys", "ScenarioValidatorHook", "SessionHooks", "VictimFilterHook", "hooks_for"]

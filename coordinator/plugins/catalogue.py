@@ -1,0 +1,45 @@
+"""KAI's plugins by name and the hooks each registers; a config's resolved plugin list becomes
+the session's hooks (``hooks_for``), in plugin order, as KAI's session registers them.
+
+Plugins not listed here register nothing kai-ray's coordinator asks for: node-order plugins are
+the shards' scorers, and the rest either apply always (``kai_ray.plugins`` warns when a config
+turns one off) or decide nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+
+from coordinator.plugins import minruntime, proportion
+from coordinator.plugins.hooks import ScenarioValidatorHook, SessionHooks, VictimFilterHook
+from coordinator.plugins.job_order import PARTS, job_keys
+from kai_ray.plugins import ResolvedPlugins
+
+VICTIM_FILTERS: dict[str, Callable[[], dict[str, VictimFilterHook]]] = {"minruntime": minruntime.victim_filters}
+SCENARIO_VALIDATORS: dict[str, Callable[[], dict[str, ScenarioValidatorHook]]] = {
+    "proportion": proportion.scenario_validators,
+    "minruntime": minruntime.scenario_validators,
+}
+# Plugins the scheduler cannot run without: registered whatever the config says (it warns).
+ALWAYS = frozenset({"proportion"})
+
+
+@lru_cache(maxsize=16)
+def hooks_for(plugins: ResolvedPlugins) -> SessionHooks:
+    """The session hooks of these plugins (made once per plugin list: they hold no session)."""
+    active = list(plugins.names) + sorted(ALWAYS - set(plugins.names))
+    filters: dict[str, list[VictimFilterHook]] = {}
+    validators: dict[str, list[ScenarioValidatorHook]] = {}
+    for name in active:
+        if name in VICTIM_FILTERS:
+            for action, hook in VICTIM_FILTERS[name]().items():
+                filters.setdefault(action, []).append(hook)
+        if name in SCENARIO_VALIDATORS:
+            for action, check in SCENARIO_VALIDATORS[name]().items():
+                validators.setdefault(action, []).append(check)
+    return SessionHooks(
+        plugins,
+        job_keys([name for name in plugins.names if name in PARTS]),
+        {action: tuple(hooks) for action, hooks in filters.items()},
+        {action: tuple(hooks) for action, hooks in validators.items()},
+    )

@@ -1,0 +1,87 @@
+"""The session's extension points: what a plugin may register, each a small typed seam.
+
+KAI's plugins register functions on the session (``ssn.AddJobOrderFn``,
+``AddReclaimVictimFilterFn``, ``AddReclaimScenarioValidatorFn`` …) and the actions ask the
+session, never a plugin by name. kai-ray does the same with these points:
+
+- ``job_keys``: the job order inside a queue (and its reverse, the victim order), composed from
+  the job-order plugins in their configured order;
+- ``victim_filters[action]``: which running jobs a preemptor may take at all;
+- ``scenario_validators[action]``: what a whole victim scenario must also satisfy.
+
+Node-order plugins are the shards' band scorers (``shards.scorers``); the placement policy
+carries which are on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from coordinator.jobs import Job
+from coordinator.tasks import Task
+from kai_ray.plugins import ResolvedPlugins
+
+if TYPE_CHECKING:
+    from coordinator.session import SessionState
+
+JobKey = Callable[[Job], tuple[object, ...]]
+VictimAccept = Callable[[Job], bool]
+
+
+class ScenarioView(Protocol):
+    """What a validator sees of a victim scenario."""
+
+    @property
+    def victims(self) -> dict[str, list[Task]]: ...  # job key -> its tasks the scenario evicts
+
+    @property
+    def pending(self) -> list[Task]: ...  # the preemptor's pods the scenario places
+
+
+ScenarioCheck = Callable[[ScenarioView], str | None]  # why the scenario is refused, or None
+
+
+@dataclass(frozen=True, slots=True)
+class JobKeys:
+    """The job order (smaller first) and the victim order (the job scheduled last first)."""
+
+    order: JobKey
+    victim: JobKey
+
+
+# KAI's default plugins' order (priority, then elastic), as the job's own methods.
+KAI_KEYS = JobKeys(Job.order_key, Job.victim_key)
+
+
+@dataclass(frozen=True, slots=True)
+class VictimFilterHook:
+    """A filter on victims for one search: made per preemptor, asked per running job."""
+
+    plugin: str
+    keeps_out: str  # what a reason says of the jobs it refuses ("within their reclaim minimum runtime")
+    make: Callable[[SessionState, Job], VictimAccept]
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioValidatorHook:
+    """A check of whole scenarios for one search: made per preemptor, asked per scenario."""
+
+    plugin: str
+    protects: bool  # a refusal protects victims (rather than breaking a rule between queues)
+    make: Callable[[SessionState, Job], ScenarioCheck]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHooks:
+    plugins: ResolvedPlugins
+    job_keys: JobKeys
+    victim_filters: Mapping[str, tuple[VictimFilterHook, ...]]  # action -> filters, in plugin order
+    scenario_validators: Mapping[str, tuple[ScenarioValidatorHook, ...]]
+
+    def filters_for(self, action: str) -> tuple[VictimFilterHook, ...]:
+        return tuple(self.victim_filters.get(action, ()))
+
+    def validators_for(self, action: str) -> tuple[ScenarioValidatorHook, ...]:
+        return tuple(self.scenario_validators.get(action, ()))
