@@ -266,6 +266,10 @@ def _pods(job: _Job) -> list[Doc]:
     return docs
 
 
+# The plugins kai-ray leaves out when a config turns them off (kai_ray.plugins.SWITCHABLE).
+SWITCHABLE_PLUGINS = ("priority", "elastic", "minruntime", "nodeavailability", "resourcetype", "gpusharingorder")
+
+
 def _config(rng: random.Random, focus: str) -> tuple[Doc, str]:
     config: Doc = {"kValue": 0}
     roll = rng.random()
@@ -279,8 +283,18 @@ def _config(rng: random.Random, focus: str) -> tuple[Doc, str]:
         config["defaultReclaimMinRuntime"] = rng.choice(("5m", "10m"))
     if focus == "stalegangeviction" and rng.random() < 0.3:
         config["defaultStalenessGracePeriod"] = rng.choice(("60s", "200s"))
+    if rng.random() < 0.2:  # drawn last: the rolls above, and so older seeds' configs, stay as they were
+        config["plugins"] = _plugins(rng)
     actions = ALL_ACTIONS if focus == "all" else focus
     return config, actions
+
+
+def _plugins(rng: random.Random) -> Doc:
+    """KAI plugins turned off, or the elastic job order asked before priority's."""
+    plugins: Doc = {name: {"enabled": False} for name in rng.sample(SWITCHABLE_PLUGINS, rng.randint(1, 2))}
+    if rng.random() < 0.3:
+        plugins["elastic"] = {"priority": 1750}
+    return plugins
 
 
 def generate(seed: int, focus: str | None = None) -> Case:

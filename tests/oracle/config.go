@@ -7,6 +7,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -27,14 +28,56 @@ type rayConfig struct {
 		CPU       string `json:"cpu"`
 		GPUDevice string `json:"gpuDevice"`
 	} `json:"placementStrategy"`
-	KValue                        *float64        `json:"kValue"`
-	DefaultStalenessGracePeriod   json.RawMessage `json:"defaultStalenessGracePeriod"`
-	MaxConsolidationPreemptees    *int            `json:"maxConsolidationPreemptees"`
-	AllowConsolidatingReclaim     *bool           `json:"allowConsolidatingReclaim"`
-	ReclaimerSaturationMultiplier *float64        `json:"reclaimerSaturationMultiplier"`
-	UseSchedulingSignatures       *bool           `json:"useSchedulingSignatures"`
-	DefaultPreemptMinRuntime      json.RawMessage `json:"defaultPreemptMinRuntime"`
-	DefaultReclaimMinRuntime      json.RawMessage `json:"defaultReclaimMinRuntime"`
+	KValue                        *float64                  `json:"kValue"`
+	DefaultStalenessGracePeriod   json.RawMessage           `json:"defaultStalenessGracePeriod"`
+	MaxConsolidationPreemptees    *int                      `json:"maxConsolidationPreemptees"`
+	AllowConsolidatingReclaim     *bool                     `json:"allowConsolidatingReclaim"`
+	ReclaimerSaturationMultiplier *float64                  `json:"reclaimerSaturationMultiplier"`
+	UseSchedulingSignatures       *bool                     `json:"useSchedulingSignatures"`
+	DefaultPreemptMinRuntime      json.RawMessage           `json:"defaultPreemptMinRuntime"`
+	DefaultReclaimMinRuntime      json.RawMessage           `json:"defaultReclaimMinRuntime"`
+	Plugins                       map[string]pluginOverride `json:"plugins"`
+}
+
+// pluginOverride is a SchedulingShard's per-plugin setting (arguments are kai-ray's own fields).
+type pluginOverride struct {
+	Enabled  *bool `json:"enabled"`
+	Priority *int  `json:"priority"`
+}
+
+// defaultPluginPriorities are KAI's operator's (SchedulingShard setDefaultPlugins): higher first.
+var defaultPluginPriorities = map[string]int{
+	"predicates": 1900, "proportion": 1800, "priority": 1700, "nodeavailability": 1600,
+	"resourcetype": 1500, "podaffinity": 1400, "elastic": 1300, "kubeflow": 1200, "ray": 1100,
+	"subgrouporder": 1000, "taskorder": 900, "nominatednode": 800, "dynamicresources": 700,
+	"minruntime": 600, "topology": 500, "snapshot": 400, "gpupack": 300, "gpuspread": 300,
+	"nodeplacement": 200, "gpusharingorder": 100,
+}
+
+// withOverrides drops the plugins the config turns off and orders the rest as KAI's operator
+// does (resolvePlugins): by priority, highest first, then by name.
+func withOverrides(plugins []conf.PluginOption, overrides map[string]pluginOverride) []conf.PluginOption {
+	priority := func(name string) int {
+		if override, found := overrides[name]; found && override.Priority != nil {
+			return *override.Priority
+		}
+		return defaultPluginPriorities[name]
+	}
+	var kept []conf.PluginOption
+	for _, plugin := range plugins {
+		if override, found := overrides[plugin.Name]; found && override.Enabled != nil && !*override.Enabled {
+			continue
+		}
+		kept = append(kept, plugin)
+	}
+	sort.SliceStable(kept, func(i, j int) bool {
+		pi, pj := priority(kept[i].Name), priority(kept[j].Name)
+		if pi != pj {
+			return pi > pj
+		}
+		return kept[i].Name < kept[j].Name
+	})
+	return kept
 }
 
 // kaiSetup is one session's configuration as KAI takes it.
@@ -178,6 +221,7 @@ func kaiSetupFor(config *rayConfig, actionsOverride string) (*kaiSetup, error) {
 	if gpu == "binpack" {
 		plugins = append(plugins, conf.PluginOption{Name: "gpusharingorder"})
 	}
+	plugins = withOverrides(plugins, config.Plugins)
 	schedulerName := strategy(config.SchedulerName, "kai-scheduler")
 	return &kaiSetup{
 		Config: &conf.SchedulerConfiguration{
