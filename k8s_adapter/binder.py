@@ -107,6 +107,7 @@ class Binder:
         self.env = GpuEnvWriter(api)
         self.claims = ClaimWriter(api)
         self.rollbacks = 0
+        self.mark: Callable[[str], None] = _nothing  # the loop's start-up clock: first request sent, answered
 
     async def bind_all(self, requests: Sequence[BindRequest]) -> list[BindOutcome]:
         return list(await asyncio.gather(*(self._bind(r) for r in requests)))
@@ -198,6 +199,7 @@ class Binder:
             },
             "target": {"apiVersion": "v1", "kind": "Node", "name": request.node},
         }
+        self.mark("sent")
         try:
             await self.api.request("POST", PODS.item(name, namespace, "binding"), body=body)
         except KubeError as exc:
@@ -209,6 +211,7 @@ class Binder:
             if exc.status == 404:
                 raise BindFailure(POD_GONE, retry=False) from exc
             raise
+        self.mark("bound")
         self._done(request)
         return BindOutcome(request.pod, True)
 
@@ -259,6 +262,10 @@ class Binder:
         if meta.get("deletionTimestamp") and not node:
             return BindOutcome(request.pod, False, POD_GONE)
         return BindOutcome(request.pod, False, f"conflict: {exc.reason} (bound to {node or 'nothing'})")
+
+
+def _nothing(step: str) -> None:
+    pass
 
 
 @dataclass(slots=True)

@@ -36,6 +36,7 @@ class ReflectorStats:
     events: int = 0
     gone: int = 0
     errors: int = 0
+    list_seconds: float = 0.0  # the last list, all its pages
     synced: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -100,6 +101,7 @@ class Reflector:
         items: list[JSON] = []
         token: str | None = None
         version = ""
+        started = time.monotonic()
         while True:
             reply = await self.api.request("GET", self.kind.collection(), {"limit": self.page_size, "continue": token})
             items.extend(reply.body.get("items") or [])
@@ -109,6 +111,7 @@ class Reflector:
             if not token:
                 break
         self.stats.lists += 1
+        self.stats.list_seconds = time.monotonic() - started
         self.on_list(self.kind, items)
         self.stats.synced.set()
         return version

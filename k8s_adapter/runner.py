@@ -34,6 +34,7 @@ from k8s_adapter.leader import Leadership
 from k8s_adapter.metrics import SECONDS_BUCKETS, SchedulerMetrics
 from k8s_adapter.problems import problem_events
 from k8s_adapter.reflector import Reflector
+from k8s_adapter.startup import StartupClock
 from k8s_adapter.status import Eviction, StatusWriter, describe_evictions
 from k8s_adapter.usage_feeds import UsageFeed
 from kai_ray import labels as L
@@ -106,6 +107,8 @@ class SchedulerLoop:
         self.sync_timeout = sync_timeout
         self.reservations = ReservationService(api, reservations)
         self.binder = Binder(api, reservations=self.reservations)
+        self.startup = StartupClock()
+        self.binder.mark = self.startup.mark
         cache.listeners.append(self._watch_sharers)
         self._next_reservation_sweep = 0.0
         self.evictor = Evictor(api, mode=eviction_mode, mark=mark_disruption_target)
@@ -136,8 +139,12 @@ class SchedulerLoop:
         watches = [asyncio.create_task(r.run(), name=f"watch-{r.kind.plural}") for r in self.reflectors]
         try:
             began = time.monotonic()
+            self.startup.mark("loop")
             await self._wait_for_sync()
+            slowest = sorted(self.reflectors, key=lambda r: -r.stats.list_seconds)[:2]
+            self.startup.mark("listed", ", ".join(f"{r.kind.plural} {r.stats.list_seconds:.2f}" for r in slowest))
             first = await asyncio.to_thread(self.cache.take_deltas, time.monotonic())
+            self.startup.mark("decoded")
             log.info(  # the records exist once the first deltas are taken (the watches only queue events)
                 "watches synced in %.2fs: %d nodes, %d pods, %d pod groups, %d queues",
                 time.monotonic() - began,
@@ -148,6 +155,7 @@ class SchedulerLoop:
             )
             self.coordinator = self.coordinator_factory(len(self.cache.nodes))
             await self._locked(self.coordinator.apply, first)
+            self.startup.mark("tables")
             while not self._stop.is_set():
                 started = time.monotonic()
                 await self.iterate()
@@ -218,6 +226,14 @@ class SchedulerLoop:
             return
         outcome = result[0]
         self.state.cycles += 1
+        if outcome.binds:
+            stats = outcome.stats
+            self.startup.mark(
+                "cycled",
+                f"open {stats.open_seconds:.2f}, actions {stats.session_seconds:.2f}, "
+                f"commit {stats.commit_seconds:.2f}, close {stats.close_seconds - stats.commit_seconds:.2f}; "
+                f"{len(outcome.binds)} binds",
+            )
         self.decision_log.cycle(self.state.cycles, outcome)
         # Binds and explanations go on in the background while the next cycle is computed:
         # the coordinator already counts the binds as placed, and only the latest

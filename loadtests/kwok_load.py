@@ -147,7 +147,7 @@ async def run_arriving(
 def row_text(result: PhaseResult) -> str:
     return (
         f"{result.name}, {result.scheduler}: {result.bound}/{result.pods} bound in {result.seconds:.1f}s "
-        f"({result.pods_per_second:.0f} pods/s), first bind {result.first_bind:.1f}s"
+        f"({result.pods_per_second:.0f} pods/s), first bind {result.first_bind:.1f}s after the process started"
     )
 
 
@@ -166,7 +166,7 @@ def report(results: Sequence[PhaseResult]) -> str:
         rows.append(
             [
                 r.name,
-                "kai-ray" if r.scheduler == KAI else "kube-scheduler",
+                label(r),
                 f"{r.bound}/{r.pods}",
                 f"{r.seconds:.1f}",
                 f"{r.pods_per_second:,.0f}",
@@ -185,7 +185,7 @@ def report(results: Sequence[PhaseResult]) -> str:
             "bound",
             "seconds",
             "pods/s",
-            "first bind s",
+            "first bind after start s",
             "p50 s",
             "p99 s",
             "apiserver req/s",
@@ -197,17 +197,21 @@ def report(results: Sequence[PhaseResult]) -> str:
     found = ratio(results)
     if found is not None:
         text += f"\nkai-ray / kube-scheduler pods/s: {found:.2f}x"
+    starts = [f"{label(r)} {r.first_bind:.2f}s ({r.name})" for r in results if r.bound]
+    if starts:
+        text += "\nfirst bind after the process started, as the watch saw it: " + ", ".join(starts)
+    for r in results:
+        if r.startup is not None:
+            text += f"\n{r.name} (kai-ray) start-up, its log: first bind answered {r.startup[0]:.2f}s; {r.startup[1]}"
     window = [r for r in results if r.seconds > 0]
     for r in window:
         busy = {k: v / r.seconds for k, v in r.cpu_seconds.items()}
-        text += (
-            f"\n{r.name} ({'kai-ray' if r.scheduler == KAI else 'kube-scheduler'}): cores busy on average - "
-            + ", ".join(f"{k} {v:.2f}" for k, v in sorted(busy.items()))
+        text += f"\n{r.name} ({label(r)}): cores busy on average - " + ", ".join(
+            f"{k} {v:.2f}" for k, v in sorted(busy.items())
         )
     for r in results:
         if r.requests_by_kind and r.bound:
-            who = "kai-ray" if r.scheduler == KAI else "kube-scheduler"
-            text += f"\n{r.name} ({who}): apiserver requests per bound pod - " + per_pod_requests(
+            text += f"\n{r.name} ({label(r)}): apiserver requests per bound pod - " + per_pod_requests(
                 r.requests_by_kind, r.bound
             )
     for r in results:
@@ -216,6 +220,10 @@ def report(results: Sequence[PhaseResult]) -> str:
                 f"{step} {count} / {seconds:.1f}" for step, (count, seconds) in sorted(r.steps.items())
             )
     return text
+
+
+def label(result: PhaseResult) -> str:
+    return "kai-ray" if result.scheduler == KAI else "kube-scheduler"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

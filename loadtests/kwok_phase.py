@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from k8s_adapter.api import KubeApi, KubeError, connect
 from kai_ray.sim.cluster import KWOK_TAINT, synthetic_nodes
 from loadtests.kwok_driver import percentile
+from loadtests.scheduler_log import startup_breakdown
 from realcluster.cluster import ClusterOptions, RealCluster, free_port
 
 NAMESPACE = "default"
@@ -56,6 +57,8 @@ class PhaseResult:
     cpu_seconds: dict[str, float] = field(default_factory=dict)  # per process over the window
     setup_seconds: float = 0.0
     steps: dict[str, tuple[int, float]] = field(default_factory=dict)  # kai-ray loop step -> (count, seconds)
+    # kai-ray's log: its first bind answered, seconds after its process started, and the steps to it
+    startup: tuple[float, str] | None = None
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -351,6 +354,7 @@ async def run_phase(
             requests_after = await asyncio.to_thread(apiserver_requests, cluster)
             watching.cancel()
             made = request_delta(requests_before, requests_after)
+            logged = scheduler_log(cluster).read_text(errors="replace") if scheduler == KAI else ""
             times = [at - started for at in watch.bound_at.values()]
             groups_bound: dict[str, int] = {}
             for _, obj in pods:
@@ -376,6 +380,7 @@ async def run_phase(
                 cpu_seconds={k: round(cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0), 1) for k in pids},
                 setup_seconds=setup,
                 steps=steps,
+                startup=startup_breakdown(logged),
                 errors=(errors + watch.errors)[:10],
             )
         finally:

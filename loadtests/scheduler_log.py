@@ -16,6 +16,8 @@ CYCLE_SUMMARY = re.compile(
     r" in (\d+(?:\.\d+)?) ms"
 )
 GROUPING_RETRY = "could not group"
+# k8s_adapter/startup.py: one line once the first bind is answered, the steps up to it.
+STARTUP = re.compile(r"first bind (\d+(?:\.\d+)?)s after the process started: (.*?)(?= \w+_at=|$)", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,12 @@ def parse_scheduler_log(text: str) -> LogFacts:
         cycle_binds=sum(bound for bound, _ in cycles),
         grouping_retries=text.count(GROUPING_RETRY),
     )
+
+
+def startup_breakdown(text: str) -> tuple[float, str] | None:
+    """kai-ray's own account of its start: seconds to its first bind answered, and the steps."""
+    found = STARTUP.search(text)
+    return (float(found.group(1)), found.group(2)) if found else None
 
 
 def step_delta(

@@ -1,0 +1,74 @@
+"""How the scheduler's start went, from its process's start to its first bind, step by step.
+
+The clock starts where the kernel started the process (``psutil``), so the interpreter and the
+imports count: what a user waits for after ``kai-ray run`` is the whole of it. Each step is
+marked once, the first time it ends; the loop logs the breakdown in one line when the first
+bind is answered (``loadtests/scheduler_log.py`` reads it back).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import psutil
+
+from kai_ray.logs import fields
+
+log = logging.getLogger(__name__)
+
+# The steps, in the order they end; each one's share is the time since the one before it.
+STEPS = (
+    ("loop", "imports"),  # the loop starts: interpreter, imports, client and metrics set up
+    ("listed", "lists"),  # every watched kind listed (the pages read, the raw objects kept)
+    ("decoded", "decode"),  # the first deltas: every object read into model records
+    ("tables", "shard tables"),  # the coordinator made and the first deltas applied (the shards' tables)
+    ("cycled", "first cycle"),  # the first cycle decided (its binds committed)
+    ("sent", "bind sent"),  # the first pods/binding request left
+    ("bound", "bind answered"),  # ... and was answered
+)
+
+
+def process_started() -> float:
+    """When this process started, wall clock (the kernel's record; now when it cannot be read)."""
+    try:
+        return float(psutil.Process().create_time())
+    except psutil.Error:  # pragma: no cover - /proc unreadable
+        return time.time()
+
+
+class StartupClock:
+    def __init__(self, origin: float | None = None) -> None:
+        self.origin = process_started() if origin is None else origin
+        self.marks: dict[str, float] = {}  # step -> seconds since the process started
+        self.notes: dict[str, str] = {}  # step -> what else is worth saying about it
+        self.reported = False
+
+    def mark(self, step: str, note: str = "") -> None:
+        if step not in self.marks:
+            self.marks[step] = time.time() - self.origin
+            if note:
+                self.notes[step] = note
+        if step == "bound":
+            self.report()
+
+    def report(self) -> None:
+        """Log the breakdown once, when the first bind has been answered."""
+        if self.reported or "bound" not in self.marks:
+            return
+        self.reported = True
+        parts, last = [], 0.0
+        for step, label in STEPS:
+            at = self.marks.get(step)
+            if at is None:
+                continue
+            note = f" ({self.notes[step]})" if step in self.notes else ""
+            parts.append(f"{label} {at - last:.2f}{note}")
+            last = at
+        total = self.marks["bound"]
+        log.info(
+            "first bind %.2fs after the process started: %s",
+            total,
+            ", ".join(parts),
+            extra=fields(**{f"{step}_at": round(at, 3) for step, at in self.marks.items()}),
+        )
