@@ -12,7 +12,7 @@ that does not answer ends the cycle: nothing of it is bound.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from coordinator.cluster_model import ClusterModel
@@ -29,6 +29,11 @@ from shards.shapes import TaskShape
 
 R = TypeVar("R")
 RETRY = "capacity changed before the bind was committed ({why}); retried next cycle"
+# Pods per run handed to the bind sink: the first run small, so the first bind leaves as soon as
+# its job is committed; later runs larger, so a cycle of ten thousand binds is a few dozen calls.
+FIRST_RUN = 16
+LONGEST_RUN = 1024
+BindSink = Callable[[list[BindIntent]], None]
 
 
 class ShardLost(Exception):
@@ -48,10 +53,15 @@ def check(answers: Answers[R], phase: str) -> dict[int, R]:
 
 
 class BindCommit:
-    def __init__(self, shards: ShardSet, model: ClusterModel, rid_prefix: str) -> None:
+    def __init__(self, shards: ShardSet, model: ClusterModel, rid_prefix: str, sink: BindSink | None = None) -> None:
         self.shards = shards
         self.model = model
         self.rid_prefix = rid_prefix  # e<epoch>c<cycle>
+        # Binds committed on every shard they touch are final (the model assumes them bound): the
+        # sink gets them run by run, whole jobs each, while the cycle goes on concluding the others
+        # and collecting its decisions. ``result.streamed`` counts them (a prefix of ``result.binds``).
+        self.sink = sink
+        self._run = FIRST_RUN
 
     def _new_binds(self, state: SessionState, picked: bool, picks: Mapping[str, Pick]) -> dict[str, list[Task]]:
         """Per job, the pods this session placed on free capacity, from the streams or not."""
@@ -164,7 +174,19 @@ class BindCommit:
                 self.model.assume_bound(task.key, task.node, task.gpu_groups, task.claims)
                 result.binds.append(BindIntent(task.key, task.node, task.gpu_groups, rid, task.claims))
                 placed[task.key] = task.node
+            if len(result.binds) - result.streamed >= self._run:
+                self.hand_out(result)
         self.shards.record_placed(placed)
+        self.hand_out(result)
+
+    def hand_out(self, result: CycleResult) -> None:
+        """The committed binds not handed out yet, to the sink (a job's pods are never split)."""
+        if self.sink is None or len(result.binds) == result.streamed:
+            return
+        run = result.binds[result.streamed :]
+        result.streamed = len(result.binds)
+        self._run = min(LONGEST_RUN, self._run * 4)
+        self.sink(run)
 
 
 def retry_next_cycle(state: SessionState, job_key: str, why: str, result: CycleResult) -> None:

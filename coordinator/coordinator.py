@@ -33,7 +33,7 @@ from functools import partial
 
 from coordinator.actions.allocate import explain_unplaced
 from coordinator.actions.registry import build_actions
-from coordinator.binding import BindCommit, ShardLost, check, retry_next_cycle
+from coordinator.binding import BindCommit, BindSink, ShardLost, check, retry_next_cycle
 from coordinator.cluster_model import ClusterModel
 from coordinator.decisions import Decisions, Settled, collect
 from coordinator.job_timers import remember_clocks
@@ -93,6 +93,9 @@ class Coordinator:
         self.pod_maps = PodMaps()  # each pod's queue and job, kept while no pod or job changes
         self._closing_seconds = 0.0  # what the last session took after its actions (see _run_cycle)
         self.settled = Settled()  # decisions that follow from records alone (decisions.collect)
+        # Where a cycle hands its binds as their jobs are committed (the live loop sends them at
+        # once); None: they are only in the cycle's result. Called on the cycle's thread.
+        self.bind_sink: BindSink | None = None
 
     @property
     def epoch(self) -> int:
@@ -321,11 +324,18 @@ class Coordinator:
         self, state: SessionState, stmt: Statement, placer: RoundPlacer | None, now: float, result: CycleResult
     ) -> None:
         """Settle what the shards placed, then prepare and commit what the session placed itself."""
-        commit = BindCommit(self.shards, self.model, f"e{self.epoch}c{self.cycles}")
+        # A session on every node's row prepares its own placements after the settle, and a shard
+        # lost there fails the whole cycle: nothing of it may have left by then.
+        prepares = bool(len(state.table))
+        commit = BindCommit(
+            self.shards, self.model, f"e{self.epoch}c{self.cycles}", None if prepares else self.bind_sink
+        )
         if placer is not None and placer.rounds:
             result.stats.place_rounds = placer.rounds
             state.shard_diagnoses.update(commit.settle(state, placer, stmt.picks, now, result))
+        commit.sink = self.bind_sink
         commit.prepare_and_commit(state, stmt.picks, now, result)
+        commit.hand_out(result)  # what the settle committed, when no prepare followed with more
         _explain_unplaced(state)
 
 

@@ -46,6 +46,7 @@ class CycleStats:
 class CycleResult:
     decisions: Decisions
     binds: list[BindIntent] = field(default_factory=list)
+    streamed: int = 0  # the first binds, handed to the coordinator's bind sink as they were committed
     evictions: list[EvictIntent] = field(default_factory=list)
     stats: CycleStats = field(default_factory=CycleStats)
     pod_queues: dict[str, str] = field(default_factory=dict)  # pod -> leaf queue, for pods of pod groups

@@ -98,6 +98,10 @@ class ClusterCache:
         """A fresh list replaces everything known of that kind."""
         self._inbox.listed(kind, items)
 
+    def on_page(self, kind: Kind, items: list[JSON]) -> None:
+        """A page of a list still coming: decoded with the next deltas, the whole list after it."""
+        self._inbox.page(kind, items)
+
     def on_event(self, kind: Kind, event: str, obj: JSON) -> None:
         if self._inbox.event(kind, event, obj):
             for listener in self.listeners:

@@ -44,11 +44,23 @@ class Inbox:
         self._lock = threading.Lock()
         self._batch = Batch()
         self._versions: dict[tuple[str, str], int] = {}  # the newest version delivered, by (kind, key)
+        self._paged: dict[str, set[str]] = {}  # kind -> keys its list in progress delivered in pages
+
+    def page(self, kind: Kind, items: list[JSON]) -> None:
+        """A page of a list in progress: its objects are kept like watch events (a newer version
+        wins), so they can be decoded while the other pages come; the whole list follows."""
+        if kind in DRA_WATCHED:
+            return  # their records take the list whole
+        for obj in items:
+            if self.event(kind, "ADDED", obj):
+                with self._lock:
+                    self._paged.setdefault(kind.name, set()).add(object_key(kind, obj))
 
     def listed(self, kind: Kind, items: list[JSON]) -> None:
         """A fresh list replaces everything known of that kind."""
         keys = {object_key(kind, obj) for obj in items}
         with self._lock:
+            paged = self._paged.pop(kind.name, set())
             batch = self._batch
             for obj in items:
                 version = resource_version(obj)
@@ -62,7 +74,10 @@ class Inbox:
                     del batch.events[entry]
                 return
             for obj in items:
-                batch.events[(kind.name, object_key(kind, obj))] = (kind, "ADDED", obj)
+                key = object_key(kind, obj)
+                if key in paged:  # delivered by a page of this list: taken or waiting, not twice
+                    continue
+                batch.events[(kind.name, key)] = (kind, "ADDED", obj)
             for (name, key), (_, _, obj) in list(batch.events.items()):
                 if name == kind.name and key not in keys:
                     batch.events[(name, key)] = (kind, "DELETED", obj)

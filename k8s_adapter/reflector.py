@@ -1,6 +1,7 @@
 """List + watch for one kind, kept going forever (the informer pattern, written for our needs).
 
-1. List with paging and remember the list's resourceVersion; hand the full set to the sink.
+1. List with paging and remember the list's resourceVersion; hand each page to the page sink as it
+   comes (so a large list is read while the rest is still on its way), the full set to the list sink.
 2. Watch from that version with bookmarks; every event goes to the sink; the version moves.
 3. The server ends the stream (timeoutSeconds) -> watch again from the last version.
    410 Gone (version too old) -> list again. Other failures -> back off, then list again.
@@ -50,11 +51,13 @@ class Reflector:
         watch_seconds: int = 300,
         page_size: int = 500,
         max_backoff: float = 30.0,
+        on_page: ListSink | None = None,
     ) -> None:
         self.api = api
         self.kind = kind
         self.on_list = on_list
         self.on_event = on_event
+        self.on_page = on_page  # each page of a list but the last, as it comes (the list follows whole)
         self.watch_seconds = watch_seconds
         self.page_size = page_size
         self.max_backoff = max_backoff
@@ -104,12 +107,15 @@ class Reflector:
         started = time.monotonic()
         while True:
             reply = await self.api.request("GET", self.kind.collection(), {"limit": self.page_size, "continue": token})
-            items.extend(reply.body.get("items") or [])
+            page = reply.body.get("items") or []
+            items.extend(page)
             meta = reply.body.get("metadata") or {}
             version = str(meta.get("resourceVersion") or version)
             token = meta.get("continue") or None
             if not token:
                 break
+            if self.on_page is not None:
+                self.on_page(self.kind, page)
         self.stats.lists += 1
         self.stats.list_seconds = time.monotonic() - started
         self.on_list(self.kind, items)

@@ -14,9 +14,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from coordinator.coordinator import BindIntent, CycleResult
 from k8s_adapter.api import KubeApi, KubeError, describe
@@ -42,6 +42,7 @@ from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import PodState
 
 log = logging.getLogger(__name__)
+PAGE_POLL_SECONDS = 0.05  # while the pods are listed: how often their pages so far are decoded
 RESERVATION_SWEEP_SECONDS = 60.0  # a full reservation-pod clean-up, besides the one per finished sharer
 LOOP_STEPS = ("apply", "group", "usage", "cycle", "bind", "evict", "clocks", "status", "metrics", "reservations")
 
@@ -54,6 +55,13 @@ class CoordinatorLike(Protocol):
     def bind_failed(self, pods: list[str]) -> None: ...
 
 
+@runtime_checkable
+class StreamsBinds(Protocol):
+    """A coordinator that hands out a cycle's binds as it commits them (one in this process)."""
+
+    bind_sink: Callable[[list[BindIntent]], None] | None
+
+
 @dataclass(slots=True)
 class LoopState:
     iterations: int = 0
@@ -64,6 +72,7 @@ class LoopState:
     binds: int = 0
     evictions: int = 0
     cycles: int = 0  # cycles run as the leader
+    longest_iteration: float = 0.0  # seconds
 
 
 class SchedulerLoop:
@@ -99,6 +108,20 @@ class SchedulerLoop:
             buckets=SECONDS_BUCKETS,
             registry=registry,
         )
+        # Every iteration's time, not only those the loop warns of (over ten periods): a histogram
+        # for how they spread, and the longest since the start for what a window's histogram
+        # can only bound.
+        self.iteration_seconds = Histogram(
+            "kai_ray_loop_iteration_duration_seconds",
+            "Time per scheduler loop iteration (feed, group, cycle and the steps it waits for).",
+            buckets=SECONDS_BUCKETS,
+            registry=registry,
+        )
+        self.longest_iteration = Gauge(
+            "kai_ray_loop_iteration_longest_seconds",
+            "The longest scheduler loop iteration since the process started.",
+            registry=registry,
+        )
         for step in LOOP_STEPS:  # every step's series exists from the start, at zero
             self.errors.labels(step)
             self.step_seconds.labels(step)
@@ -120,7 +143,7 @@ class SchedulerLoop:
         self.grouper = PodGrouper(api, self._binding, self.clocks, defer=DEFER_SECONDS)
         self.pod_grouper = pod_grouper  # off: no PodGroup creates or pod patches (the chart may not grant them)
         kinds = WATCHED + (DRA_WATCHED if dra else ())
-        self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event) for kind in kinds]
+        self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event, on_page=cache.on_page) for kind in kinds]
         self.state = LoopState()
         self.decision_log = DecisionLog()
         self._stop = asyncio.Event()
@@ -140,11 +163,7 @@ class SchedulerLoop:
         try:
             began = time.monotonic()
             self.startup.mark("loop")
-            await self._wait_for_sync()
-            slowest = sorted(self.reflectors, key=lambda r: -r.stats.list_seconds)[:2]
-            self.startup.mark("listed", ", ".join(f"{r.kind.plural} {r.stats.list_seconds:.2f}" for r in slowest))
-            first = await asyncio.to_thread(self.cache.take_deltas, time.monotonic())
-            self.startup.mark("decoded")
+            await self._start(began + self.sync_timeout)
             log.info(  # the records exist once the first deltas are taken (the watches only queue events)
                 "watches synced in %.2fs: %d nodes, %d pods, %d pod groups, %d queues",
                 time.monotonic() - began,
@@ -153,14 +172,15 @@ class SchedulerLoop:
                 len(self.cache.raw_groups),
                 len(self.cache.queues),
             )
-            self.coordinator = self.coordinator_factory(len(self.cache.nodes))
-            await self._locked(self.coordinator.apply, first)
-            self.startup.mark("tables")
             while not self._stop.is_set():
                 started = time.monotonic()
                 await self.iterate()
                 self.state.last_iteration = time.monotonic()
                 elapsed = time.monotonic() - started
+                self.iteration_seconds.observe(elapsed)
+                if elapsed > self.state.longest_iteration:
+                    self.state.longest_iteration = elapsed
+                    self.longest_iteration.set(elapsed)
                 if elapsed > 10 * self.period:
                     log.warning("a scheduler iteration took %.1fs", elapsed)
                 # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
@@ -180,18 +200,44 @@ class SchedulerLoop:
                 task.cancel()
             await asyncio.gather(*watches, return_exceptions=True)
 
-    async def _wait_for_sync(self) -> None:
+    async def _start(self, deadline: float) -> None:
+        """The coordinator, fed with everything listed, built while the pods still come: every other
+        kind first (the nodes make the shards' tables), then the pods page by page as they arrive,
+        so the reading of the lists, the records and the tables overlap instead of queueing."""
+        others = [r for r in self.reflectors if r.kind is not PODS]
+        await self._wait_for_sync(others, deadline)
+        self.startup.mark("nodes")
+        first = await asyncio.to_thread(self.cache.take_deltas, time.monotonic())
+        self.coordinator = coordinator = self.coordinator_factory(len(self.cache.nodes))
+        self._stream_binds(coordinator)
+        await self._locked(coordinator.apply, first)
+        self.startup.mark("tables")
+        pods = [r for r in self.reflectors if r.kind is PODS]
+        while not all(r.stats.synced.is_set() for r in pods) and time.monotonic() < deadline:
+            if self.cache.pending_events():
+                await self._locked(self._feed, coordinator)  # the pages so far, while the next ones come
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(PAGE_POLL_SECONDS):  # not wait_for: see run()
+                        await asyncio.gather(*(r.stats.synced.wait() for r in pods))
+        await self._wait_for_sync(pods, deadline)
+        self.state.synced = True
+        slowest = sorted(self.reflectors, key=lambda r: -r.stats.list_seconds)[:2]
+        self.startup.mark("listed", ", ".join(f"{r.kind.plural} {r.stats.list_seconds:.2f}" for r in slowest))
+        await self._locked(self._feed, coordinator)
+        self.startup.mark("decoded")
+
+    async def _wait_for_sync(self, reflectors: list[Reflector], deadline: float) -> None:
         try:
-            async with asyncio.timeout(self.sync_timeout):  # not wait_for: see run()
-                await asyncio.gather(*(r.stats.synced.wait() for r in self.reflectors))
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):  # not wait_for: see run()
+                await asyncio.gather(*(r.stats.synced.wait() for r in reflectors))
         except TimeoutError:
-            missing = [r.kind.plural for r in self.reflectors if not r.stats.synced.is_set()]
+            missing = [r.kind.plural for r in reflectors if not r.stats.synced.is_set()]
             log.error(
                 "not all watches synced within %ss (missing: %s); scheduling with what is known",
                 self.sync_timeout,
                 ", ".join(missing),
             )
-        self.state.synced = True
 
     async def iterate(self) -> None:
         """One turn: feed changes, group pods, and (as leader) schedule, bind, evict, explain."""
@@ -237,8 +283,11 @@ class SchedulerLoop:
         self.decision_log.cycle(self.state.cycles, outcome)
         # Binds and explanations go on in the background while the next cycle is computed:
         # the coordinator already counts the binds as placed, and only the latest
-        # explanation matters. Their failures come back through bind_failed.
-        self._background(self._step("bind", lambda: self._bind(coordinator, outcome)))
+        # explanation matters. Their failures come back through bind_failed. The binds the
+        # coordinator handed out as it committed them are on their way already.
+        rest = outcome.binds[outcome.streamed :]
+        if rest:
+            self._background(self._step("bind", lambda: self._bind(coordinator, rest)))
         await self._step("evict", lambda: self._evict(outcome))
         if outcome.job_clocks or self.clocks.retry or self.clocks.waiting:
             groups, live = self.cache.raw_groups, outcome.decisions.pod_groups  # every job of the session
@@ -254,6 +303,21 @@ class SchedulerLoop:
         if time.monotonic() >= self._next_reservation_sweep:
             self._next_reservation_sweep = time.monotonic() + RESERVATION_SWEEP_SECONDS
             self._background(self._step("reservations", self.reservations.sync_all))
+
+    def _stream_binds(self, coordinator: CoordinatorLike) -> None:
+        """Binds leave as the cycle commits them, run by run, not when the whole cycle is done: on a
+        start with thousands of pods pending, the first is sent before the last is concluded."""
+        if not isinstance(coordinator, StreamsBinds):
+            return
+        loop = asyncio.get_running_loop()
+
+        def sink(binds: list[BindIntent]) -> None:  # on the cycle's thread
+            loop.call_soon_threadsafe(self._send_binds, coordinator, binds)
+
+        coordinator.bind_sink = sink
+
+    def _send_binds(self, coordinator: CoordinatorLike, binds: list[BindIntent]) -> None:
+        self._background(self._step("bind", lambda: self._bind(coordinator, binds)))
 
     def _watch_sharers(self, kind: Kind, event: str, obj: dict[str, Any]) -> None:
         """KAI's pod controller: when a pod that shares GPUs ends or goes, its groups' reservation
@@ -299,20 +363,20 @@ class SchedulerLoop:
         finally:
             self.step_seconds.labels(name).observe(time.perf_counter() - started)
 
-    async def _bind(self, coordinator: CoordinatorLike, outcome: CycleResult) -> None:
-        if not outcome.binds:
+    async def _bind(self, coordinator: CoordinatorLike, binds: list[BindIntent]) -> None:
+        if not binds:
             return
         if not self.leadership.is_leader():  # fencing: the lease may have moved during the cycle
-            await self._locked(coordinator.bind_failed, [b.pod for b in outcome.binds])
+            await self._locked(coordinator.bind_failed, [b.pod for b in binds])
             return
-        requests = [self._bind_request(b) for b in outcome.binds]
+        requests = [self._bind_request(b) for b in binds]
         pods = [r.pod for r in requests]
         self._binding.update(pods)
         try:
             results = await self.binder.bind_all(requests)
         finally:
             self._binding.difference_update(pods)
-        nodes = {b.pod: b.node for b in outcome.binds}
+        nodes = {b.pod: b.node for b in binds}
         uids = {r.pod: r.uid for r in requests}
         await self.status.bound([(r.pod, uids[r.pod], nodes[r.pod], r.ok, r.reason) for r in results])
         failed = [r.pod for r in results if not r.ok]

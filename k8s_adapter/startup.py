@@ -17,16 +17,18 @@ from kai_ray.logs import fields
 
 log = logging.getLogger(__name__)
 
-# The steps, in the order they end; each one's share is the time since the one before it.
-STEPS = (
-    ("loop", "imports"),  # the loop starts: interpreter, imports, client and metrics set up
-    ("listed", "lists"),  # every watched kind listed (the pages read, the raw objects kept)
-    ("decoded", "decode"),  # the first deltas: every object read into model records
-    ("tables", "shard tables"),  # the coordinator made and the first deltas applied (the shards' tables)
-    ("cycled", "first cycle"),  # the first cycle decided (its binds committed)
-    ("sent", "bind sent"),  # the first pods/binding request left
-    ("bound", "bind answered"),  # ... and was answered
-)
+# The steps; each one's share is the time since the step that ended before it (the first cycle's
+# binds leave as they are committed, so the first bind is sent before that cycle ends).
+STEPS = {
+    "loop": "imports",  # the loop starts: interpreter, imports, client and metrics set up
+    "nodes": "nodes and other kinds listed",  # every watched kind but the pods
+    "tables": "shard tables",  # their records read, the coordinator made and fed (the shards' tables)
+    "listed": "pods listed",  # the last page of pods came (the pages before it read meanwhile)
+    "decoded": "last pods read",  # the pages not read yet, into records and to the coordinator
+    "sent": "first bind sent",  # the first pods/binding request left
+    "cycled": "first cycle ends",  # the first cycle that bound pods returned
+    "bound": "first bind answered",  # the first pods/binding request was answered
+}
 
 
 def process_started() -> float:
@@ -58,12 +60,9 @@ class StartupClock:
             return
         self.reported = True
         parts, last = [], 0.0
-        for step, label in STEPS:
-            at = self.marks.get(step)
-            if at is None:
-                continue
+        for step, at in sorted(self.marks.items(), key=lambda mark: mark[1]):
             note = f" ({self.notes[step]})" if step in self.notes else ""
-            parts.append(f"{label} {at - last:.2f}{note}")
+            parts.append(f"{STEPS.get(step, step)} {at - last:.2f}{note}")
             last = at
         total = self.marks["bound"]
         log.info(
