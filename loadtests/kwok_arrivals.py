@@ -36,6 +36,7 @@ from loadtests.kwok_phase import (
     apiserver_requests,
     cpu_seconds,
     create_all,
+    kai_ray_iterations,
     kai_ray_steps,
     load_cluster,
     load_pod,
@@ -47,7 +48,14 @@ from loadtests.kwok_phase import (
     start_scheduler,
     stop_scheduler,
 )
-from loadtests.scheduler_log import LogFacts, log_json, longest_iteration_text, parse_scheduler_log, step_delta
+from loadtests.scheduler_log import (
+    LogFacts,
+    iteration_text,
+    log_json,
+    longest_in_window,
+    parse_scheduler_log,
+    step_delta,
+)
 from realcluster.cluster import RealCluster, free_port
 
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
@@ -97,6 +105,7 @@ class ArrivalResult:
     cpu_seconds: dict[str, float] = field(default_factory=dict)  # per process over the window
     steps: dict[str, tuple[int, float]] = field(default_factory=dict)  # kai-ray loop step -> (count, s)
     log: LogFacts | None = None  # kai-ray's log over the window
+    longest_iteration: tuple[float, bool] | None = None  # kai-ray's metrics: seconds, exact (else a bound)
     # From the window's start until the scheduler's writes that trail its binds (events, status,
     # PodGroups) have settled: what the pods cost in all, whatever was left until after the window.
     settled_requests: dict[str, int] = field(default_factory=dict)
@@ -153,7 +162,7 @@ def arrival_rows(results: Sequence[ArrivalResult]) -> list[list[str]]:
                 f"{r.latency(0.5):.1f}",
                 f"{r.latency(0.99):.1f}",
                 " ".join(f"{k} {v:.0f}" for k, v in sorted(r.cpu_seconds.items())),
-                longest_iteration_text(r.log),
+                iteration_text(r.longest_iteration, r.log),
             ]
         )
     return rows
@@ -298,6 +307,7 @@ async def run_arrivals(
             pids = {**cluster.pids(), "driver": os.getpid(), "scheduler": process.pid}
             cpu_before = cpu_seconds(pids)
             steps_before = await asyncio.to_thread(kai_ray_steps, metrics_port) if scheduler == KAI else {}
+            iterations_before = await asyncio.to_thread(kai_ray_iterations, metrics_port) if scheduler == KAI else None
             log_path = scheduler_log(cluster)
             log_from = log_path.stat().st_size
             created: dict[str, float] = {}
@@ -314,6 +324,7 @@ async def run_arrivals(
             window = time.monotonic() - first_create
             cpu_after = cpu_seconds(pids)
             steps_after = await asyncio.to_thread(kai_ray_steps, metrics_port) if scheduler == KAI else {}
+            iterations_after = await asyncio.to_thread(kai_ray_iterations, metrics_port) if scheduler == KAI else None
             requests_after = await asyncio.to_thread(apiserver_requests, cluster)
             watching.cancel()
             settled, settled_after = await settle(cluster, requests_after, len(names))
@@ -341,6 +352,11 @@ async def run_arrivals(
                 cpu_seconds={k: round(cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0), 1) for k in pids},
                 steps=step_delta(steps_before, steps_after),
                 log=facts,
+                longest_iteration=(
+                    longest_in_window(iterations_before, iterations_after)
+                    if iterations_before is not None and iterations_after is not None
+                    else None
+                ),
                 errors=(errors + watch.errors)[:10],
             )
         finally:

@@ -193,6 +193,24 @@ def kai_ray_steps(port: int) -> dict[str, tuple[int, float]]:
     return {step: (counts[step], round(sums.get(step, 0.0), 2)) for step in counts}
 
 
+def kai_ray_iterations(port: int) -> tuple[float, dict[float, int]]:
+    """kai-ray's loop iterations: the longest since its start, and the histogram's cumulative counts
+    by upper bound (empty when /metrics cannot be read)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+    except OSError:
+        return 0.0, {}
+    longest, buckets = 0.0, {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "kai_ray_loop_iteration_longest_seconds":
+                longest = sample.value
+            elif sample.name == "kai_ray_loop_iteration_duration_seconds_bucket":
+                buckets[float(sample.labels["le"])] = int(sample.value)
+    return longest, buckets
+
+
 def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
     """User + system CPU of each process; the scheduler's with its children (Ray's processes)."""
     out: dict[str, float] = {}

@@ -67,6 +67,32 @@ def step_delta(
     return out
 
 
+Iterations = tuple[float, dict[float, int]]  # the longest since the start, cumulative bucket counts
+
+
+def longest_in_window(before: Iterations, after: Iterations) -> tuple[float, bool] | None:
+    """The longest loop iteration between two readings of kai-ray's metrics: exact (True) when the
+    longest since the start grew meanwhile, else the histogram's bound on it (False); None when
+    no iteration ended in between."""
+    (was, counts_before), (now, counts_after) = before, after
+    if not counts_after:
+        return None
+    new = {le: count - counts_before.get(le, 0) for le, count in counts_after.items()}
+    total = new.get(float("inf"), 0)
+    if total <= 0:
+        return None
+    if now > was:
+        return now, True
+    return min(le for le, count in new.items() if count == total), False
+
+
+def iteration_text(longest: tuple[float, bool] | None, facts: LogFacts | None) -> str:
+    if longest is not None:
+        value, exact = longest
+        return f"{value:.2f}" if exact else f"<= {value:g}"
+    return longest_iteration_text(facts)
+
+
 def log_json(facts: LogFacts) -> dict[str, Any]:
     return {name: getattr(facts, name) for name in LogFacts.__slots__}
 

@@ -18,6 +18,7 @@ from coordinator.decisions import Decisions
 from coordinator.results import BindIntent, CycleResult, CycleStats
 from k8s_adapter import runner
 from k8s_adapter.decision_log import DecisionLog
+from k8s_adapter.startup import StartupClock
 from kai_ray.logs import TextFormatter
 from loadtests.kwok_arrivals import (
     ArrivalResult,
@@ -30,7 +31,15 @@ from loadtests.kwok_arrivals import (
     create_batches,
 )
 from loadtests.kwok_phase import KAI, KUBE, scheduler_command
-from loadtests.scheduler_log import LONG_ITERATION, LogFacts, parse_scheduler_log, step_delta
+from loadtests.scheduler_log import (
+    LONG_ITERATION,
+    LogFacts,
+    iteration_text,
+    longest_in_window,
+    parse_scheduler_log,
+    startup_breakdown,
+    step_delta,
+)
 
 
 # ------------------------------------------------------------------ the batches
@@ -253,3 +262,24 @@ def test_all_bound_exits_0(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kwok_load, "run_preloaded", nothing)
     monkeypatch.setattr(kwok_load, "run_arriving", arriving)
     assert kwok_load.main(["--mode", "arrivals"]) == 0
+
+
+def test_the_longest_iteration_in_a_window_is_exact_when_it_grew_else_bounded() -> None:
+    inf = float("inf")
+    before = (2.5, {0.256: 10, 0.512: 12, inf: 12})
+    assert longest_in_window(before, (3.1, {0.256: 10, 0.512: 12, 4.096: 13, inf: 13})) == (3.1, True)
+    assert longest_in_window(before, (2.5, {0.256: 14, 0.512: 17, inf: 17})) == (0.512, False)
+    assert longest_in_window(before, before) is None  # no iteration ended in the window
+    assert iteration_text((0.512, False), None) == "<= 0.512" and iteration_text((3.1, True), None) == "3.10"
+    assert iteration_text(None, None) == "-"
+
+
+def test_kai_rays_start_up_line_is_read_back(caplog: pytest.LogCaptureFixture) -> None:
+    clock = StartupClock(origin=0.0)
+    with caplog.at_level(logging.INFO, logger="k8s_adapter.startup"):
+        for step in ("loop", "nodes", "tables", "listed", "decoded", "sent", "cycled", "bound"):
+            clock.mark(step)
+    found = startup_breakdown(_logged(caplog.records))
+    assert found is not None
+    assert found[0] == pytest.approx(clock.marks["bound"], abs=0.01)
+    assert found[1].startswith("imports ") and "first bind sent" in found[1] and "_at=" not in found[1]
