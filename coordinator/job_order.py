@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from coordinator.jobs import Job
-from coordinator.plugins.hooks import KAI_KEYS, JobKeys
+from coordinator.plugins import KAI_KEYS, JobKeys
 from coordinator.queue_state import QueueState
 from kai_ray.model.fairshare import Array
 

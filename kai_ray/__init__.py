@@ -19,6 +19,7 @@ __all__ = [
     "labels",
     "logs",
     "model",
+    "plugins",
     "process_memory",
     "quantity",
     "runtime",

@@ -35,8 +35,7 @@ from coordinator.actions.victims import VictimPool, pending_pool
 from coordinator.job_order import JobOrder
 from coordinator.job_timers import delay_message, within_preemption_delay
 from coordinator.jobs import Job
-from coordinator.plugins import ScenarioValidatorHook
-from coordinator.plugins.hooks import VictimAccept
+from coordinator.plugins import ScenarioValidatorHook, VictimAccept
 from coordinator.session import SessionState
 from coordinator.statement import Statement
 

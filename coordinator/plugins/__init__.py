@@ -2,6 +2,21 @@
 ``catalogue``); one module per plugin with hooks of its own."""
 
 from coordinator.plugins.catalogue import hooks_for
-from coordinator.plugins.hooks import JobKeys, ScenarioValidatorHook, SessionHooks, VictimFilterHook
+from coordinator.plugins.hooks import (
+    KAI_KEYS,
+    JobKeys,
+    ScenarioValidatorHook,
+    SessionHooks,
+    VictimAccept,
+    VictimFilterHook,
+)
 
-__all__ = ["JobKeys", "ScenarioValidatorHook", "SessionHooks", "VictimFilterHook", "hooks_for"]
+__all__ = [
+    "KAI_KEYS",
+    "JobKeys",
+    "ScenarioValidatorHook",
+    "SessionHooks",
+    "VictimAccept",
+    "VictimFilterHook",
+    "hooks_for",
+]
