@@ -19,6 +19,8 @@ from contextlib import AbstractContextManager
 from typing import Any
 from unittest import mock
 
+from coordinator.actions.solver import JobSolver
+from coordinator.tasks import Status, Task
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.io.config import config_from_mapping
 from kai_ray.io.fields import parse_time
@@ -148,6 +150,20 @@ def verdict(case: Case, kai: Outcome, ray: Outcome) -> tuple[str, list[str]]:
 # Differences README.md lists as deliberate, each with a test-only patch that makes kai-ray do
 # what KAI v0.12 (the oracle) does instead. A disagreement that vanishes under one of them is
 # that difference, and the verdict names it; the case files pin one example of each.
+def _evict_twice(solver: JobSolver, task: Task, preemptor: str) -> None:
+    """KAI's by-pod solver evicts the recorded victims, then every victim of the latest victim
+    job on a node, recorded ones included: a pod evicted twice is taken off its queue twice."""
+    stmt = solver.stmt
+    if task.status.active_allocated:
+        stmt.evict(task, solver.action, preemptor)
+        return
+    if task.status is not Status.RELEASING or not task.evicted_in_session:
+        return
+    job = stmt.jobs_by_task[task.key]
+    stmt.queues.add_allocation(job.queue, task.accepted, job.preemptible, sign=-1.0)
+    stmt.undo_log.append(lambda: stmt.queues.add_allocation(job.queue, task.accepted, job.preemptible, sign=1.0))
+
+
 DELIBERATE: dict[str, Callable[[], AbstractContextManager[object]]] = {
     # KAI v0.12 puts every preemptible job of another queue in reclaim's victims queue and only
     # validates the pods it really evicts, so reclaim may move (re-place) pods of a queue within
@@ -161,6 +177,10 @@ DELIBERATE: dict[str, Callable[[], AbstractContextManager[object]]] = {
     "unevict-where-it-fits": lambda: mock.patch(
         "coordinator.actions.allocate._uneviction_fits", lambda *args, **kwargs: True
     ),
+    # KAI evicts a recorded victim a second time when the victims of a node include it, and takes
+    # its resources off its queue twice: a later capacity check then passes on a queue over its
+    # limit. kai-ray evicts a pod once.
+    "evict-once": lambda: mock.patch("coordinator.actions.solver.JobSolver._evict", _evict_twice),
 }
 
 
