@@ -9,6 +9,7 @@ from coordinator.coordinator import BindIntent, Coordinator, CycleResult, CycleS
 from coordinator.decisions import Decisions, PodDecision
 from coordinator.dra_session import ClaimGrant, DraView
 from coordinator.job_timers import JobClock
+from coordinator.result_changes import ResultChange, ResultReceiver, ResultSender
 from coordinator.scheduler import run_session
 from coordinator.session import SessionState
 from coordinator.shard_client import Answers, InProcessTransport, ShardClient, ShardTransport
@@ -28,6 +29,9 @@ __all__ = [
     "InProcessTransport",
     "JobClock",
     "PodDecision",
+    "ResultChange",
+    "ResultReceiver",
+    "ResultSender",
     "ShardClient",
     "ShardSet",
     "ShardTransport",

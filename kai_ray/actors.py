@@ -4,7 +4,8 @@ This is the only module that imports Ray. ``RayTransport`` delivers the shard cl
 batches to shard actors (every round is one ``ray.get`` per shard, all submitted at once)
 and reports an actor that died, or failed a batch, as ``ShardDown``; ``RemoteCoordinator``
 gives callers the same methods as ``Coordinator`` while the work happens in the
-coordinator actor.
+coordinator actor, whose results come back as what changed since the last one
+(``coordinator.result_changes``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from coordinator.coordinator import Coordinator, CycleResult
+from coordinator.result_changes import ResultChange, ResultReceiver, ResultSender
 from coordinator.shard_set import ShardSet
 from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
@@ -134,15 +136,16 @@ class _CoordinatorHost:
         tune_gc_for_long_runs()  # this actor's process keeps the coordinator for its lifetime
         policy = PlacementPolicy.of(config)
         self.coordinator = Coordinator(config, ShardSet(RayTransport(shards, policy)))
+        self.results = ResultSender()
 
     def apply(self, deltas: ClusterDeltas) -> None:
         self.coordinator.apply(deltas)
 
-    def cycle(self, now: float, actions: Sequence[str] | None = None) -> CycleResult:
-        return self.coordinator.cycle(now, actions)
+    def cycle(self, now: float, actions: Sequence[str] | None, held: int) -> ResultChange:
+        return self.results.send(self.coordinator.cycle(now, actions), held)
 
-    def step(self, deltas: ClusterDeltas, now: float, actions: Sequence[str] | None = None) -> CycleResult:
-        return self.coordinator.step(deltas, now, actions)
+    def step(self, deltas: ClusterDeltas, now: float, actions: Sequence[str] | None, held: int) -> ResultChange:
+        return self.results.send(self.coordinator.step(deltas, now, actions), held)
 
     def bind_failed(self, pods: Sequence[str]) -> None:
         self.coordinator.bind_failed(pods)
@@ -169,6 +172,7 @@ class RemoteCoordinator:
         ensure_ray()
         actor: Any = ray.remote(num_cpus=0)(_CoordinatorHost)
         self._handle: Any = actor.remote(config, shards)
+        self._results = ResultReceiver()
 
     def _get(self, ref: Any) -> Any:
         import ray
@@ -179,13 +183,13 @@ class RemoteCoordinator:
         self._get(self._handle.apply.remote(deltas))
 
     def cycle(self, now: float, actions: Sequence[str] | None = None) -> CycleResult:
-        result: CycleResult = self._get(self._handle.cycle.remote(now, actions))
-        return result
+        change: ResultChange = self._get(self._handle.cycle.remote(now, actions, self._results.held))
+        return self._results.receive(change)
 
     def step(self, deltas: ClusterDeltas, now: float, actions: Sequence[str] | None = None) -> CycleResult:
         """Apply changes and run a cycle in one round trip to the coordinator actor."""
-        result: CycleResult = self._get(self._handle.step.remote(deltas, now, actions))
-        return result
+        change: ResultChange = self._get(self._handle.step.remote(deltas, now, actions, self._results.held))
+        return self._results.receive(change)
 
     def bind_failed(self, pods: Sequence[str]) -> None:
         self._get(self._handle.bind_failed.remote(list(pods)))
