@@ -9,8 +9,11 @@ after each pod). What it places it holds at once, so placing and preparing are o
 Shapes are placed one after the other, each on top of the holds of the ones before, and the
 shard reports which of them may interact: a node two shapes both use, or a node one shape
 used that another could have wanted (feasible for it at the start and, judged by the best
-score it could reach, not clearly worse than everything that shape took). Shapes that do not
-interact may be taken in any interleaving; the coordinator re-places the others.
+score it could reach on it while it still fits, not clearly worse than everything that shape
+took). A row the round left holding one pod, with no room for the other shape, is either as it
+was at the start or out of that shape's reach, so its start score is the best it could reach;
+with more pods held, a partly taken row may be fuller and better. Shapes that do not interact
+may be taken in any interleaving; the coordinator re-places the others.
 """
 
 from __future__ import annotations
@@ -175,6 +178,7 @@ class ProposalKeeper:
             if shape.share is not None:
                 shares.append((entry_shares, create))
             watch.score(me, (band, placement))
+            watch.held(row, count)
             placed += count
         if not held:
             del proposal.streams[shape]
@@ -295,6 +299,7 @@ class _Watch:
         self.touched: dict[int, set[int]] = {}  # row -> shapes that placed pods on it
         self.start: dict[int, list[tuple[bool, Score]]] = {}  # row -> per shape: feasible, score, before
         self.worst: dict[int, Score] = {}  # shape -> the lowest score among its entries
+        self.pods: dict[int, int] = {}  # row -> pods the round holds on it
 
     def touch(self, row: int, shape: int) -> None:
         if row not in self.start and len(self.shapes) > 1:
@@ -310,6 +315,9 @@ class _Watch:
                 before.append((future, placer.rank_row(other, row, now, mib) if future else (0.0, 0.0)))
             self.start[row] = before
         self.touched.setdefault(row, set()).add(shape)
+
+    def held(self, row: int, count: int) -> None:
+        self.pods[row] = self.pods.get(row, 0) + count
 
     def score(self, shape: int, score: Score) -> None:
         worst = self.worst.get(shape)
@@ -334,8 +342,11 @@ class _Watch:
                     pairs.update((min(s, u), max(s, u)) for u in users)  # a new shared GPU can raise its band
                     continue
                 if placer.policy_of(shape) == "binpack":  # fuller is better: judge it as full as it got
-                    now, _, mib = placer.fit_row(shape, row)
-                    placement = placer.rank_row(shape, row, now, mib)[1]
+                    now, future, mib = placer.fit_row(shape, row)
+                    # With one pod held there, the row is as it was at the start or, with that pod,
+                    # out of this shape's reach: no fuller state it could use, the start's score stands.
+                    if future or self.pods[row] > 1:
+                        placement = placer.rank_row(shape, row, now, mib)[1]
                 worst = self.worst.get(s)
                 if streams[s].complete or worst is None or (band, placement) >= worst:
                     pairs.update((min(s, u), max(s, u)) for u in users)
