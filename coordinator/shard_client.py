@@ -9,7 +9,9 @@ any delivery it likes: the client is the only thing that would notice.
 
 Cluster changes for a shard are numbered and queued; each round carries what is still
 unacknowledged, in order, ahead of the round's request, and only the shard's reply (how far
-it has applied) takes them off the queue. A shard that does not answer is reported down and
+it has applied) takes them off the queue. A request whose answer nobody waits for (the expiry
+sweep) rides the same way, once, ahead of the next round's request, instead of costing a
+round trip of its own. A shard that does not answer is reported down and
 is not contacted again until ``reload`` has put a fresh one, rebuilt from the coordinator's
 model, in its place: the changes it never acknowledged are part of that model.
 """
@@ -126,6 +128,7 @@ class ShardClient:
         self.down: set[int] = set()  # shards that failed and are not reloaded yet
         self._outbox: dict[int, list[tuple[int, ShardDeltas]]] = {}
         self._seq: dict[int, int] = {}
+        self._riders: dict[int, list[ShardRequest]] = {}  # sent once with the next batch, replies dropped
 
     def shard_ids(self) -> list[int]:
         return self.transport.shard_ids()
@@ -138,6 +141,14 @@ class ShardClient:
 
     def unacknowledged(self, shard_id: int) -> int:
         return len(self._outbox.get(shard_id, ()))
+
+    def ride_along(self, requests: Mapping[int, ShardRequest]) -> None:
+        """Send each request with its shard's next batch, after the queued changes; its reply is
+        dropped (a shard that fails it fails that batch). One of a kind is kept per shard: a
+        newer one replaces one not sent yet."""
+        for sid, request in requests.items():
+            queued = [r for r in self._riders.get(sid, []) if type(r) is not type(request)]
+            self._riders[sid] = [*queued, request]
 
     def heartbeat(self) -> Answers[list[object]]:
         return self._round({sid: [] for sid in self.shard_ids()})
@@ -155,8 +166,9 @@ class ShardClient:
             if sid in self.down:
                 continue
             changes = tuple(ApplyDeltas(seq, deltas) for seq, deltas in self._outbox.get(sid, ()))
-            queued[sid] = len(changes)
-            batches[sid] = Batch(self.epoch, changes + tuple(asked))
+            riders = tuple(self._riders.pop(sid, ()))
+            queued[sid] = len(changes) + len(riders)
+            batches[sid] = Batch(self.epoch, changes + riders + tuple(asked))
         self.calls += len(batches)
         results = self.transport.exchange(batches) if batches else {}
         replies: dict[int, list[object]] = {}
@@ -282,3 +294,4 @@ class ShardClient:
         self.down.discard(shard_id)
         self._outbox.pop(shard_id, None)
         self._seq.pop(shard_id, None)
+        self._riders.pop(shard_id, None)

@@ -19,7 +19,7 @@ from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import Pod, Topology
 from shards import partitioner
 from shards.messages import ClaimHold, NodeDevices, PrepareItem, PrepareReply, RowChanges, ShardDeltas
-from shards.protocol import ShardInfo, ShardRequest
+from shards.protocol import Expire, ShardInfo, ShardRequest
 from shards.rows import NodeRows
 from shards.stream_messages import RoundReply, RoundRequest, SettleReply, SettleRequest
 from shards.topology_domains import DomainReport
@@ -177,6 +177,10 @@ class ShardSet:
 
     def expire(self, now: float) -> Answers[list[str]]:
         return self.client.expire(self.ids, now)
+
+    def expire_later(self, now: float) -> None:
+        """Expire what is past its deadline at ``now``, with each shard's next batch."""
+        self.client.ride_along(dict.fromkeys(self.ids, Expire(now)))
 
     def describe(self) -> Answers[ShardInfo]:
         return self.client.describe(self.ids)

@@ -1,11 +1,18 @@
 """How many round trips a cycle costs: the rounds the shards place in, where shapes could
-interact and where they cannot."""
+interact and where they cannot, and the expiry sweep, which rides with the first batch."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from coordinator.coordinator import Coordinator
 from coordinator.results import CycleResult
+from coordinator.shard_client import InProcessTransport
+from coordinator.shard_set import ShardSet
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.runtime import in_process_coordinator
+from kai_ray.runtime import in_process_coordinator, placement_policy
+from shards.protocol import Batch, BatchReply, ShardDown
+from shards.shard import Shard
 from tests.builders import JobSpec, build, config, node, queue
 
 
@@ -14,6 +21,18 @@ def cycle(jobs: list[JobSpec]) -> CycleResult:
     coordinator = in_process_coordinator(config(actions=["allocate"]))
     coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
     return coordinator.cycle(0.0)
+
+
+class Recording(InProcessTransport):
+    """Every batch delivered, as the names of its requests."""
+
+    def __init__(self, shards: list[Shard]) -> None:
+        super().__init__(shards)
+        self.batches: list[list[str]] = []
+
+    def exchange(self, batches: Mapping[int, Batch]) -> dict[int, BatchReply | ShardDown]:
+        self.batches.extend([type(r).__name__ for r in b.requests] for b in batches.values())
+        return super().exchange(batches)
 
 
 def binds(result: CycleResult) -> dict[str, str]:
@@ -52,3 +71,15 @@ def test_a_node_one_shape_half_filled_is_placed_again_for_the_other() -> None:
         "default/small-1": "a",
     }
     assert result.stats.place_rounds == 2
+
+
+def test_the_expiry_sweep_rides_with_the_first_batch_of_the_cycle() -> None:
+    settings = config(actions=["allocate"])
+    transport = Recording([Shard(0, placement_policy(settings))])
+    coordinator = Coordinator(settings, ShardSet(transport))
+    snapshot = build([node("a")], [queue("q", gpu_quota=8)], [JobSpec("job", "q", gpu=1)])
+    coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+    result = coordinator.cycle(0.0)
+    assert {b.pod: b.node for b in result.binds} == {"default/job-0": "a"}
+    assert transport.batches == [["ApplyDeltas", "Expire", "Round"], ["Settle"]]
+    assert result.stats.shard_calls == 2
