@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
 from coordinator.coordinator import BindIntent, CycleResult
 from k8s_adapter.api import KubeApi, KubeError, describe
@@ -31,7 +31,8 @@ from k8s_adapter.grouper import DEFER_SECONDS, PodGrouper
 from k8s_adapter.job_clocks import JobClockWriter
 from k8s_adapter.kinds import DRA_WATCHED, PODS, WATCHED, Kind
 from k8s_adapter.leader import Leadership
-from k8s_adapter.metrics import SECONDS_BUCKETS, SchedulerMetrics
+from k8s_adapter.loop_metrics import LoopMetrics
+from k8s_adapter.metrics import SchedulerMetrics
 from k8s_adapter.problems import problem_events
 from k8s_adapter.reflector import Reflector
 from k8s_adapter.startup import StartupClock
@@ -72,7 +73,6 @@ class LoopState:
     binds: int = 0
     evictions: int = 0
     cycles: int = 0  # cycles run as the leader
-    longest_iteration: float = 0.0  # seconds
 
 
 class SchedulerLoop:
@@ -98,33 +98,7 @@ class SchedulerLoop:
         self.coordinator_factory = coordinator_factory
         self.coordinator: CoordinatorLike | None = None
         self.metrics = SchedulerMetrics(registry)
-        self.errors = Counter(
-            "kai_ray_loop_errors", "Scheduler loop steps that failed, by step.", ["step"], registry=registry
-        )
-        self.step_seconds = Histogram(
-            "kai_ray_loop_step_duration_seconds",
-            "Time per scheduler loop step.",
-            ["step"],
-            buckets=SECONDS_BUCKETS,
-            registry=registry,
-        )
-        # Every iteration's time, not only those the loop warns of (over ten periods): a histogram
-        # for how they spread, and the longest since the start for what a window's histogram
-        # can only bound.
-        self.iteration_seconds = Histogram(
-            "kai_ray_loop_iteration_duration_seconds",
-            "Time per scheduler loop iteration (feed, group, cycle and the steps it waits for).",
-            buckets=SECONDS_BUCKETS,
-            registry=registry,
-        )
-        self.longest_iteration = Gauge(
-            "kai_ray_loop_iteration_longest_seconds",
-            "The longest scheduler loop iteration since the process started.",
-            registry=registry,
-        )
-        for step in LOOP_STEPS:  # every step's series exists from the start, at zero
-            self.errors.labels(step)
-            self.step_seconds.labels(step)
+        self.loop_metrics = LoopMetrics(registry, LOOP_STEPS)
         self.leadership = leadership
         self.period = period
         self.sync_timeout = sync_timeout
@@ -177,10 +151,7 @@ class SchedulerLoop:
                 await self.iterate()
                 self.state.last_iteration = time.monotonic()
                 elapsed = time.monotonic() - started
-                self.iteration_seconds.observe(elapsed)
-                if elapsed > self.state.longest_iteration:
-                    self.state.longest_iteration = elapsed
-                    self.longest_iteration.set(elapsed)
+                self.loop_metrics.iteration(elapsed)
                 if elapsed > 10 * self.period:
                     log.warning("a scheduler iteration took %.1fs", elapsed)
                 # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
@@ -355,13 +326,13 @@ class SchedulerLoop:
         except asyncio.CancelledError:
             raise
         except KubeError as exc:  # the API said no (a conflict, a timeout): expected, one line
-            self.errors.labels(name).inc()
+            self.loop_metrics.failed(name)
             log.warning("scheduler loop step %s failed: %s; retried next iteration", name, describe(exc))
         except Exception:  # one failing step must not stop scheduling; a bug, so with its traceback
-            self.errors.labels(name).inc()
+            self.loop_metrics.failed(name)
             log.exception("scheduler loop step %s failed", name)
         finally:
-            self.step_seconds.labels(name).observe(time.perf_counter() - started)
+            self.loop_metrics.step(name, time.perf_counter() - started)
 
     async def _bind(self, coordinator: CoordinatorLike, binds: list[BindIntent]) -> None:
         if not binds:
