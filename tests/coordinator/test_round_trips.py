@@ -10,7 +10,8 @@ from coordinator.results import CycleResult
 from coordinator.shard_client import InProcessTransport
 from coordinator.shard_set import ShardSet
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.runtime import in_process_coordinator, placement_policy
+from kai_ray.runtime import in_process_coordinator
+from shards.placement import PlacementPolicy
 from shards.protocol import Batch, BatchReply, ShardDown
 from shards.shard import Shard
 from tests.builders import JobSpec, build, config, node, queue
@@ -75,7 +76,7 @@ def test_a_node_one_shape_half_filled_is_placed_again_for_the_other() -> None:
 
 def test_the_expiry_sweep_rides_with_the_first_batch_of_the_cycle() -> None:
     settings = config(actions=["allocate"])
-    transport = Recording([Shard(0, placement_policy(settings))])
+    transport = Recording([Shard(0, PlacementPolicy.of(settings))])
     coordinator = Coordinator(settings, ShardSet(transport))
     snapshot = build([node("a")], [queue("q", gpu_quota=8)], [JobSpec("job", "q", gpu=1)])
     coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
