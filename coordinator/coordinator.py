@@ -335,7 +335,14 @@ class Coordinator:
             result.stats.place_rounds = placer.rounds
             state.shard_diagnoses.update(commit.settle(state, placer, stmt.picks, now, result))
         commit.sink = self.bind_sink
-        commit.prepare_and_commit(state, stmt.picks, now, result)
+        try:
+            commit.prepare_and_commit(state, stmt.picks, now, result)
+        except ShardLost:
+            # The settle's binds were final (the model assumes them bound) but the failed cycle
+            # hands them to no one: without this they would stay "binding" for good. They are
+            # pending again and their capacity returns, as when the adapter reports a bind failed.
+            self.bind_failed([bind.pod for bind in result.binds[result.streamed :]])
+            raise
         commit.hand_out(result)  # what the settle committed, when no prepare followed with more
         _explain_unplaced(state)
 

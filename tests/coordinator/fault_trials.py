@@ -91,6 +91,7 @@ class TrialReport:
     partial_gangs: list[str] = field(default_factory=list)
     overcommitted: list[str] = field(default_factory=list)
     lost_deltas: list[str] = field(default_factory=list)  # shards whose state differs from the model
+    never_sent: list[str] = field(default_factory=list)  # pods the model takes as bound that no cycle handed out
     resumed_after: list[int] = field(default_factory=list)  # cycles from a failure until binds again
     binds: int = 0
     pending_left: int = 0
@@ -171,6 +172,7 @@ def run_trial(
             report.resumed_after.append(cycle - report.failed_cycles[-1])
         report.overcommitted.extend(_overcommitted(truth, allocatable))
     report.lost_deltas = _lost_deltas(coordinator, shards_on())
+    report.never_sent = sorted(key for key in coordinator.model.assumed if key not in bound)
     report.pending_left = sum(1 for p in truth.values() if p.state is PodState.PENDING)
     return report
 

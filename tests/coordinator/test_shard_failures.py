@@ -29,6 +29,7 @@ def test_a_shard_killed_at_a_random_point_of_a_cycle_loses_nothing_and_binds_not
     assert sum(len(r.partial_gangs) for r in reports) == 0
     assert sum(len(r.overcommitted) for r in reports) == 0
     assert sum(len(r.lost_deltas) for r in reports) == 0, [r.lost_deltas for r in reports if r.lost_deltas][:3]
+    assert sum(len(r.never_sent) for r in reports) == 0, [r.never_sent for r in reports if r.never_sent][:3]
     resumed = [n for r in reports for n in r.resumed_after]
     assert len(resumed) == sum(len(r.failed_cycles) for r in reports), "binding always resumes"
     assert max(resumed) <= 2
