@@ -237,8 +237,7 @@ class SchedulerConfig(BaseModel):
     @cached_property
     def resolved_plugins(self) -> P.ResolvedPlugins:
         """The enabled plugins in KAI's order, and the warnings for what kai-ray does not honour."""
-        settings = {name: P.PluginSetting(c.enabled, c.priority, c.arguments) for name, c in self.plugins.items()}
-        return P.resolve(settings, self.placementStrategy.gpu == "binpack")
+        return P.resolve(self.plugins, self.placementStrategy.gpu == "binpack")
 
     @field_validator("defaultStalenessGracePeriod", mode="before")
     @classmethod

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 # KAI's operator defaults (SchedulingShard setDefaultPlugins): higher runs first.
 DEFAULT_PRIORITIES: Mapping[str, int] = {
@@ -55,13 +56,17 @@ NO_DECISIONS = frozenset({"snapshot", "reflectjoborder"})
 ORDERED = ("priority", "elastic")
 
 
-@dataclass(frozen=True, slots=True)
-class PluginSetting:
+class PluginSetting(Protocol):
     """One entry of the config's ``plugins`` mapping; unset fields keep KAI's default."""
 
-    enabled: bool | None = None
-    priority: int | None = None
-    arguments: Mapping[str, str] | None = None
+    @property
+    def enabled(self) -> bool | None: ...
+
+    @property
+    def priority(self) -> int | None: ...
+
+    @property
+    def arguments(self) -> Mapping[str, str] | None: ...
 
 
 @dataclass(frozen=True, slots=True)

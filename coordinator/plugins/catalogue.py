@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from coordinator.plugins import minruntime, proportion
 from coordinator.plugins.hooks import ScenarioValidatorHook, SessionHooks, VictimFilterHook
-from coordinator.plugins.job_order import PARTS, job_keys
+from coordinator.plugins.job_order import job_keys
 from kai_ray.plugins import ResolvedPlugins
 
 VICTIM_FILTERS: dict[str, Callable[[], dict[str, VictimFilterHook]]] = {"minruntime": minruntime.victim_filters}
@@ -20,14 +20,16 @@ SCENARIO_VALIDATORS: dict[str, Callable[[], dict[str, ScenarioValidatorHook]]] =
     "proportion": proportion.scenario_validators,
     "minruntime": minruntime.scenario_validators,
 }
-# Plugins the scheduler cannot run without: registered whatever the config says (it warns).
-ALWAYS = frozenset({"proportion"})
 
 
 @lru_cache(maxsize=16)
 def hooks_for(plugins: ResolvedPlugins) -> SessionHooks:
     """The session hooks of these plugins (made once per plugin list: they hold no session)."""
-    active = list(plugins.names) + sorted(ALWAYS - set(plugins.names))
+    # Plugins kai-ray cannot turn off register whatever the config says (the config warns).
+    off_but_applied = sorted(
+        name for name in {*VICTIM_FILTERS, *SCENARIO_VALIDATORS} - set(plugins.names) if plugins.applies(name)
+    )
+    active = [*plugins.names, *off_but_applied]
     filters: dict[str, list[VictimFilterHook]] = {}
     validators: dict[str, list[ScenarioValidatorHook]] = {}
     for name in active:
@@ -39,7 +41,7 @@ def hooks_for(plugins: ResolvedPlugins) -> SessionHooks:
                 validators.setdefault(action, []).append(check)
     return SessionHooks(
         plugins,
-        job_keys([name for name in plugins.names if name in PARTS]),
+        job_keys(plugins.job_order()),
         {action: tuple(hooks) for action, hooks in filters.items()},
         {action: tuple(hooks) for action, hooks in validators.items()},
     )

@@ -81,7 +81,7 @@ class SessionHooks:
     scenario_validators: Mapping[str, tuple[ScenarioValidatorHook, ...]]
 
     def filters_for(self, action: str) -> tuple[VictimFilterHook, ...]:
-        return tuple(self.victim_filters.get(action, ()))
+        return self.victim_filters.get(action, ())
 
     def validators_for(self, action: str) -> tuple[ScenarioValidatorHook, ...]:
-        return tuple(self.scenario_validators.get(action, ()))
+        return self.scenario_validators.get(action, ())

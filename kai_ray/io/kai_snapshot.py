@@ -43,7 +43,6 @@ _KINDS = {
     "bindRequests": ("scheduling.run.ai/v1alpha2", "BindRequest"),
     "priorityClasses": ("scheduling.k8s.io/v1", "PriorityClass"),
 }
-# Plugins whose absence from the list does not change a decision kai-ray makes.
 
 
 @dataclass
