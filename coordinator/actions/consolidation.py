@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from coordinator.actions.scenario import Scenario, gpu_headroom_all
+from coordinator.actions.gpu_headroom import gpu_headroom_all
+from coordinator.actions.scenario import Scenario
 from coordinator.actions.solver import Validator
 from coordinator.actions.victim_search import Precheck, VictimSearchAction
 from coordinator.actions.victims import VictimPool

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from coordinator.actions.allocate import allocate_job
-from coordinator.actions.scenario import IdleGpuFilter, NodeAffinityFilter, Scenario, gpu_headroom_all, job_with_tasks
-from coordinator.actions.topology_filter import TopologyGpuFilter
+from coordinator.actions.gpu_headroom import gpu_headroom_all
+from coordinator.actions.scenario import Scenario, job_with_tasks
+from coordinator.actions.scenario_filters import SCENARIO_FILTERS, ScenarioFilter
 from coordinator.actions.victims import SortedJobs
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job
@@ -119,12 +120,9 @@ class JobSolver:
     ) -> Solution | None:
         scenario = Scenario(partial, pending, list(recorded))
         nodes = set(feasible) | {t.node for t in scenario.recorded_tasks if t.node}
-        idle_gpus = IdleGpuFilter(self.state, scenario)
-        ceiling = self.ceiling()
-        if ceiling is not None and not idle_gpus.could_ever_pass(ceiling):
-            return None  # every scenario would fail the filter: no victim is worth popping
-        affinity = NodeAffinityFilter(self.state, scenario, nodes)
-        topology = TopologyGpuFilter(self.state, partial, pending)
+        filters = self._filters(scenario, nodes)
+        if filters is None:
+            return None  # every scenario would fail a filter: no victim is worth popping
         queue = self.victims_queue()
         recorded_keys = {t.key for t in scenario.recorded_tasks}
         first = True
@@ -132,15 +130,27 @@ class JobSolver:
             if not first and not self._add_next_victims(scenario, queue, recorded_keys):
                 return None
             first = False
-            if not idle_gpus.passes(scenario) or (affinity.active() and not affinity.passes(scenario)):
-                continue
-            if topology.active() and not topology.passes(scenario):
+            if not all(f.passes(scenario) for f in filters):
                 continue
             if not self.budget.take():
                 return None  # searched enough for this cycle; the job is tried again next cycle
             solution = self._try_scenario(scenario, nodes)
             if solution is not None:
                 return solution
+
+    def _filters(self, scenario: Scenario, nodes: set[str]) -> list[ScenarioFilter] | None:
+        """The scenario filters that apply to this step, or None when one of them rules out every
+        scenario the step could build."""
+        ceiling = self.ceiling()
+        filters: list[ScenarioFilter] = []
+        for make in SCENARIO_FILTERS.values():
+            made = make(self.state, scenario, nodes)
+            if made is None:
+                continue
+            if ceiling is not None and not made.could_ever_pass(ceiling):
+                return None
+            filters.append(made)
+        return filters
 
     def _add_next_victims(self, scenario: Scenario, queue: JobOrder, recorded: set[str]) -> bool:
         """Pop victim chunks until one adds new potential victims; False when none are left."""

@@ -14,7 +14,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from coordinator.actions.scenario import Scenario, gpu_headroom_all
+from coordinator.actions.gpu_headroom import gpu_headroom_all
+from coordinator.actions.scenario import Scenario
 from coordinator.jobs import Job
 from coordinator.session import SessionState
 from coordinator.subgroups import SubGroupSet, SubGroupTree
@@ -66,6 +67,9 @@ class TopologyGpuFilter:
         gpus = sum(wanted.get(id(t), 0.0) for t in tasks)
         if level is not None and gpus > 0:
             self.needs[(constraint.topology, level)].append(gpus)
+
+    def could_ever_pass(self, ceiling: np.ndarray) -> bool:
+        return True
 
     def passes(self, scenario: Scenario) -> bool:
         index = self.state.table.index

@@ -28,7 +28,8 @@ from typing import ClassVar
 import numpy as np
 
 from coordinator.actions.allocate import eligible_jobs
-from coordinator.actions.scenario import Scenario, gpu_ceiling
+from coordinator.actions.gpu_headroom import gpu_ceiling
+from coordinator.actions.scenario import Scenario
 from coordinator.actions.search_pruning import FailedSearches, search_failed, should_search
 from coordinator.actions.solver import JobSolver, SearchBudget, Validator
 from coordinator.actions.victims import VictimPool, pending_pool

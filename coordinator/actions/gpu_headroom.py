@@ -1,0 +1,76 @@
+"""GPUs a victim search counts on a node: idle and releasing ones (shared GPUs included, as
+KAI sums them), what a pod asks of KAI's idle-GPU filter, and an upper bound of what any victim
+scenario could make available."""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from coordinator.session import SessionState
+from coordinator.tasks import Task
+from shards.node_table import NodeTable
+from shards.shapes import GPU
+
+
+def required_gpus(task: Task) -> float:
+    """The GPUs KAI's idle-GPU filter asks room for: whole devices, or a fraction times its
+    devices (KAI's ResReq.GPUs(), in hundredths); a GPU-memory request asks none, its portion
+    being known only on a node."""
+    share = task.pod.gpu_share
+    if share is None or share.fraction is None:
+        return task.pod.requests.gpu
+    return task.pod.requests.gpu + round(share.fraction * 100) * share.devices / 100
+
+
+def gpu_ceiling(state: SessionState) -> np.ndarray:
+    """Per table row, at least as many GPUs as any victim scenario could make available there:
+    the idle and releasing GPUs the idle-GPU filter starts from, plus the GPUs every placed pod
+    holds (any victim is one of them). Valid while the session is as it was when computed."""
+    table = state.table
+    ceiling = np.where(table.present, gpu_headroom_all(state), 0.0)
+    for task in state.tasks.values():
+        if task.node and task.accepted[0] > 0:
+            row = table.index.get(task.node)
+            if row is not None:
+                ceiling[row] += task.accepted[0]
+    return ceiling
+
+
+# The last ``gpu_headroom_all`` of each table and the table's clock then: a victim search asks
+# for it more than once per job (the feasible nodes, then the idle-GPU filter) while the table
+# has not changed, and at thousands of nodes each answer is a pass over every row.
+_HEADROOM: weakref.WeakKeyDictionary[NodeTable, tuple[int, np.ndarray]] = weakref.WeakKeyDictionary()
+
+
+def gpu_headroom_all(state: SessionState) -> np.ndarray:
+    """``gpu_headroom`` for every row: whole devices vectorized, shared GPUs row by row. The
+    array is shared by callers until the table changes: read it, do not write it."""
+    table = state.table
+    known = _HEADROOM.get(table)
+    if known is not None and known[0] == table.clock:
+        return known[1]
+    out = table.future[:, GPU].astype(np.float64)
+    for row, groups in enumerate(table.groups):
+        if groups:
+            out[row] = gpu_headroom(state, row)
+    out.flags.writeable = False
+    _HEADROOM[table] = (table.clock, out)
+    return out
+
+
+def gpu_headroom(state: SessionState, row: int) -> float:
+    """Idle plus releasing GPUs of a node, partly free shared GPUs included (KAI's sums)."""
+    table = state.table
+    whole = float(table.future[row, GPU])
+    device = int(table.gpu_mem[row]) or 1
+    shared = 0.0
+    for usage in table.groups[row].values():
+        allocated = usage.active + usage.releasing
+        if allocated > 0:
+            shared += 1 - np.ceil(allocated / device * 100) / 100
+        releasing_net = usage.releasing - usage.pipelined
+        if releasing_net > 0 and not usage.frees_whole_device:
+            shared += np.ceil(releasing_net / device * 100) / 100
+    return whole + shared

@@ -1,0 +1,161 @@
+"""The solver's scenario filters: cheap checks that reject a victim scenario before it is
+simulated (KAI's accumulated scenario filters, run by its pod scenario builder).
+
+Each filter is made once per search step from the scenario it starts with, then asked about
+every scenario the step grows from it, in ``SCENARIO_FILTERS`` order; the first refusal skips
+the scenario without spending the search budget. A filter accumulates what the victims add as
+they come (each victim is counted once), so asking it is cheap however many victims there are.
+KAI's solver builds these itself rather than taking them from plugins, and so does this one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from coordinator.actions.gpu_headroom import gpu_headroom_all, required_gpus
+from coordinator.actions.scenario import Scenario
+from coordinator.actions.topology_filter import TopologyGpuFilter
+from coordinator.session import SessionState
+from shards.constraints import tolerates_all
+
+
+class ScenarioFilter(Protocol):
+    def could_ever_pass(self, ceiling: np.ndarray) -> bool:
+        """False when no scenario of the step can pass, whatever its victims (``ceiling`` bounds
+        what each node could offer: ``gpu_headroom.gpu_ceiling``); the step is then skipped."""
+        ...
+
+    def passes(self, scenario: Scenario) -> bool: ...
+
+
+# Made per search step from the session, the step's first scenario and the nodes it may use;
+# None when the filter has nothing to check for this preemptor.
+ScenarioFilterFactory = Callable[[SessionState, Scenario, set[str]], ScenarioFilter | None]
+
+
+class IdleGpuFilter:
+    """KAI's accumulated idle-GPU filter: could the pending pods' whole GPUs fit on the
+    nodes with the most free-or-freeing GPUs, counting what the victims give back?
+
+    Only the ``k`` best nodes matter (k = pods pending), so they are kept in a small sorted
+    list that each new victim can only improve, as KAI does.
+    """
+
+    def __init__(self, state: SessionState, scenario: Scenario) -> None:
+        table = state.table
+        headroom = gpu_headroom_all(state)
+        self.capacity: dict[str, float] = {}
+        self.required = sorted((required_gpus(t) for t in scenario.pending), reverse=True)
+        k = max(len(self.required), 1)
+        present = np.flatnonzero(table.present)
+        best = present[np.argsort(-headroom[present], kind="stable")[:k]]
+        self.top: list[tuple[float, str]] = [(float(headroom[r]), table.names[r]) for r in best]
+        self.headroom = headroom
+        self.table = table
+        self.seen: set[str] = set()
+
+    def _credit(self, node: str, gpus: float) -> None:
+        row = self.table.index.get(node)
+        if row is None:
+            return
+        value = self.capacity.get(node, float(self.headroom[row])) + gpus
+        self.capacity[node] = value
+        names = [name for _, name in self.top]
+        if node in names:
+            self.top[names.index(node)] = (value, node)
+        elif len(self.top) < len(self.required) or not self.top or value > self.top[-1][0]:
+            self.top.append((value, node))
+        else:
+            return
+        self.top.sort(key=lambda item: -item[0])
+        del self.top[max(len(self.required), 1) :]
+
+    def could_ever_pass(self, ceiling: np.ndarray) -> bool:
+        """False when no scenario can pass, whatever its victims: ``ceiling`` bounds what each
+        node could offer (``gpu_ceiling``), and two conditions every passing scenario meets fail
+        even there (the largest pod fits on one node; the pods fit in the best nodes together).
+        Both only grow with capacity, so failing at the ceiling is failing everywhere; the
+        search is then skipped rather than run through every running job of the cluster."""
+        needs = [need for need in self.required if need > 0]
+        if not needs:
+            return True
+        best = np.sort(ceiling)[::-1][: len(needs)]
+        return bool(needs[0] <= best[0] and sum(needs) <= float(best.sum()))
+
+    def passes(self, scenario: Scenario) -> bool:
+        for task in (*scenario.recorded_tasks, *scenario.potential):
+            if task.key in self.seen or not task.node:
+                continue
+            self.seen.add(task.key)
+            if task.accepted[0]:
+                self._credit(task.node, task.accepted[0])
+        if not self.required or self.required[0] == 0:
+            return True
+        used = {name: 0.0 for _, name in self.top}
+        for need in self.required:
+            if need == 0:
+                return True
+            for capacity, name in self.top:
+                if capacity < need:
+                    return False  # sorted: no node has room for this pod
+                if capacity - used[name] >= need:
+                    used[name] += need
+                    break
+            else:
+                return False
+        return True
+
+
+class NodeAffinityFilter:
+    """Pending pods with a node selector or affinity need a matching node among the
+    feasible nodes and the victims' nodes."""
+
+    def __init__(self, state: SessionState, scenario: Scenario, feasible: set[str]) -> None:
+        self.state = state
+        self.nodes = set(feasible)
+        self.constrained = [
+            t for t in scenario.pending if t.shape.constraints.node_selector or t.shape.constraints.affinity
+        ]
+
+    def active(self) -> bool:
+        return bool(self.constrained)
+
+    def could_ever_pass(self, ceiling: np.ndarray) -> bool:
+        return True
+
+    def passes(self, scenario: Scenario) -> bool:
+        for task in scenario.recorded_tasks + scenario.potential:
+            if task.node:
+                self.nodes.add(task.node)
+        table = self.state.table
+        for task in self.constrained:
+            constraints = task.shape.constraints
+            if not any(
+                table.present[row]
+                and constraints.matches_labels(table.labels[row], name)
+                and tolerates_all((), constraints.tolerations)
+                for name in self.nodes
+                if (row := table.index.get(name)) is not None
+            ):
+                return False
+        return True
+
+
+def _node_affinity(state: SessionState, scenario: Scenario, nodes: set[str]) -> ScenarioFilter | None:
+    made = NodeAffinityFilter(state, scenario, nodes)
+    return made if made.active() else None
+
+
+def _topology(state: SessionState, scenario: Scenario, nodes: set[str]) -> ScenarioFilter | None:
+    made = TopologyGpuFilter(state, scenario.preemptor, scenario.pending)
+    return made if made.active() else None
+
+
+SCENARIO_FILTERS: dict[str, ScenarioFilterFactory] = {
+    "idle-gpus": lambda state, scenario, _nodes: IdleGpuFilter(state, scenario),
+    "node-affinity": _node_affinity,
+    "topology": _topology,
+}

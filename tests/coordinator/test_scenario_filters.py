@@ -1,0 +1,54 @@
+"""The victim solver's scenario filters: a refused scenario costs no search budget, and a
+filter on the seam is asked about every scenario before it is simulated."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.actions import scenario_filters
+from coordinator.actions.scenario import Scenario
+from coordinator.scheduler import run_session
+from coordinator.session import SessionState
+from tests.builders import JobSpec, build, config, node, queue
+
+NOW = 1_000_000.0
+
+
+def reclaim_two_gpus():  # type: ignore[no-untyped-def]
+    """A full 4-GPU node of q1's one-GPU jobs; q2, owed half, wants one pod of two GPUs: one
+    victim frees too little for the idle-GPU filter, two are enough."""
+    return build(
+        [node("a", gpu=4)],
+        [queue("q1", gpu_quota=2, created=0), queue("q2", gpu_quota=2, created=1)],
+        [JobSpec(f"hog{i}", "q1", gpu=1, running_on=["a"], created=i) for i in range(4)]
+        + [JobSpec("wants", "q2", gpu=2, created=10)],
+    )
+
+
+def test_a_scenario_the_idle_gpu_filter_refuses_spends_no_budget() -> None:
+    pods = run_session(reclaim_two_gpus(), config(maxScenariosPerJob=1), NOW, ["reclaim"]).pods
+    assert pods["default/wants-0"].status == "Pipelined"
+    assert sum(p.status == "Releasing" for p in pods.values()) == 2
+
+
+def test_a_filter_on_the_seam_is_asked_before_any_scenario_is_simulated(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[int] = []
+
+    class RefuseAll:
+        def could_ever_pass(self, ceiling: object) -> bool:
+            return True
+
+        def passes(self, scenario: Scenario) -> bool:
+            asked.append(len(scenario.potential))
+            return False
+
+    def refuse_all(state: SessionState, scenario: Scenario, nodes: set[str]) -> RefuseAll:
+        return RefuseAll()
+
+    monkeypatch.setitem(scenario_filters.SCENARIO_FILTERS, "refuse-all", refuse_all)
+    pods = run_session(reclaim_two_gpus(), config(), NOW, ["reclaim"]).pods
+    assert pods["default/wants-0"].status == "Pending"
+    assert not [k for k, p in pods.items() if p.status == "Releasing"]
+    # The idle-GPU filter comes first and refuses the one-victim scenario; the new filter then
+    # sees each scenario that passed it, with two victims and more.
+    assert asked and min(asked) == 2
