@@ -60,7 +60,7 @@ def _all_moved(scenario: Scenario) -> bool:
 def _enough_gpus(state: SessionState, job: Job) -> bool:
     """KAI's precheck: the cluster's free and freeing GPUs can hold what the job asks for."""
     table = state.table
-    available = float(gpu_headroom_all(state)[table.present & table.ready].sum())
+    available = float(gpu_headroom_all(state.table)[table.present & table.ready].sum())
     wanted = sum(t.pod.requests.gpu for t in job.tasks_to_allocate(real=False))
     return available >= wanted
 
@@ -117,7 +117,7 @@ def _big_nodes_could_be_freed(state: SessionState, job: Job, limit: int) -> bool
     table = state.table
     usable = table.present & table.ready
     big = usable & (table.gpu_count >= min(sizes))
-    headroom = gpu_headroom_all(state)
+    headroom = gpu_headroom_all(state.table)
     wanted = sum(sizes)
     free_big = float(headroom[big].sum())
     if free_big >= wanted:

@@ -29,7 +29,7 @@ def gpu_ceiling(state: SessionState) -> np.ndarray:
     the idle and releasing GPUs the idle-GPU filter starts from, plus the GPUs every placed pod
     holds (any victim is one of them). Valid while the session is as it was when computed."""
     table = state.table
-    ceiling = np.where(table.present, gpu_headroom_all(state), 0.0)
+    ceiling = np.where(table.present, gpu_headroom_all(table), 0.0)
     for task in state.tasks.values():
         if task.node and task.accepted[0] > 0:
             row = table.index.get(task.node)
@@ -39,30 +39,36 @@ def gpu_ceiling(state: SessionState) -> np.ndarray:
 
 
 # The last ``gpu_headroom_all`` of each table and the table's clock then: a victim search asks
-# for it more than once per job (the feasible nodes, then the idle-GPU filter) while the table
-# has not changed, and at thousands of nodes each answer is a pass over every row.
+# for it more than once per job (the feasible nodes, then the idle-GPU filter), and between two
+# asks a commit changes a few rows; at thousands of nodes a pass over every row per ask would be
+# most of a contended job's cost, so only the rows stamped after the last answer are worked out.
 _HEADROOM: weakref.WeakKeyDictionary[NodeTable, tuple[int, np.ndarray]] = weakref.WeakKeyDictionary()
 
 
-def gpu_headroom_all(state: SessionState) -> np.ndarray:
+def gpu_headroom_all(table: NodeTable) -> np.ndarray:
     """``gpu_headroom`` for every row: whole devices vectorized, shared GPUs row by row. The
     array is shared by callers until the table changes: read it, do not write it."""
-    table = state.table
     known = _HEADROOM.get(table)
     if known is not None and known[0] == table.clock:
         return known[1]
-    out = table.future[:, GPU].astype(np.float64)
-    for row, groups in enumerate(table.groups):
-        if groups:
-            out[row] = gpu_headroom(state, row)
+    if known is not None and len(known[1]) == len(table):
+        rows = np.flatnonzero(table.stamp > known[0])  # every change of a row stamps it (refresh)
+        out = known[1].copy()  # callers may still hold the old answer
+        out[rows] = table.future[rows, GPU]
+    else:
+        rows = np.arange(len(table))
+        out = table.future[:, GPU].astype(np.float64)
+    groups = table.groups
+    for row in rows.tolist():
+        if groups[row]:
+            out[row] = gpu_headroom(table, row)
     out.flags.writeable = False
     _HEADROOM[table] = (table.clock, out)
     return out
 
 
-def gpu_headroom(state: SessionState, row: int) -> float:
+def gpu_headroom(table: NodeTable, row: int) -> float:
     """Idle plus releasing GPUs of a node, partly free shared GPUs included (KAI's sums)."""
-    table = state.table
     whole = float(table.future[row, GPU])
     device = int(table.gpu_mem[row]) or 1
     shared = 0.0

@@ -46,7 +46,7 @@ class IdleGpuFilter:
 
     def __init__(self, state: SessionState, scenario: Scenario) -> None:
         table = state.table
-        headroom = gpu_headroom_all(state)
+        headroom = gpu_headroom_all(state.table)
         self.capacity: dict[str, float] = {}
         self.required = sorted((required_gpus(t) for t in scenario.pending), reverse=True)
         k = max(len(self.required), 1)

@@ -278,5 +278,5 @@ class JobSolver:
         table = self.state.table
         if any(not t.shape.wants_gpu for t in job.tasks):
             return {table.names[r] for r in np.flatnonzero(table.present)}
-        usable = table.present & (gpu_headroom_all(self.state) > 0)
+        usable = table.present & (gpu_headroom_all(self.state.table) > 0)
         return {table.names[r] for r in np.flatnonzero(usable)}

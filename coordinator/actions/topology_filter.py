@@ -38,7 +38,7 @@ class TopologyGpuFilter:
             return
         wanted = {id(t): state.requested_quota(t)[0] for t in pending}
         self._collect(tree, tree.root, wanted)
-        headroom = gpu_headroom_all(state) if self.needs else None
+        headroom = gpu_headroom_all(state.table) if self.needs else None
         domains = session_domains(state)
         for key in self.needs:
             view = domains.view(key[0], state.table)
