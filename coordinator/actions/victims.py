@@ -32,8 +32,9 @@ class SortedJobs:
         self._seq: dict[str, int] = {}  # job key -> its place in the session
 
     def by_queue(self) -> dict[str, list[Entry]]:
-        """Queue -> its jobs' entries in order. The lists are never edited, only replaced: an
-        order built from them may still walk them after a refresh."""
+        """Queue -> its jobs' entries in order. ``refresh`` edits the lists in place: an order
+        built from them (a search step's victims queue, a simulation's pending jobs) must not be
+        walked after the next commit; the victim search builds them afresh for every step."""
         if self._by_queue is None:
             self._by_queue = {}
             self._seq = {key: seq for seq, key in enumerate(self.state.jobs)}
@@ -47,38 +48,28 @@ class SortedJobs:
         return self._by_queue
 
     def refresh(self, changed: Iterable[str]) -> None:
-        """Re-place the jobs whose tasks changed."""
+        """Re-place the jobs whose tasks changed (in place: a list of tens of thousands of running
+        jobs is not copied for each commit)."""
         if self._by_queue is None:
             return  # built later, from the session as it will be then
         by_queue = self._by_queue
-        edited: dict[str, list[Entry]] = {}
-
-        def entries_of(queue: str) -> list[Entry]:
-            entries = edited.get(queue)
-            if entries is None:
-                entries = edited[queue] = list(by_queue.get(queue, ()))
-            return entries
-
         for key in changed:
             job = self.state.jobs.get(key)
             if job is None:
                 continue
             old = self._entries.pop(key, None)
             if old is not None:
-                entries = entries_of(job.queue)
+                entries = by_queue[job.queue]
                 at = bisect.bisect_left(entries, _rank(old), key=_rank)
                 if at >= len(entries) or entries[at] is not old:  # keys that do not order: look it up
                     at = next(i for i, entry in enumerate(entries) if entry is old)
                 del entries[at]
+                if not entries:
+                    del by_queue[job.queue]
             if self._admits(job):
                 entry = (self._key(job), self._seq[key], job)
-                bisect.insort(entries_of(job.queue), entry, key=_rank)
+                bisect.insort(by_queue.setdefault(job.queue, []), entry, key=_rank)
                 self._entries[key] = entry
-        for queue, entries in edited.items():
-            if entries:
-                by_queue[queue] = entries
-            else:
-                by_queue.pop(queue, None)
 
 
 def _rank(entry: Entry) -> tuple[tuple[object, ...], int]:
