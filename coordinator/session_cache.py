@@ -425,8 +425,7 @@ def _reset(made: _Made) -> None:
     task.node = task.original_node
     task.gpu_groups = made.pod.gpu_groups
     task.accepted = made.accepted
-    if task.holdings:
-        task.holdings = []
+    task.forget_holdings()
     if task.evicted_in_session:
         task.evicted_in_session = False
     if task.claims:

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from coordinator.session import SessionState, grown_schema, make_placer
 from coordinator.tasks import Status
 from shards.node_table import Holding, Kind, NodeTable
-from shards.pod_holds import pod_hold
 from shards.shapes import GPU
 
 if TYPE_CHECKING:
@@ -26,12 +25,10 @@ def rebase_session(state: SessionState, table: NodeTable, picks: Mapping[str, Pi
     old = state.table
     table.widen(grown_schema(table.schema, [old.schema.scalars_vector()]))
     for task in state.tasks.values():
-        previous, task.holdings = task.holdings, []
         if task.status is task.original_status:  # untouched: its usage is already in the new table
-            hold = pod_hold(table, task.pod)
-            if hold is not None:
-                task.holdings.append(Holding(task.key, hold.row, hold.kind, hold.vector, hold.shares))
+            task.holds_as_placed_on(table)
             continue
+        previous, task.holdings = task.holdings, []
         pick = picks.get(task.key) if picks else None
         if pick is not None and task.node is not None:  # the shard's hold is in the rows already
             vector = table.schema.vector(task.pod.requests)

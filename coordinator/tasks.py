@@ -13,7 +13,8 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from kai_ray.model import Pod, PodState
-from shards.node_table import Holding
+from shards.node_table import Holding, NodeTable
+from shards.pod_holds import pod_hold
 from shards.shapes import TaskShape
 
 if TYPE_CHECKING:
@@ -70,7 +71,8 @@ class Task:
         "_status",
         "node",
         "gpu_groups",
-        "holdings",
+        "_holdings",
+        "_holds_on",
         "_evicted",
         "original_status",
         "original_node",
@@ -99,7 +101,8 @@ class Task:
         self._status = status
         self.node = node
         self.gpu_groups = gpu_groups
-        self.holdings: list[Holding] = [] if holdings is None else holdings
+        self._holdings: list[Holding] = [] if holdings is None else holdings
+        self._holds_on: NodeTable | None = None  # its holdings there are worked out when first asked
         self._evicted = evicted_in_session  # KAI's "virtual" Releasing: may be re-placed (moved)
         self.original_status = original_status
         self.original_node = original_node
@@ -121,6 +124,29 @@ class Task:
         if status is not self._status and self.pod_set is not None:
             self.pod_set.moved(self, self._status, status)
         self._status = status
+
+    @property
+    def holdings(self) -> list[Holding]:
+        """What the task holds on the session's table (one entry per node it takes room on)."""
+        if self._holds_on is not None:
+            hold = pod_hold(self._holds_on, self.pod)
+            self._holdings = [] if hold is None else [Holding(self.key, hold.row, hold.kind, hold.vector, hold.shares)]
+            self._holds_on = None
+        return self._holdings
+
+    @holdings.setter
+    def holdings(self, holdings: list[Holding]) -> None:
+        self._holdings, self._holds_on = holdings, None
+
+    def holds_as_placed_on(self, table: NodeTable) -> None:
+        """The task's usage is in ``table`` already, as its pod record says: what it holds there
+        is worked out only if a session asks (most placed pods are never touched, and a session
+        moved onto every node's row would otherwise work it out for every pod of the cluster)."""
+        self._holdings, self._holds_on = [], table
+
+    def forget_holdings(self) -> None:
+        if self._holdings or self._holds_on is not None:
+            self._holdings, self._holds_on = [], None
 
     @property
     def evicted_in_session(self) -> bool:
