@@ -195,6 +195,9 @@ def compare_systems(workload: ContentionWorkload, systems: Sequence[System] = SY
 def run(quick: bool) -> list[BenchRow]:
     nodes = 100 if quick else 500
     rows = compare_systems(reclaim_storm(nodes, nodes * 8))
+    # A few contended jobs on a cluster ten times the size: what each costs must not grow with
+    # the nodes and running jobs it sits among.
+    rows += compare_systems(reclaim_storm(nodes * 10, nodes * 2 // 5))
     rows += compare_systems(preempt_storm(nodes, nodes))
     rows += compare_systems(fragmented_consolidation(nodes, nodes // 5))
     rows += compare_systems(tree_fill(nodes, nodes * 8))
