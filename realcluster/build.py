@@ -1,19 +1,27 @@
-"""Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok from their Go modules.
+"""Build the real cluster's binaries from their Go modules, in two sets.
 
-The versions are pinned by the harness modules in ``realcluster/go/`` (go.mod + go.sum). The
-binaries land in a cache outside the repository, keyed by a hash of those files, the Go version
-and the build flags:
+The control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok
+(``realcluster/go/kube``, ``realcluster/go/kwok``). KAI: KAI Scheduler's own scheduler, binder,
+podgrouper, podgroupcontroller and queuecontroller (``realcluster/go/kai``), with the CRDs and
+priority classes of KAI's chart copied from the same module.
 
-    ${KAI_RAY_CACHE:-${XDG_CACHE_HOME:-~/.cache}/kai-ray}/e2e/<key>/bin/
+The versions are pinned by the harness modules in ``realcluster/go/`` (go.mod + go.sum). Each
+set's binaries land in a cache outside the repository, keyed by a hash of its modules' files,
+the Go version and the build flags:
+
+    ${KAI_RAY_CACHE:-${XDG_CACHE_HOME:-~/.cache}/kai-ray}/e2e/<key>/bin/   # the control plane
+    ${KAI_RAY_CACHE:-${XDG_CACHE_HOME:-~/.cache}/kai-ray}/kai/<key>/bin/   # KAI (and ../deploy/)
 
 so only the first run pays for module download and compilation. Each module is built by one
 ``go build`` (its binaries share the compile work), with ``-trimpath`` and stripped symbols.
 
     python -m realcluster.build          # build if needed, print the binaries' directory
+    python -m realcluster.build --kai    # the same for KAI's components
 """
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import hashlib
 import json
@@ -55,11 +63,38 @@ TARGETS = (
     Target("kube", "go.etcd.io/etcd/server/v3", "etcd"),
     Target("kwok", "sigs.k8s.io/kwok/cmd/kwok", "kwok"),
 )
+KAI_MODULE = "github.com/NVIDIA/KAI-scheduler"
+KAI_TARGETS = (
+    Target("kai", f"{KAI_MODULE}/cmd/scheduler", "scheduler"),
+    Target("kai", f"{KAI_MODULE}/cmd/binder", "binder"),
+    Target("kai", f"{KAI_MODULE}/cmd/podgrouper", "podgrouper"),
+    Target("kai", f"{KAI_MODULE}/cmd/queuecontroller", "queuecontroller"),
+    Target("kai", "./podgroupcontroller", "podgroupcontroller"),  # KAI's main, its metrics address settable
+)
+# What the build copies from KAI's module next to the binaries (../deploy/<name>/): the chart's
+# CRDs and priority classes, plain YAML in v0.12 (no templating in them).
+KAI_DEPLOY = {
+    "crds": "deployments/kai-scheduler/crds",
+    "priorityclasses": "deployments/kai-scheduler/templates/priorityclasses",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BinarySet:
+    """Binaries built and cached together: ``${cache}/<name>/<key>/bin``."""
+
+    name: str
+    targets: tuple[Target, ...]
+    pins: tuple[str, ...]  # the modules whose pinned versions build.json records
+
+
+CONTROL_PLANE = BinarySet("e2e", TARGETS, ("k8s.io/kubernetes", "go.etcd.io/etcd/server/v3", "sigs.k8s.io/kwok"))
+KAI = BinarySet("kai", KAI_TARGETS, (KAI_MODULE, "k8s.io/kubernetes"))
 
 
 def _default_name(package: str) -> str:
     """The file name ``go build -o DIR/`` gives a main package (a /vN suffix is skipped)."""
-    parts = package.split("/")
+    parts = package.removeprefix("./").split("/")
     last = parts[-1]
     if len(parts) > 1 and last.startswith("v") and last[1:].isdigit():
         return parts[-2]
@@ -90,27 +125,34 @@ def go_version(go: str) -> str:
     return " ".join(done.stdout.split())
 
 
-def cache_key(go_ver: str) -> str:
-    """Changes whenever a pinned version, the toolchain or the flags change."""
+def _modules(binaries: BinarySet) -> list[str]:
+    return sorted({t.module for t in binaries.targets})
+
+
+def cache_key(go_ver: str, binaries: BinarySet = CONTROL_PLANE) -> str:
+    """Changes whenever a pinned version, a Go source of a harness module, the toolchain or the
+    flags change."""
     digest = hashlib.sha256()
     digest.update(go_ver.encode())
     digest.update(repr(BUILD_FLAGS).encode())
-    for target in TARGETS:
+    for target in binaries.targets:
         digest.update(f"{target.module} {target.package} {target.name}\n".encode())
-    for module in sorted({t.module for t in TARGETS}):
+    for module in _modules(binaries):
         for name in ("go.mod", "go.sum"):
             digest.update((GO_DIR / module / name).read_bytes())
+        for source in sorted((GO_DIR / module).rglob("*.go")):
+            digest.update(f"{source.relative_to(GO_DIR / module)}\n".encode())
+            digest.update(source.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def pinned_versions() -> dict[str, str]:
+def pinned_versions(binaries: BinarySet = CONTROL_PLANE) -> dict[str, str]:
     """module path -> version of the components we build, read from the harness go.mod files."""
-    wanted = ("k8s.io/kubernetes", "go.etcd.io/etcd/server/v3", "sigs.k8s.io/kwok")
     found: dict[str, str] = {}
-    for module in sorted({t.module for t in TARGETS}):
+    for module in _modules(binaries):
         for line in (GO_DIR / module / "go.mod").read_text().splitlines():
             fields = line.replace("require", "").split()
-            if len(fields) >= 2 and fields[0] in wanted:
+            if len(fields) >= 2 and fields[0] in binaries.pins:
                 found[fields[0]] = fields[1]
     return found
 
@@ -149,8 +191,8 @@ def run_go_build(command: list[str], cwd: Path, env: dict[str, str], log: Path, 
 PROGRESS_SECONDS = 30.0
 
 
-def _go_build(go: str, module: str, out: Path, log: Path, progress: bool) -> None:
-    targets = [t for t in TARGETS if t.module == module]
+def _go_build(go: str, binaries: BinarySet, module: str, out: Path, log: Path, progress: bool) -> None:
+    targets = [t for t in binaries.targets if t.module == module]
     command = [go, "build", "-v", *BUILD_FLAGS, "-o", f"{out}{os.sep}", *(t.package for t in targets)]
     code = run_go_build(command, GO_DIR / module, _build_env(), log, f"realcluster: go/{module}", progress)
     if code != 0:
@@ -174,30 +216,57 @@ def build_once(home: Path, done: Path, build: Callable[[], None]) -> None:
             build()
 
 
-def ensure_built(progress: bool = True) -> Path:
-    """The directory holding the four binaries, building them first if this version set is new."""
+def _copy_kai_deploy(go: str, home: Path) -> None:
+    """KAI's CRDs and priority classes, from the module the build just used, into ``home/deploy``."""
+    done = subprocess.run(
+        [go, "list", "-m", "-f", "{{.Dir}}", KAI_MODULE],
+        cwd=GO_DIR / "kai",
+        env=_build_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    source = Path(done.stdout.strip())
+    if done.returncode != 0 or not source.is_dir():
+        raise BuildFailed(f"`go list -m {KAI_MODULE}` in realcluster/go/kai failed: {done.stderr.strip()[-300:]}")
+    deploy = home / "deploy"
+    shutil.rmtree(deploy, ignore_errors=True)
+    for name, relative in KAI_DEPLOY.items():
+        files = sorted((source / relative).glob("*.yaml"))
+        if not files:
+            raise BuildFailed(f"{KAI_MODULE} has no {relative}/*.yaml at {source}")
+        (deploy / name).mkdir(parents=True)
+        for file in files:
+            shutil.copyfile(file, deploy / name / file.name)
+
+
+def ensure_built(progress: bool = True, binaries: BinarySet = CONTROL_PLANE) -> Path:
+    """The directory holding the set's binaries, building them first if this version set is new."""
     go = go_binary()
     version = go_version(go)
-    home = cache_root() / "e2e" / cache_key(version)
+    home = cache_root() / binaries.name / cache_key(version, binaries)
     bin_dir = home / "bin"
     stamp = home / "build.json"
 
     def build() -> None:
         if progress:
-            print(f"realcluster: building {', '.join(t.name for t in TARGETS)} into {home} ...", file=sys.stderr)
+            names = ", ".join(t.name for t in binaries.targets)
+            print(f"realcluster: building {names} into {home} ...", file=sys.stderr)
         started = time.monotonic()
         staging = Path(tempfile.mkdtemp(prefix="bin-", dir=home))
         log = home / "build.log"
         log.write_bytes(b"")
         seconds: dict[str, float] = {}
-        for module in sorted({t.module for t in TARGETS}):
+        for module in _modules(binaries):
             begun = time.monotonic()
-            _go_build(go, module, staging, log, progress)
+            _go_build(go, binaries, module, staging, log, progress)
             seconds[module] = round(time.monotonic() - begun, 1)
+        if binaries is KAI:
+            _copy_kai_deploy(go, home)
         shutil.rmtree(bin_dir, ignore_errors=True)
         staging.rename(bin_dir)
         record = {
-            "versions": pinned_versions(),
+            "versions": pinned_versions(binaries),
             "go": version,
             "seconds": seconds,
             "total_seconds": round(time.monotonic() - started, 1),
@@ -210,15 +279,23 @@ def ensure_built(progress: bool = True) -> Path:
     return bin_dir
 
 
+def ensure_kai_built(progress: bool = True) -> Path:
+    """KAI's binaries (``bin/``; the chart's CRDs and priority classes in ``../deploy/``)."""
+    return ensure_built(progress, KAI)
+
+
 def build_record(bin_dir: Path) -> dict[str, object]:
     """What ``ensure_built`` wrote about the build of ``bin_dir`` (versions, seconds)."""
     loaded: dict[str, object] = json.loads((bin_dir.parent / "build.json").read_text())
     return loaded
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m realcluster.build", description=__doc__.split("\n")[0])
+    parser.add_argument("--kai", action="store_true", help="build KAI's components instead of the control plane")
+    args = parser.parse_args(argv)
     try:
-        bin_dir = ensure_built()
+        bin_dir = ensure_built(binaries=KAI if args.kai else CONTROL_PLANE)
     except (GoMissing, BuildFailed) as error:
         print(f"realcluster: {error}", file=sys.stderr)
         return 1
