@@ -73,12 +73,18 @@ class Process:
     command: list[str]
     log: Path
     popen: subprocess.Popen[bytes] | None = None
+    env: dict[str, str] | None = None  # added to this process's environment
 
     def start(self) -> None:
         sink = self.log.open("ab")
         try:
             self.popen = subprocess.Popen(
-                self.command, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                self.command,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, **self.env} if self.env else None,
             )
         finally:
             sink.close()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tests.conftest import REPO
 
-PACKAGES = ("kai_ray", "shards", "coordinator", "k8s_adapter", "devcluster", "loadtests")
+PACKAGES = ("kai_ray", "shards", "coordinator", "k8s_adapter", "devcluster", "realcluster", "loadtests")
 
 # Module prefixes of each layer; the longest matching prefix decides a module's layer.
 LAYERS: dict[str, tuple[str, ...]] = {
@@ -33,6 +33,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "coordinator": ("coordinator",),
     "adapter": ("k8s_adapter",),
     "devcluster": ("devcluster",),
+    "realcluster": ("realcluster",),  # the real control plane and KAI for tests and load tests: imports none of ours
     "wiring": (
         "kai_ray.__main__",
         "kai_ray.cli",
@@ -52,6 +53,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "coordinator": {"model", "shards"},
     "adapter": {"model", "readers", "shards", "coordinator"},
     "devcluster": set(),
+    "realcluster": set(),
     "wiring": set(LAYERS),
 }
 

@@ -11,6 +11,8 @@ import yaml
 from cryptography import x509
 
 from realcluster import build, kwok
+from realcluster import kai as kai_module
+from realcluster.cluster import RealCluster
 from realcluster.pki import make_pki
 
 
@@ -64,3 +66,65 @@ def test_the_cache_key_follows_the_pins(tmp_path: Path, monkeypatch: pytest.Monk
 def test_the_binary_a_major_version_path_builds_is_named_after_the_element_before(tmp_path: Path) -> None:
     assert build._default_name("go.etcd.io/etcd/server/v3") == "server"
     assert build._default_name("k8s.io/kubernetes/cmd/kube-apiserver") == "kube-apiserver"
+    assert build._default_name("./podgroupcontroller") == "podgroupcontroller"
+
+
+def test_kais_binaries_have_a_cache_key_of_their_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(build.GO_DIR, tmp_path / "go")
+    monkeypatch.setattr(build, "GO_DIR", tmp_path / "go")
+    version = "go1.26.8 linux amd64"
+    control_plane, kai = build.cache_key(version), build.cache_key(version, build.KAI)
+    assert kai != control_plane
+    wrapper = tmp_path / "go" / "kai" / "podgroupcontroller" / "main.go"
+    wrapper.write_text(wrapper.read_text() + "\n// changed\n")
+    assert build.cache_key(version, build.KAI) != kai  # the module's own Go sources count
+    assert build.cache_key(version) == control_plane  # and leave the control plane's binaries alone
+    assert build.pinned_versions(build.KAI) == {
+        "github.com/NVIDIA/KAI-scheduler": "v0.12.0",
+        "k8s.io/kubernetes": "v1.34.2",
+    }
+    assert {t.name for t in build.KAI.targets} == set(kai_module.COMPONENTS)
+
+
+def test_kais_components_get_the_operators_arguments_and_loopback_addresses() -> None:
+    deployment = kai_module.KaiDeployment(RealCluster())
+    deployment.bin = Path("/kai/bin")
+    commands = {name: deployment._command(name) for name in kai_module.COMPONENTS}
+    scheduler, health, env = commands["scheduler"]
+    assert scheduler[0] == "/kai/bin/scheduler" and env == {"GOGC": "400"}
+    assert f"--scheduler-conf={kai_module.CONFIG}" in scheduler and "--scheduler-name=kai-scheduler" in scheduler
+    assert health.startswith("http://127.0.0.1:")
+    binder = commands["binder"][0]
+    assert binder[binder.index("--resource-reservation-namespace") + 1] == "kai-resource-reservation"
+    assert binder[binder.index("--qps") + 1] == "20" and binder[binder.index("--burst") + 1] == "100"
+    assert "--enable-webhook=false" in commands["queuecontroller"][0]
+    assert "--enable-podgroup-webhook=false" in commands["podgroupcontroller"][0]
+    for command, _, _ in commands.values():  # every address flag KAI has is given a loopback port
+        for i, arg in enumerate(command):
+            if arg.startswith("--") and "address" in arg:
+                value = arg.split("=", 1)[1] if "=" in arg else command[i + 1]
+                assert value.startswith("127.0.0.1:"), command
+
+
+def test_kais_scheduler_config_is_the_operators_default() -> None:
+    config = yaml.safe_load(kai_module.CONFIG.read_text())
+    assert config["actions"] == "allocate, consolidation, reclaim, preempt, stalegangeviction"
+    [tier] = config["tiers"]
+    names = [p["name"] for p in tier["plugins"]]
+    assert names[:3] == ["predicates", "proportion", "priority"] and names[-3:] == [
+        "gpupack",
+        "nodeplacement",
+        "gpusharingorder",
+    ]
+    assert len(names) == len(set(names)) == 19
+    assert tier["plugins"][-2]["arguments"] == {"cpu": "binpack", "gpu": "binpack"}
+
+
+def test_the_charts_default_queues_have_no_quota_and_no_limit() -> None:
+    parent, child = kai_module.default_queues()
+    assert (parent["metadata"]["name"], child["spec"]["parentQueue"]) == (
+        "default-parent-queue",
+        "default-parent-queue",
+    )
+    assert child["metadata"]["name"] == "default-queue"
+    assert all(r == {"quota": 0, "limit": -1, "overQuotaWeight": 1} for r in child["spec"]["resources"].values())
