@@ -37,7 +37,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 REAL_PARAMS = {"real", "real-etcd"}
-REAL_FIXTURES = {"real", "real_cluster", "etcd_watch_cluster", "binaries", "prometheus_binary"}
+REAL_FIXTURES = {"real", "real_cluster", "etcd_watch_cluster", "binaries", "kai_binaries", "prometheus_binary"}
 ORACLE = Path(__file__).resolve().parent / "oracle"
 
 
@@ -45,6 +45,10 @@ def _needs_real_cluster(item: pytest.Item) -> bool:
     params = getattr(getattr(item, "callspec", None), "params", {})
     fixtures = set(getattr(item, "fixturenames", ()))
     return E2E in item.path.parents and (params.get("cluster") in REAL_PARAMS or bool(fixtures & REAL_FIXTURES))
+
+
+def _needs_kai(item: pytest.Item) -> bool:
+    return _needs_real_cluster(item) and "kai_binaries" in getattr(item, "fixturenames", ())
 
 
 def _needs_oracle(item: pytest.Item) -> bool:
@@ -84,6 +88,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             ensure_built()
         except (GoMissing, BuildFailed) as failed:
             raise pytest.UsageError(str(failed)) from None
+    if any(_needs_kai(item) for item in items):
+        from realcluster.build import BuildFailed, GoMissing, ensure_kai_built
+
+        try:
+            ensure_kai_built()
+        except (GoMissing, BuildFailed) as failed:
+            raise pytest.UsageError(f"KAI's components: {failed}") from None
     if any(_needs_oracle(item) for item in items):
         from tests.oracle.harness import OracleUnavailable
         from tests.oracle.harness import ensure_built as ensure_oracle_built
@@ -96,5 +107,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 GO_BUILDS = (
     (_needs_real_cluster, "the real control plane (etcd, kube-apiserver, kwok)"),
+    (_needs_kai, "KAI's components"),
     (_needs_oracle, "the KAI oracle (KAI's scheduler code)"),
 )

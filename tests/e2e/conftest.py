@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from realcluster.build import BuildFailed, build_record, ensure_built
+from realcluster.build import BuildFailed, build_record, ensure_built, ensure_kai_built
 from realcluster.cluster import ClusterOptions, RealCluster
 from tests.e2e.backends import Backend, dev_backend, real_backend, seed_real
 from tests.helm.chart import NAMESPACE, crds
@@ -29,6 +29,15 @@ SA_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 def binaries() -> Path:
     try:
         return ensure_built()
+    except BuildFailed as failed:
+        pytest.exit(str(failed), returncode=1)
+
+
+@pytest.fixture(scope="session")
+def kai_binaries() -> Path:
+    """KAI's own components (realcluster/go/kai), built once like the control plane."""
+    try:
+        return ensure_kai_built()
     except BuildFailed as failed:
         pytest.exit(str(failed), returncode=1)
 
