@@ -103,6 +103,8 @@ class KaiDeployment:
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 120.0) -> KaiDeployment:
         """Install KAI's cluster objects, start the five components and wait until each answers."""
+        if self.cluster.pki is None:
+            raise KaiError("start the cluster before KAI")
         self.bin = ensure_kai_built()
         self.deploy = self.bin.parent / "deploy"
         versions = build_record(self.bin).get("versions")
