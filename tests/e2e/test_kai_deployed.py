@@ -4,7 +4,8 @@ A cluster of its own (etcd, kube-apiserver, kube-controller-manager, kwok) with 
 of 8 GPUs, and KAI's scheduler, binder, podgrouper, podgroupcontroller and queuecontroller,
 built from KAI's module, started as KAI's chart and operator configure them. No kai-ray code
 schedules here: the assertions are about KAI's behaviour on our cluster, there to prove the
-deployment works (the BindRequest flow, PodGroups made and given status, gangs, reclaim).
+deployment works (the BindRequest flow, PodGroups made and given status, gangs, reclaim), and
+one that records where KAI v0.12 differs from kai-ray (a queue without a parent).
 """
 
 from __future__ import annotations
@@ -258,6 +259,29 @@ async def test_a_queue_owed_its_quota_reclaims_from_one_over_its_own(kai: Kai) -
     gone = {f"greedy-{i}" for i in range(4)} - set(left)
     pods = await kai.pods()
     assert all(name not in pods or pods[name]["metadata"].get("deletionTimestamp") for name in gone)
+
+
+async def test_a_pod_in_a_queue_without_a_parent_is_never_scheduled(kai: Kai) -> None:
+    """KAI v0.12 schedules jobs of queues with a parent only (its job order skips a queue whose
+    parent is not in the session): a pod of a top-level queue is reported Unschedulable with no
+    reason given, however much room there is. kai-ray binds it; recorded here as KAI's
+    behaviour, so that a new pin that changes it is noticed."""
+    await kai.create(QUEUES, queue("alone", gpu_quota=16))
+    await kai.create(PODS, pod("orphan", gpus=1, queue_name="alone"))
+
+    async def reported() -> bool:
+        conditions = ((await kai.pods())["orphan"].get("status") or {}).get("conditions") or []
+        return any(c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions)
+
+    await kai.until(reported, "the pod of a top-level queue reported Unschedulable")
+    await kai.create(QUEUES, queue("with-parent", gpu_quota=16, parent=PARENT))
+    await kai.create(QUEUES, queue(PARENT, gpu_quota=16))
+    await kai.create(PODS, pod("sibling", gpus=1, queue_name="with-parent"))
+    await kai.until(lambda: _bound_count(kai, "sibling", 1), "a pod of a queue with a parent bound")
+    assert await kai.bound("orphan") == {}
+    [group] = [g for g in await kai.items(GROUPS) if g["spec"]["queue"] == "alone"]
+    [condition] = (group.get("status") or {}).get("schedulingConditions") or []
+    assert (condition["reason"], condition["message"]) == ("Unschedulable", "Unable to schedule podgroup")
 
 
 async def _bound_count(kai: Kai, prefix: str, count: int) -> bool:
