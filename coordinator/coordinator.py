@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
+from coordinator.actions import VictimLists
 from coordinator.actions.allocate import explain_unplaced
 from coordinator.actions.registry import build_actions
 from coordinator.binding import BindCommit, BindSink, ShardLost, check, retry_next_cycle
@@ -94,6 +95,7 @@ class Coordinator:
         self.pod_maps = PodMaps()  # each pod's queue and job, kept while no pod or job changes
         self._closing_seconds = 0.0  # what the last session took after its actions (see _run_cycle)
         self.settled = Settled()  # decisions that follow from records alone (decisions.collect)
+        self.victim_lists = VictimLists()  # the victim searches' sorted jobs, kept across cycles
         # Where a cycle hands its binds as their jobs are committed (the live loop sends them at
         # once); None: they are only in the cycle's result. Called on the cycle's thread.
         self.bind_sink: BindSink | None = None
@@ -178,6 +180,7 @@ class Coordinator:
         self._sweep(now)
         stats = CycleStats()
         state = self._open_session(now, stats)
+        state.victim_lists = self.victim_lists
         state.search_paused = paused
         state.search_reasons = self.search_backoff.reasons(paused)
         if self.config.sessionTimeBudget:

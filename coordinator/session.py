@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from coordinator.rounds import RoundPlacer
 
 if TYPE_CHECKING:
+    from coordinator.actions import VictimLists
     from coordinator.topology import SessionDomains
 
 Quota = tuple[float, float, float]
@@ -88,6 +89,9 @@ class SessionState:
     # (None: anything may have changed), and the jobs made again or gone since then.
     changed_pods: frozenset[str] | None = None
     remade_jobs: frozenset[str] = frozenset()
+    # The jobs the opener reset to their records (what the last session may have changed), where
+    # it reset only some (None: every job).
+    reset_jobs: frozenset[str] | None = None
     positions: Mapping[str, int] | None = None  # job -> its place in ``jobs``, where the opener keeps it
     largest_node_gpus: float | None = None  # the most GPUs any node has, where the opener knows
     # The cycle's time budget (config sessionTimeBudget), as a time.perf_counter() deadline: past
@@ -102,6 +106,9 @@ class SessionState:
     # beyond what allocate placed, so a cycle whose actions find nothing to search never pays
     # for copying every node's row and re-holding every running pod on it.
     every_node: Callable[[], None] = field(default=lambda: None)
+    # The victim searches' sorted lists, kept by the coordinator across cycles (None: each action
+    # builds its own, as a session run once does).
+    victim_lists: VictimLists | None = None
     # The session was moved onto every node's row (``session_rebase``): its untouched tasks know
     # their holdings there lazily, and nothing else of theirs changed.
     rebased: bool = False
@@ -145,6 +152,14 @@ class SessionState:
         if self.stale_watch is None:
             return self.jobs.values()
         return self.in_session_order(self.maybe_changed_keys(touched))
+
+    def jobs_changed_since_last_session(self) -> frozenset[str] | None:
+        """The jobs that may differ from how the last session left them (made again or gone, reset,
+        or with a pod whose record changed), where the opener knows (None: any job may)."""
+        if self.changed_pods is None or self.reset_jobs is None:
+            return None
+        of_pods = {job.key for pod in self.changed_pods if (job := self.jobs_by_task.get(pod)) is not None}
+        return self.reset_jobs | self.remade_jobs | of_pods
 
     def maybe_changed_keys(self, touched: set[str]) -> set[str]:
         """The keys of ``maybe_changed_jobs`` (every job's when the opener keeps no watch)."""

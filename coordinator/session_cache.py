@@ -121,6 +121,7 @@ class SessionCache:
             not_ready_at_open=frozenset(self.not_ready),
             changed_pods=None if changed_pods is None or queues_changed else frozenset(changed_pods),
             remade_jobs=frozenset(self.remade),
+            reset_jobs=None if to_reset is None or changes is None else frozenset(to_reset),
             positions=self.positions,
             largest_node_gpus=self.nodes.largest_gpus,
             min_gpu_memory=self.nodes.min_gpu_memory,

@@ -1,8 +1,18 @@
 """KAI's scheduling actions, run in the configured order within one session; the registry maps
-the config's action names to their classes."""
+the config's action names to their classes. The victim searches' sorted lists (``VictimLists``)
+outlive a session: the coordinator keeps them across cycles."""
 
 from coordinator.actions.allocate import eligible_jobs, explain_unplaced
 from coordinator.actions.registry import ACTIONS, Action, build_actions
 from coordinator.actions.victim_search import VictimSearchAction
+from coordinator.actions.victims import VictimLists
 
-__all__ = ["ACTIONS", "Action", "VictimSearchAction", "build_actions", "eligible_jobs", "explain_unplaced"]
+__all__ = [
+    "ACTIONS",
+    "Action",
+    "VictimLists",
+    "VictimSearchAction",
+    "build_actions",
+    "eligible_jobs",
+    "explain_unplaced",
+]

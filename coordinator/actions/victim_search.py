@@ -32,7 +32,7 @@ from coordinator.actions.gpu_headroom import gpu_ceiling
 from coordinator.actions.scenario import Scenario
 from coordinator.actions.search_pruning import FailedSearches, search_failed, should_search
 from coordinator.actions.solver import JobSolver, SearchBudget, Validator
-from coordinator.actions.victims import VictimPool, pending_pool
+from coordinator.actions.victims import VictimLists, VictimPool
 from coordinator.job_order import JobOrder
 from coordinator.job_timers import delay_message, within_preemption_delay
 from coordinator.jobs import Job
@@ -117,9 +117,9 @@ class VictimSearchAction:
             if not _delayed(state, job)
         )
         budget = SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
-        pool = VictimPool(state)
-        pending = pending_pool(state)
-        stmt.take_changed()  # the pools are built from the session as it is from here on
+        # The lists of running and pending jobs, carried over from earlier actions and cycles with
+        # the jobs changed since (the statement's changes so far in this session among them).
+        pool, pending = (state.victim_lists or VictimLists()).for_session(state, stmt.take_changed())
         ceiling = CeilingUntilCommit(state)
 
         failed = FailedSearches(per_queue=self.signatures_per_queue)

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import copy
 import random
+from collections.abc import Iterable
 from dataclasses import replace
+from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from coordinator.actions.victims import SortedJobs, VictimLists, VictimPool, pending_pool
 from coordinator.coordinator import Coordinator
 from coordinator.results import CycleResult
+from coordinator.session import SessionState
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import ClusterSnapshot, PodGroup, PodState
 from kai_ray.runtime import in_process_coordinator
@@ -104,3 +108,31 @@ def test_a_long_lived_coordinator_decides_as_a_fresh_one(
         result = coordinator.cycle(now, actions)
         assert _outcome(result) == expected, cycle
         coordinator.apply(_changes(rng, coordinator, cycle, [b.pod for b in result.binds]))
+
+
+def _sorted(index: SortedJobs) -> dict[str, list[str]]:
+    return {queue: [entry[2].key for entry in entries] for queue, entries in index.by_queue().items()}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(clusters(), st.integers(0, 2**16))
+def test_victim_lists_carried_across_cycles_equal_lists_built_afresh(snapshot: ClusterSnapshot, seed: int) -> None:
+    """Each victim search's lists of running and pending jobs, carried over from earlier actions
+    and cycles with only the jobs changed since re-placed, equal lists sorted from scratch."""
+    carried = VictimLists.for_session
+    checked: list[int] = []
+
+    def checking(lists: VictimLists, state: SessionState, changed: Iterable[str]) -> tuple[VictimPool, SortedJobs]:
+        pool, pending = carried(lists, state, changed)
+        assert _sorted(pool.jobs) == _sorted(VictimPool.sorted_jobs(state))
+        assert _sorted(pending) == _sorted(pending_pool(state))
+        checked.append(1)
+        return pool, pending
+
+    rng = random.Random(seed)
+    coordinator = in_process_coordinator(config(), 1)
+    coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+    with mock.patch.object(VictimLists, "for_session", checking):
+        for cycle in range(CYCLES):
+            result = coordinator.cycle(NOW + 10 * cycle, ACTIONS)
+            coordinator.apply(_changes(rng, coordinator, cycle, [b.pod for b in result.binds]))
