@@ -23,9 +23,9 @@ from coordinator.session import SessionState
 from coordinator.shard_client import Answers
 from coordinator.shard_set import ShardSet
 from coordinator.tasks import Status, Task
-from shards.diagnosis import Diagnosis
+from placement.diagnosis import Diagnosis
+from placement.shapes import TaskShape
 from shards.messages import Placement, PrepareItem
-from shards.shapes import TaskShape
 
 R = TypeVar("R")
 RETRY = "capacity changed before the bind was committed ({why}); retried next cycle"

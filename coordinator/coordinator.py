@@ -53,10 +53,10 @@ from coordinator.tasks import Status
 from coordinator.topology import SessionDomains, wanted_topologies
 from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
-from shards.node_table import NodeTable
-from shards.placement import Placer
+from placement.node_table import NodeTable
+from placement.placer import Placer
+from placement.shapes import ResourceSchema, TaskShape
 from shards.protocol import Round, ShardInfo
-from shards.shapes import ResourceSchema, TaskShape
 from shards.stream_messages import RoundReply
 
 __all__ = ["BindIntent", "Coordinator", "CycleResult", "CycleStats", "EvictIntent", "ShardsFailed"]

@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kai_ray.model import ClaimAllocation, DeviceClass, DeviceResult, DraObjects, Node, Pod, ResourceClaim
-from shards.dra_demand import ClaimDemand, claim_demand, claim_key
-from shards.dra_devices import Allocation, DeviceBook, Held
-from shards.placement import Choice
+from placement.dra_demand import ClaimDemand, claim_demand, claim_key
+from placement.dra_devices import Allocation, DeviceBook, Held
+from placement.placer import Choice
 
 MAX_CONSUMERS = 256  # resource.k8s.io's limit on status.reservedFor
 Undo = Callable[[], None]

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 
 from coordinator.shard_client import Answers
 from coordinator.shard_set import ShardSet
+from placement.node_table import NodeTable
+from placement.rows import load_rows
+from placement.shapes import ResourceSchema
 from shards.messages import RowChanges
-from shards.node_table import NodeTable
 from shards.protocol import ShardRequest
-from shards.rows import load_rows
-from shards.shapes import ResourceSchema
 
 
 class NodeMirror:

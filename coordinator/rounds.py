@@ -24,8 +24,8 @@ import numpy.typing as npt
 
 from coordinator.shard_client import Answers
 from coordinator.shard_set import ShardSet
-from shards.diagnosis import Diagnosis
-from shards.shapes import TaskShape
+from placement.diagnosis import Diagnosis
+from placement.shapes import TaskShape
 from shards.stream_messages import (
     Binds,
     RoundReply,

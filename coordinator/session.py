@@ -27,12 +27,12 @@ from coordinator.tasks import DEFAULT_SUBGROUP, Status, Task, task_status
 from kai_ray import labels as L
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import ClusterSnapshot, Pod, PodGroup, ResourceVector, Topology
-from shards.diagnosis import Diagnosis
-from shards.dra_demand import ClaimDemand
-from shards.node_table import Holding, NodeTable
-from shards.placement import PlacementPolicy, Placer
-from shards.pod_holds import pod_hold
-from shards.shapes import ResourceSchema, TaskShape
+from placement.diagnosis import Diagnosis
+from placement.dra_demand import ClaimDemand
+from placement.node_table import Holding, NodeTable
+from placement.placer import PlacementPolicy, Placer
+from placement.pod_holds import pod_hold
+from placement.shapes import ResourceSchema, TaskShape
 
 if TYPE_CHECKING:
     from coordinator.rounds import RoundPlacer

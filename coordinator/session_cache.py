@@ -37,9 +37,9 @@ from coordinator.subgroups import build_tree, leaf_pod_sets, needs_tree
 from coordinator.tasks import DEFAULT_SUBGROUP, Status, Task, task_status
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import Pod, PodGroup
-from shards.node_table import NodeTable
-from shards.placement import Placer
-from shards.shapes import TaskShape
+from placement.node_table import NodeTable
+from placement.placer import Placer
+from placement.shapes import TaskShape
 
 Sums = tuple[float, float, float, float, float, float, float, float, float]  # request, allocated, allocated np
 

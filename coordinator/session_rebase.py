@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from coordinator.session import SessionState, grown_schema, make_placer
 from coordinator.tasks import Status
-from shards.node_table import Holding, Kind, NodeTable
-from shards.shapes import GPU
+from placement.node_table import Holding, Kind, NodeTable
+from placement.shapes import GPU
 
 if TYPE_CHECKING:
     from coordinator.rounds import Pick

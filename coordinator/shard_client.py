@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar, cast
 
 from kai_ray.model import Node, Pod, Topology
+from placement.rows import NodeRows
+from placement.topology_domains import DomainReport
 from shards.handover import ShardHandover
 from shards.messages import ClaimHold, NodeDevices, PrepareItem, PrepareReply, RowChanges, ShardDeltas
 from shards.protocol import (
@@ -48,10 +50,8 @@ from shards.protocol import (
     StaleEpoch,
     TakeOver,
 )
-from shards.rows import NodeRows
 from shards.shard import Shard
 from shards.stream_messages import RoundReply, RoundRequest, SettleReply, SettleRequest
-from shards.topology_domains import DomainReport
 
 R = TypeVar("R")
 

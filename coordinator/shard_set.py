@@ -17,12 +17,12 @@ from coordinator.cluster_model import ClusterModel
 from coordinator.shard_client import Answers, ShardClient, ShardTransport
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import Pod, Topology
+from placement.rows import NodeRows
+from placement.topology_domains import DomainReport
 from shards import partitioner
 from shards.messages import ClaimHold, NodeDevices, PrepareItem, PrepareReply, RowChanges, ShardDeltas
 from shards.protocol import Expire, ShardInfo, ShardRequest
-from shards.rows import NodeRows
 from shards.stream_messages import RoundReply, RoundRequest, SettleReply, SettleRequest
-from shards.topology_domains import DomainReport
 
 Verdicts = dict[str, bool]
 

@@ -17,9 +17,9 @@ from coordinator.dra_session import evict_claims, grants_of, place_claims
 from coordinator.jobs import Job
 from coordinator.queue_state import QueueState
 from coordinator.tasks import Status, Task
-from shards.dra_demand import ClaimDemand
-from shards.node_table import Holding, Kind, NodeTable
-from shards.placement import Choice
+from placement.dra_demand import ClaimDemand
+from placement.node_table import Holding, Kind, NodeTable
+from placement.placer import Choice
 
 if TYPE_CHECKING:
     from coordinator.rounds import Pick

@@ -13,9 +13,9 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from kai_ray.model import Pod, PodState
-from shards.node_table import Holding, NodeTable
-from shards.pod_holds import pod_hold
-from shards.shapes import TaskShape
+from placement.node_table import Holding, NodeTable
+from placement.pod_holds import pod_hold
+from placement.shapes import TaskShape
 
 if TYPE_CHECKING:
     from coordinator.jobs import PodSet

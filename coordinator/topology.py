@@ -1,6 +1,6 @@
 """Topology domains for a session: the shards' reports merged, laid over the session's node rows.
 
-Each shard reports which domain every one of its nodes falls in (``shards/topology_domains.py``);
+Each shard reports which domain every one of its nodes falls in (``placement/topology_domains.py``);
 ``merge`` unites the reports (a rack usually spans shards) and numbers the domains of each level
 in KAI's order of IDs (the label values joined with "."). A ``TopologyView`` maps that numbering
 onto one session table: per row, its domain at every level (-1 outside the topology), so that
@@ -18,8 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 from kai_ray.model import PodGroup, Topology
-from shards.node_table import NodeTable
-from shards.topology_domains import DomainReport, domain_report
+from placement.node_table import NodeTable
+from placement.topology_domains import DomainReport, domain_report
 
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]

@@ -28,9 +28,9 @@ from coordinator.session import SessionState
 from coordinator.tasks import Task
 from coordinator.topology import ROOT, Floats, Ints, Mask, SessionDomains, TopologyView
 from kai_ray.model import TopologyConstraint
-from shards.domain_index import Rows
-from shards.node_table import NodeTable
-from shards.shapes import CPU, GPU, PODS
+from placement.domain_index import Rows
+from placement.node_table import NodeTable
+from placement.shapes import CPU, GPU, PODS
 
 NOT_IN_DOMAIN_RATIO = 1000.0  # KAI's ratio for a resource a domain has none of
 SCORE_BANDS = 10  # KAI scores a preferred sub-domain floor((rank + 1) / n * 10)

@@ -20,9 +20,9 @@ from coordinator.result_changes import ResultChange, ResultReceiver, ResultSende
 from coordinator.shard_set import ShardSet
 from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
-from shards.placement import PlacementPolicy
+from placement.placer import PlacementPolicy
+from placement.rows import NodeRows
 from shards.protocol import Batch, BatchReply, ShardDown, ShardInfo
-from shards.rows import NodeRows
 from shards.shard import Shard
 
 

@@ -8,7 +8,7 @@ from coordinator.coordinator import Coordinator
 from coordinator.shard_client import InProcessTransport
 from coordinator.shard_set import ShardSet
 from kai_ray.config import SchedulerConfig
-from shards.placement import PlacementPolicy
+from placement.placer import PlacementPolicy
 from shards.shard import Shard
 
 

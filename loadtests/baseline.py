@@ -22,10 +22,10 @@ from coordinator.session import SessionState
 from coordinator.shard_set import ShardSet
 from coordinator.statement import Statement
 from kai_ray.config import SchedulerConfig
-from shards.node_table import NodeTable
-from shards.placement import Choice, Mask, Placer
-from shards.rows import merge_rows, table_from_rows
-from shards.shapes import ResourceSchema, TaskShape
+from placement.node_table import NodeTable
+from placement.placer import Choice, Mask, Placer
+from placement.rows import merge_rows, table_from_rows
+from placement.shapes import ResourceSchema, TaskShape
 
 
 class FullScanPlacer(Placer):

@@ -47,8 +47,8 @@ from kai_ray.sim.cluster import model_nodes
 from kai_ray.sim.dra import DRIVER, with_dra_nodes
 from loadtests.baseline import FullScanCoordinator
 from loadtests.results import BenchRow, bench_main, compare, rss_bytes
-from shards.dra_cel import SELECTORS
-from shards.placement import PlacementPolicy
+from placement.dra_cel import SELECTORS
+from placement.placer import PlacementPolicy
 from shards.shard import Shard
 
 FULL = {"nodes": 2_000, "pods": 4_000, "waves": 10}

@@ -39,7 +39,7 @@ from kai_ray.config import SchedulerConfig
 from loadtests.baseline import FullScanCoordinator
 from loadtests.gang_workload import GangWorkload, gang_workload
 from loadtests.results import BenchRow, bench_main, compare, fresh_heap, rss_bytes
-from shards.placement import PlacementPolicy
+from placement.placer import PlacementPolicy
 from shards.shard import Shard
 from shards.stream_messages import SettleReply, SettleRequest
 

@@ -33,9 +33,9 @@ import numpy as np
 from loadtests.baseline import FullScanPlacer
 from loadtests.results import BenchRow, bench_main, compare, rss_bytes
 from loadtests.shard_workload import PendingPod, busy_shard, pending_pods
-from shards.node_table import Kind, NodeTable
-from shards.placement import Choice, Placer
-from shards.shapes import GPU, TaskShape
+from placement.node_table import Kind, NodeTable
+from placement.placer import Choice, Placer
+from placement.shapes import GPU, TaskShape
 from shards.stream_messages import RoundRequest, ShapeStream, Taken
 from shards.wire import pack_shapes
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from kai_ray.model import GpuShare, Node, Pod, PodState, ResourceVector
 from kai_ray.sim.cluster import model_nodes
+from placement.shapes import Constraints, TaskShape
 from shards.messages import ShardDeltas
-from shards.shapes import Constraints, TaskShape
 from shards.shard import Shard
 
 GIB = 2**30

@@ -7,7 +7,7 @@ from coordinator.shard_client import InProcessTransport
 from coordinator.shard_set import ShardSet
 from kai_ray.config import SchedulerConfig
 from loadtests.baseline import FullScanCoordinator
-from shards.placement import PlacementPolicy
+from placement.placer import PlacementPolicy
 from shards.shard import Shard
 
 CONFIG = SchedulerConfig()

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shards.node_table import Holding, Kind, NodeTable
+from placement.node_table import Holding, Kind, NodeTable
+from placement.rows import NodeRows, export_rows, load_rows
 from shards.reservations import Reservation, ReservationBook, ReservationState
-from shards.rows import NodeRows, export_rows, load_rows
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kai_ray.model import Device, GpuShare, Node, Pod, ResourceVector
-from shards.rows import NodeRows
+from placement.rows import NodeRows
 
 NodeDevices = tuple[str, tuple[Device, ...]]  # node, every DRA device its slices publish
 ClaimHold = tuple[str, str | None, tuple[str, ...]]  # claim key, its node (None: released), device keys

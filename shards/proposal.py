@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shards.node_table import Holding, Kind, NodeTable, Vector
-from shards.placement import Placer
-from shards.shapes import GPU, PODS, TaskShape
+from placement.node_table import Holding, Kind, NodeTable, Vector
+from placement.placer import Placer
+from placement.shapes import GPU, PODS, TaskShape
 from shards.stream_messages import Binds, Ints, ShapeStream, Shares
 from shards.wire import pack_shares
 

@@ -16,12 +16,15 @@ from dataclasses import replace
 import numpy as np
 
 from kai_ray.model import Node, Pod, ResourceVector, Topology
-from shards.dra_devices import apply_dra
+from placement.node_table import Holding, Kind, NodeTable
+from placement.placer import PlacementPolicy, Placer
+from placement.pod_holds import pod_hold
+from placement.rows import NodeRows, export_rows
+from placement.shapes import ResourceSchema
+from placement.topology_domains import DomainCache, DomainReport
+from shards.dra_claims import apply_dra
 from shards.handover import ShardHandover, give_nodes, take_nodes
 from shards.messages import ClaimHold, NodeDevices, RowChanges, ShardDeltas
-from shards.node_table import Holding, Kind, NodeTable
-from shards.placement import PlacementPolicy, Placer
-from shards.pod_holds import pod_hold
 from shards.proposal import Proposal, ProposalKeeper
 from shards.protocol import (
     Abort,
@@ -44,10 +47,7 @@ from shards.protocol import (
     TakeOver,
 )
 from shards.reservations import ReservationBook, ReservationState
-from shards.rows import NodeRows, export_rows
-from shards.shapes import ResourceSchema
 from shards.stream_messages import RoundReply, RoundRequest, SettleReply, SettleRequest, Taken
-from shards.topology_domains import DomainCache, DomainReport
 from shards.two_phase import TwoPhase
 from shards.wire import pack_diagnoses
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from shards.diagnosis import Diagnosis
-from shards.shapes import TaskShape
+from placement.diagnosis import Diagnosis
+from placement.shapes import TaskShape
 from shards.wire import unpack_diagnoses, unpack_positions, unpack_shapes, unpack_shares
 
 Shares = tuple[tuple[str, int], ...]

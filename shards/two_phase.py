@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from kai_ray.model import ResourceVector
-from shards.dra_devices import release_claims, take_claims
+from placement.node_table import Holding, Kind, NodeTable
+from placement.shapes import GPU
+from shards.dra_claims import release_claims, take_claims
 from shards.messages import Placement, PrepareItem, PrepareReply
-from shards.node_table import Holding, Kind, NodeTable
 from shards.reservations import Reservation, ReservationBook, ReservationState
-from shards.shapes import GPU
 
 TOLERANCE = 1e-6
 

@@ -16,8 +16,8 @@ from typing import Any
 import msgpack
 
 from kai_ray.model import GpuShare, ResourceVector, SelectorRequirement, Toleration
-from shards.diagnosis import Diagnosis
-from shards.shapes import Constraints, TaskShape
+from placement.diagnosis import Diagnosis
+from placement.shapes import Constraints, TaskShape
 
 Plain = Any
 

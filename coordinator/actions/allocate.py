@@ -15,8 +15,8 @@ from coordinator.jobs import Job
 from coordinator.session import SessionState, accepted_on
 from coordinator.statement import Statement
 from coordinator.tasks import Status, Task
-from shards.placement import Choice, Mask
-from shards.shapes import TaskShape
+from placement.placer import Choice, Mask
+from placement.shapes import TaskShape
 
 
 def allocate_job(

@@ -19,7 +19,7 @@ from coordinator.job_order import JobOrder
 from coordinator.jobs import Job
 from coordinator.session import SessionState
 from coordinator.tasks import Status
-from shards.shapes import GPU
+from placement.shapes import GPU
 
 
 class ConsolidationAction(VictimSearchAction):

@@ -10,8 +10,8 @@ import numpy as np
 
 from coordinator.session import SessionState
 from coordinator.tasks import Task
-from shards.node_table import NodeTable
-from shards.shapes import GPU
+from placement.node_table import NodeTable
+from placement.shapes import GPU
 
 
 def required_gpus(task: Task) -> float:

@@ -19,7 +19,7 @@ from coordinator.actions.gpu_headroom import gpu_headroom_all, required_gpus
 from coordinator.actions.scenario import Scenario
 from coordinator.actions.topology_filter import TopologyGpuFilter
 from coordinator.session import SessionState
-from shards.constraints import tolerates_all
+from placement.constraints import tolerates_all
 
 
 class ScenarioFilter(Protocol):

@@ -22,7 +22,7 @@ from coordinator.tasks import Task
 from coordinator.topology import Mask
 from coordinator.topology_select import Demand, NodeSet, demand_of, leaf_anchors, subset_nodes
 from kai_ray.model import TopologyConstraint
-from shards.domain_index import best_in
+from placement.domain_index import best_in
 
 
 @dataclass(slots=True)

@@ -9,7 +9,7 @@ session, never a plugin by name. kai-ray does the same with these points:
 - ``victim_filters[action]``: which running jobs a preemptor may take at all;
 - ``scenario_validators[action]``: what a whole victim scenario must also satisfy.
 
-Node-order plugins are the shards' band scorers (``shards.scorers``); the placement policy
+Node-order plugins are the shards' band scorers (``placement.scorers``); the placement policy
 carries which are on.
 """
 

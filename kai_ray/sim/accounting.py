@@ -19,9 +19,9 @@ import numpy as np
 import numpy.typing as npt
 
 from kai_ray.model import Pod, PodState
-from shards.node_table import Kind
-from shards.rows import NodeRows
-from shards.shapes import CPU, GPU, MEMORY, PODS
+from placement.node_table import Kind
+from placement.rows import NodeRows
+from placement.shapes import CPU, GPU, MEMORY, PODS
 
 TOLERANCE = 1e-6
 HOLDING = (PodState.RUNNING, PodState.RELEASING, PodState.BINDING)

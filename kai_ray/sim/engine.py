@@ -59,7 +59,7 @@ from kai_ray.sim.dra import DeviceLedger, claim_for, claim_manifest, claimed, cl
 from kai_ray.sim.report import SimMetrics
 from kai_ray.sim.usage import SimUsage
 from kai_ray.sim.workload import NAMESPACE, PRIORITY_CLASSES, JobSpec, Workload
-from shards.rows import NodeRows
+from placement.rows import NodeRows
 
 KINDS = {
     kind.name: kind

@@ -31,7 +31,7 @@ from coordinator.shard_client import InProcessTransport, ShardTransport
 from coordinator.shard_set import ShardSet
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import Node, Pod, PodGroup, PodState, ResourceVector
-from shards.placement import PlacementPolicy
+from placement.placer import PlacementPolicy
 from shards.protocol import Batch, BatchReply, ShardDown
 from shards.shard import Shard
 from tests.builders import GIB, config, node, queue

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from coordinator.actions import gpu_headroom
 from kai_ray.model import Node, ResourceVector
-from shards.node_table import Holding, Kind, NodeTable
-from shards.shapes import GPU, ResourceSchema
+from placement.node_table import Holding, Kind, NodeTable
+from placement.shapes import GPU, ResourceSchema
 
 MIB = 10_000  # one device's memory
 

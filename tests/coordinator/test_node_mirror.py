@@ -11,8 +11,8 @@ from coordinator.shard_client import InProcessTransport
 from coordinator.shard_set import ShardSet
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import Pod, PodState
-from shards.node_table import NodeTable
-from shards.placement import PlacementPolicy
+from placement.node_table import NodeTable
+from placement.placer import PlacementPolicy
 from shards.shard import Shard
 from tests.builders import GIB, JobSpec, build, config, node, queue
 from tests.coordinator.fault_trials import FaultyTransport, Kill

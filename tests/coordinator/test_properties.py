@@ -28,13 +28,13 @@ from coordinator.tasks import Status
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import ClusterSnapshot, Pod, PodState, ResourceVector
 from kai_ray.runtime import in_process_coordinator
-from shards.diagnosis import Diagnosis
+from placement.diagnosis import Diagnosis
+from placement.node_table import Kind
+from placement.placer import Choice, PlacementPolicy
+from placement.rows import merge_rows, table_from_rows
+from placement.shapes import CPU, GPU, PODS, TaskShape
 from shards.messages import ShardDeltas
-from shards.node_table import Kind
-from shards.placement import Choice, PlacementPolicy
 from shards.protocol import Batch, BatchReply, Settle, ShardDown
-from shards.rows import merge_rows, table_from_rows
-from shards.shapes import CPU, GPU, PODS, TaskShape
 from shards.shard import Shard
 from shards.stream_messages import SettleRequest
 from tests.builders import JobSpec, build, config, node, queue

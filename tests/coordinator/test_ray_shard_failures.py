@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
-from shards.placement import PlacementPolicy
+from placement.placer import PlacementPolicy
 from shards.protocol import Batch, BatchReply, Describe, ShardDown
 from tests.builders import config
 from tests.coordinator import fault_trials

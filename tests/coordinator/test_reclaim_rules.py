@@ -6,7 +6,7 @@ from coordinator.jobs import Job, PodSet
 from coordinator.reclaim_rules import victim_chunks
 from coordinator.tasks import DEFAULT_SUBGROUP, Status, Task
 from kai_ray.model import Pod, PodGroup, ResourceVector
-from shards.shapes import TaskShape
+from placement.shapes import TaskShape
 
 
 def _job(name: str, queue: str, statuses: list[Status], minimum: int = 1) -> tuple[Job, list[Task]]:

@@ -7,7 +7,7 @@ from dataclasses import replace
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import PodState
 from kai_ray.runtime import in_process_coordinator
-from shards.shapes import GPU
+from placement.shapes import GPU
 from tests.builders import JobSpec, build, config, node, queue
 
 

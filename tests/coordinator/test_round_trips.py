@@ -11,7 +11,7 @@ from coordinator.shard_client import InProcessTransport
 from coordinator.shard_set import ShardSet
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.runtime import in_process_coordinator
-from shards.placement import PlacementPolicy
+from placement.placer import PlacementPolicy
 from shards.protocol import Batch, BatchReply, ShardDown
 from shards.shard import Shard
 from tests.builders import JobSpec, build, config, node, queue

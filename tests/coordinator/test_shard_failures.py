@@ -12,7 +12,7 @@ from coordinator.coordinator import Coordinator, ShardsFailed
 from coordinator.shard_client import InProcessTransport
 from coordinator.shard_set import ShardSet
 from kai_ray.deltas import ClusterDeltas
-from shards.placement import PlacementPolicy
+from placement.placer import PlacementPolicy
 from shards.protocol import Batch, BatchReply, Commit, Settle, ShardDown, ShardRequest, StaleEpoch
 from shards.shard import Shard
 from tests.builders import JobSpec, build, config, node, queue

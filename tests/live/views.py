@@ -29,7 +29,7 @@ from kai_ray.config import SchedulerConfig
 from kai_ray.io.snapshot_loader import snapshot_from_documents
 from kai_ray.model import ClusterSnapshot
 from kai_ray.sim import accounting
-from shards.rows import export_rows
+from placement.rows import export_rows
 
 Obj = dict[str, Any]
 KINDS = (

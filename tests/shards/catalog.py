@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kai_ray.model import GpuShare, Node, Pod, PodState, ResourceVector
+from placement.node_table import Kind
+from placement.placer import Choice
+from placement.shapes import Constraints, TaskShape
 from shards.messages import Placement
-from shards.node_table import Kind
-from shards.placement import Choice
-from shards.shapes import Constraints, TaskShape
 
 GIB = 2**30
 FPGA = "example.com/fpga"  # an extended resource: the shard widens its columns when it first sees it

@@ -32,10 +32,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from placement.node_table import Holding, Kind, NodeTable
+from placement.placer import Placer
+from placement.shapes import GPU, PODS
 from shards.messages import ShardDeltas
-from shards.node_table import Holding, Kind, NodeTable
-from shards.placement import Placer
-from shards.shapes import GPU, PODS
 from shards.shard import Shard
 
 TOLERANCE = 1e-6

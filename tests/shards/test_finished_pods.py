@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 
 from kai_ray.model import Pod, PodState, ResourceVector
+from placement.placer import PlacementPolicy
+from placement.shapes import GPU
 from shards.messages import ShardDeltas
-from shards.placement import PlacementPolicy
-from shards.shapes import GPU
 from shards.shard import Shard
 from tests.builders import node
 

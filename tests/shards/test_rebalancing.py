@@ -31,10 +31,10 @@ from coordinator.shard_set import ShardSet
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import PodState
 from loadtests.baseline import FullScanPlacer
+from placement.node_table import Kind
+from placement.placer import share_mib
 from shards import partitioner
 from shards.messages import PrepareItem, ShardDeltas
-from shards.node_table import Kind
-from shards.placement import share_mib
 from shards.shard import Shard
 from tests.shards.catalog import ASKS, NODE_KINDS, Ask, Held, make_node, make_pod, placement
 from tests.shards.recount import live_holdings, recount, shard_problems, would_overcommit

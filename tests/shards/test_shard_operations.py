@@ -31,9 +31,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from kai_ray.model import PodState
+from placement.node_table import Kind
+from placement.placer import share_mib
 from shards.messages import Placement, PrepareItem, ShardDeltas
-from shards.node_table import Kind
-from shards.placement import share_mib
 from shards.shard import Shard
 from tests.shards.catalog import ASKS, NODE_KINDS, Ask, Held, make_node, make_pod, placement, placement_of
 from tests.shards.recount import shard_problems, would_overcommit

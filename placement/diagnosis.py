@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shards.constraints import NOT_READY, UNSCHEDULABLE
-from shards.shapes import TaskShape
+from placement.constraints import NOT_READY, UNSCHEDULABLE
+from placement.shapes import TaskShape
 
 # KAI's wording (its fit errors, and kube-scheduler's filter messages it passes on), so runbooks
 # and tools written against KAI's messages keep working.

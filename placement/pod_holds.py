@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kai_ray.model import Pod, PodState
-from shards.node_table import Kind, NodeTable, Vector
-from shards.placement import share_mib
-from shards.shapes import GPU
+from placement.node_table import Kind, NodeTable, Vector
+from placement.placer import share_mib
+from placement.shapes import GPU
 
 KIND_OF_STATE = {
     PodState.RUNNING: Kind.ACTIVE,

@@ -8,11 +8,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kai_ray.model import PodState
-from shards.diagnosis import NOT_ENOUGH
+from placement.diagnosis import NOT_ENOUGH
+from placement.placer import PlacementPolicy
+from placement.scorers import BAND_SCORERS, PLACEMENT
+from placement.shapes import TaskShape
 from shards.messages import ShardDeltas
-from shards.placement import PlacementPolicy
-from shards.scorers import BAND_SCORERS, PLACEMENT
-from shards.shapes import TaskShape
 from shards.shard import Shard
 from tests.builders import JobSpec, build, node, queue
 from tests.shards.catalog import ASKS, NODE_KINDS, Ask, make_node, make_pod

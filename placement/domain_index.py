@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from shards.placement import Choice, Fit, Placer
-from shards.shape_index import ShapeIndex
-from shards.shapes import TaskShape
+from placement.placer import Choice, Fit, Placer
+from placement.shape_index import ShapeIndex
+from placement.shapes import TaskShape
 
 RowNumbers = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]

@@ -11,13 +11,13 @@ import numpy as np
 import numpy.typing as npt
 
 from kai_ray.model import Taint, Toleration
-from shards.node_table import NodeTable
-from shards.shapes import Constraints
+from placement.node_table import NodeTable
+from placement.shapes import Constraints
 
 Mask = npt.NDArray[np.bool_]
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 # Why a node is turned away: kube-scheduler's filter messages, which KAI passes on (runbooks read
-# them), counted per reason in a shape's diagnosis (``shards.diagnosis``).
+# them), counted per reason in a shape's diagnosis (``placement.diagnosis``).
 NOT_READY = "node(s) were not ready"
 UNSCHEDULABLE = "node(s) were unschedulable"
 TAINTED = "node(s) had untolerated taint(s)"

@@ -25,15 +25,15 @@ import numpy.typing as npt
 
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import GpuShare
-from shards.constraints import ConstraintMasks
-from shards.diagnosis import NOT_ENOUGH, Diagnosis
-from shards.dra_devices import Allocation
-from shards.node_table import NodeTable
-from shards.scorers import BAND_SCORERS, PLACEMENT, Scoring, band_row, band_rows
-from shards.shapes import CPU, GPU, MEMORY, PODS, TaskShape
+from placement.constraints import ConstraintMasks
+from placement.diagnosis import NOT_ENOUGH, Diagnosis
+from placement.dra_devices import Allocation
+from placement.node_table import NodeTable
+from placement.scorers import BAND_SCORERS, PLACEMENT, Scoring, band_row, band_rows
+from placement.shapes import CPU, GPU, MEMORY, PODS, TaskShape
 
 if TYPE_CHECKING:
-    from shards.shape_index import ShapeIndex
+    from placement.shape_index import ShapeIndex
 
 TOLERANCE = 1e-6
 Mask = npt.NDArray[np.bool_]
@@ -175,7 +175,7 @@ class Placer:
         return now, future, mib
 
     def rank_row(self, shape: TaskShape, row: int, now: bool, mib: int | None) -> tuple[float, float]:
-        """``rank_keys`` for one row in plain Python (``shards.scorers``, the per-row forms)."""
+        """``rank_keys`` for one row in plain Python (``placement.scorers``, the per-row forms)."""
         scoring = self.scoring(shape)
         return band_row(scoring, row, now, mib), PLACEMENT.row(scoring, row)
 
@@ -248,7 +248,7 @@ class Placer:
     def _index(self, shape: TaskShape) -> ShapeIndex:
         index = self._indexes.get(shape)
         if index is None:
-            from shards.shape_index import ShapeIndex
+            from placement.shape_index import ShapeIndex
 
             index = self._indexes[shape] = ShapeIndex(self, shape)
         return index

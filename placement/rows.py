@@ -14,9 +14,9 @@ import numpy as np
 import numpy.typing as npt
 
 from kai_ray.model import Device, Taint
-from shards.gpu_groups import GroupUsage
-from shards.node_table import NodeTable
-from shards.shapes import ResourceSchema
+from placement.gpu_groups import GroupUsage
+from placement.node_table import NodeTable
+from placement.shapes import ResourceSchema
 
 GroupState = tuple[int, int, int, bool]  # active, releasing, pipelined MiB; owns a reservation slot
 RowDevices = tuple[tuple[Device, ...], dict[str, str]]  # a row's DRA devices; device key -> claim holding it

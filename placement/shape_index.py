@@ -15,8 +15,8 @@ import heapq
 import numpy as np
 import numpy.typing as npt
 
-from shards.placement import Fit, Placer
-from shards.shapes import TaskShape
+from placement.placer import Fit, Placer
+from placement.shapes import TaskShape
 
 Entry = tuple[float, float, int, int, int]  # -band, -placement, name rank, row, row version
 

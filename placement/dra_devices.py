@@ -18,37 +18,18 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from kai_ray.model import Device
-from shards.dra_cel import SELECTORS
-from shards.dra_demand import ClaimSpec, RequestSpec
+from placement.dra_cel import SELECTORS
+from placement.dra_demand import ClaimSpec, RequestSpec
 
 SEARCH_STEPS = 5_000  # choices tried per (node, pod) before the search gives up
 Mask = npt.NDArray[np.bool_]
 # Per claim spec: (request name, device) for each device it got.
 Allocation = tuple[tuple[tuple[str, Device], ...], ...]
-
-
-ClaimHoldLike = tuple[str, str | None, tuple[str, ...]]
-
-
-class NodeTableLike(Protocol):
-    """What the shard-side helpers need of a node table (node_table.py imports this module)."""
-
-    index: dict[str, int]
-    devices: DeviceBook
-
-
-class PlacementLike(Protocol):
-    @property
-    def node(self) -> str: ...
-
-    @property
-    def claims(self) -> tuple[tuple[str, tuple[str, ...]], ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,50 +251,3 @@ def _options(request: RequestSpec) -> Iterator[tuple[RequestSpec, str]]:
             yield option, option.name  # already "request/subrequest"
     else:
         yield request, request.name
-
-
-# ---------------------------------------------------------------------- a shard's side
-def apply_dra(
-    table: NodeTableLike, devices: Sequence[tuple[str, tuple[Device, ...]]], claims: Sequence[ClaimHoldLike]
-) -> None:
-    """Cluster changes: a node's device list, claims allocated (or released) on its nodes."""
-    book = table.devices
-    for node_name, listed in devices:
-        at = table.index.get(node_name)
-        if at is not None:
-            book.set_devices(at, listed)
-    for claim, node, keys in claims:
-        if not keys:
-            book.release(claim)
-            continue
-        row = table.index.get(node) if node is not None else None
-        problem = book.take(claim, keys, row)
-        if problem:  # the API server is the truth: the claim there wins over an assumed one
-            for key in keys:
-                other = book.owner.get(key)
-                if other is not None and other != claim:
-                    book.release(other)
-            book.take(claim, keys, row)
-
-
-def take_claims(table: NodeTableLike, placement: PlacementLike, taken: list[str]) -> str:
-    """Hold the devices a prepared placement allocates; a problem in words if one is taken."""
-    row = table.index.get(placement.node)
-    for claim, keys in placement.claims:
-        if claim in table.devices.claims:
-            if set(table.devices.claims[claim].keys) != set(keys):
-                return f"claim {claim} is already allocated other devices"
-            continue
-        missing = [k for k in keys if k not in table.devices.by_key]
-        if missing:
-            return f"device {missing[0]} is not on node {placement.node}"
-        problem = table.devices.take(claim, keys, row)
-        if problem:
-            return f"node {placement.node}: {problem}"
-        taken.append(claim)
-    return ""
-
-
-def release_claims(table: NodeTableLike, claims: Sequence[str]) -> None:
-    for claim in reversed(claims):
-        table.devices.release(claim)

@@ -20,9 +20,9 @@ import numpy as np
 import numpy.typing as npt
 
 from kai_ray.model import Node, Taint
-from shards.dra_devices import DeviceBook
-from shards.gpu_groups import GroupUsage, summarize
-from shards.shapes import GPU, PODS, ResourceSchema
+from placement.dra_devices import DeviceBook
+from placement.gpu_groups import GroupUsage, summarize
+from placement.shapes import GPU, PODS, ResourceSchema
 
 Vector = npt.NDArray[np.float64]
 

@@ -5,7 +5,7 @@ points, which never overlap (1000 > 100 > 10), so the sum orders nodes lexicogra
 scorer; the placement scorer (bin-pack or spread) only decides between nodes in the same band,
 and the node name breaks ties. Each scorer answers for many rows at once (numpy, used to build
 and refresh the per-shape indexes) and for one row (plain Python, used when one node changed);
-both forms must agree, which ``tests/shards/test_scorers.py`` checks for every scorer.
+both forms must agree, which ``tests/placement/test_scorers.py`` checks for every scorer.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from shards.node_table import NodeTable
-from shards.shapes import CPU, GPU, TaskShape
+from placement.node_table import NodeTable
+from placement.shapes import CPU, GPU, TaskShape
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]

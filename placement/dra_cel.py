@@ -2,7 +2,7 @@
 
 An expression sees ``device.driver``, ``device.attributes[<domain>].<name>`` and
 ``device.capacity[<domain>].<name>``, as the DRA allocator gives them, with the Kubernetes CEL
-library functions selectors use (``shards.cel_values``, imported with ``celpy`` on the first
+library functions selectors use (``placement.cel_values``, imported with ``celpy`` on the first
 selector). An expression that does not
 compile, or fails on a device (a missing attribute, a wrong type), does not select it, and
 the error is kept for the pending reason. Programs and verdicts are cached: one compile per
@@ -83,7 +83,7 @@ class Selectors:
             return False
         from celpy import celtypes
 
-        from shards.cel_values import device_activation
+        from placement.cel_values import device_activation
 
         seen = (device.driver, device.attributes, device.capacity)
         activation = self._activations.get(seen)
@@ -103,7 +103,7 @@ class Selectors:
         if expression in self._programs:
             return self._programs[expression]
         try:
-            from shards.cel_values import FUNCTIONS
+            from placement.cel_values import FUNCTIONS
 
             program = self.env.program(self.env.compile(expression), functions=FUNCTIONS)
         except Exception as exc:  # a selector that does not compile selects nothing

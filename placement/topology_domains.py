@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kai_ray.model import Topology
-from shards.node_table import NodeTable
+from placement.node_table import NodeTable
 
 Path = tuple[str, ...]
 Codes = npt.NDArray[np.int32]

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kai_ray.model import AffinityTerm, GpuShare, Pod, ResourceVector, Toleration
-from shards.dra_demand import ClaimDemand, ClaimSpec
+from placement.dra_demand import ClaimDemand, ClaimSpec
 
 CORE_COLUMNS = ("cpu", "memory", "gpu", "pods")
 CPU, MEMORY, GPU, PODS = range(4)
@@ -104,7 +104,7 @@ class TaskShape:
     request: ResourceVector  # whole GPUs in .gpu; pods = 1
     share: GpuShare | None = None
     constraints: Constraints = Constraints()
-    claims: tuple[ClaimSpec, ...] = ()  # DRA claims to allocate on the node (shards/dra_demand.py)
+    claims: tuple[ClaimSpec, ...] = ()  # DRA claims to allocate on the node (placement/dra_demand.py)
     _hash: int | None = field(default=None, init=False, repr=False, compare=False)  # see Constraints
 
     def __hash__(self) -> int:
