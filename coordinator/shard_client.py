@@ -3,7 +3,7 @@
 Every call to a shard goes through ``ShardClient``: its methods take and return the typed
 messages of ``shards.protocol`` and ``shards.messages``, and under them each round is one
 ``Batch`` per shard handed to a ``ShardTransport``. ``InProcessTransport`` delivers batches
-to plain ``Shard`` objects (tests, ``kai-ray schedule``); ``kai_ray.actors.RayTransport``
+to plain ``Shard`` objects (tests, ``kai-ray schedule``); ``kai_ray.app.actors.RayTransport``
 delivers the same batches to shard actors, all at once. A test wraps a transport to fail
 any delivery it likes: the client is the only thing that would notice.
 

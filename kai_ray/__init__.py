@@ -1,7 +1,8 @@
 """kai-ray: KAI Scheduler's semantics and API on Ray actors.
 
-This package holds the shared model, the readers, configuration, the CLI and the embedded
-simulator; scheduling logic lives in ``coordinator`` and ``shards``. Its modules sit in
+This package is the floor: the shared model, the readers and the configuration; its ``app``
+subpackage is the roof (the CLI, the embedded simulator, the runtime wiring and the Ray actors).
+Scheduling logic lives in ``placement``, ``shards`` and ``coordinator``. Its modules sit in
 different layers (docs/architecture.md#layers), so this file imports none of them: every
 import of a ``kai_ray`` module runs it. ``__all__`` names the modules other packages may use.
 """
@@ -9,8 +10,7 @@ import of a ``kai_ray`` module runs it. ``__all__`` names the modules other pack
 __version__ = "0.1.0"
 
 __all__ = [
-    "actors",
-    "cli",
+    "app",
     "config",
     "deltas",
     "errors",
@@ -20,9 +20,6 @@ __all__ = [
     "logs",
     "model",
     "plugins",
-    "process_memory",
     "quantity",
-    "runtime",
-    "sim",
     "workloads",
 ]

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from coordinator.coordinator import Coordinator
+from kai_ray.app.sim.cluster import model_nodes
 from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import Pod, PodGroup, PodState, ResourceVector
-from kai_ray.sim.cluster import model_nodes
 from loadtests.pod_workloads import GIB, KWOK, QUEUES
 from loadtests.results import BenchRow, bench_main, compare, rss_bytes
 from loadtests.systems import baseline, in_process

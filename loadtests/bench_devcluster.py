@@ -15,8 +15,8 @@ import asyncio
 from prometheus_client import CollectorRegistry
 
 from coordinator.coordinator import Coordinator
+from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.config import SchedulerConfig
-from kai_ray.runtime import in_process_coordinator
 from loadtests.dev_cluster_run import dev_cluster, scheduling
 from loadtests.kwok_driver import Driver, LoadReport
 

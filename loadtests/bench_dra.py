@@ -3,7 +3,7 @@ CEL selectors, claims shared by two pods, whole GPUs, on a cluster where half th
 publish their GPUs through DRA ResourceSlices.
 
 Pods arrive in waves, one allocate cycle per wave, on the synthetic node pools of
-``kai_ray/sim/cluster.py`` (8 x 80 GiB, 4 x 40 GiB and CPU-only nodes), every second GPU node
+``kai_ray/app/sim/cluster.py`` (8 x 80 GiB, 4 x 40 GiB and CPU-only nodes), every second GPU node
 a DRA node. Per wave, out of every ten pods: three fractions (0.25 / 0.5 GPU), one GPU-memory
 pod (10 GiB), two pods each with its own claim for one GPU, one with a claim for two GPUs of at
 least 60 GiB (a CEL selector on the device's memory), two sharing one claim (a gang of two),
@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from coordinator.coordinator import Coordinator
 from coordinator.shard_client import InProcessTransport
 from coordinator.shard_set import ShardSet
+from kai_ray.app.sim.cluster import model_nodes
+from kai_ray.app.sim.dra import DRIVER, with_dra_nodes
 from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import (
@@ -43,8 +45,6 @@ from kai_ray.model import (
     ResourceVector,
     Toleration,
 )
-from kai_ray.sim.cluster import model_nodes
-from kai_ray.sim.dra import DRIVER, with_dra_nodes
 from loadtests.baseline import FullScanCoordinator
 from loadtests.results import BenchRow, bench_main, compare, rss_bytes
 from placement.dra_cel import SELECTORS

@@ -177,7 +177,7 @@ def in_process(
 
 
 def on_ray_actors(config: SchedulerConfig, shards: int) -> tuple[Coordinator, TimedShardSet]:
-    from kai_ray.actors import RayTransport, ensure_ray
+    from kai_ray.app.actors import RayTransport, ensure_ray
 
     ensure_ray(num_cpus=2)
     backend = RayTransport(shards, PlacementPolicy.of(config))

@@ -43,13 +43,13 @@ from typing import Any
 
 import yaml
 
-from kai_ray.cli.output import format_table
+from kai_ray.app.cli.output import format_table
+from kai_ray.app.sim.apiserver import node_manifest, pod_group_manifest, pod_manifest, queue_manifest
 from kai_ray.io.documents import parse_documents, read_text
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_kai import parse_pod_group
 from kai_ray.io.snapshot_loader import load_snapshot
-from kai_ray.sim.apiserver import node_manifest, pod_group_manifest, pod_manifest, queue_manifest
 from loadtests.contention import reclaim_storm
 from loadtests.read_snapshots import (
     CREATED,

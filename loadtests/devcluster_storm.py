@@ -23,9 +23,9 @@ from typing import Any
 
 from coordinator.coordinator import Coordinator
 from k8s_adapter.api import KubeApi
+from kai_ray.app.runtime import in_process_coordinator
+from kai_ray.app.sim.cluster import model_nodes
 from kai_ray.config import SchedulerConfig
-from kai_ray.runtime import in_process_coordinator
-from kai_ray.sim.cluster import model_nodes
 from loadtests.dev_cluster_run import dev_cluster, scheduling
 from loadtests.kwok_driver import NAMESPACE, job_objects
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from k8s_adapter.api import KubeApi, connect
-from kai_ray.cli.output import format_table
+from kai_ray.app.cli.output import format_table
 from loadtests.kwok_driver import percentile
 from loadtests.kwok_phase import (
     KAI,

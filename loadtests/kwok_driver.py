@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from k8s_adapter.api import KubeApi, KubeError, connect
-from kai_ray.sim.cluster import synthetic_nodes
+from kai_ray.app.sim.cluster import synthetic_nodes
 
 NAMESPACE = "default"
 GANG_SIZES = (1, 1, 1, 2, 4, 8)

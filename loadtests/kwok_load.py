@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kai_ray.cli.output import format_table
+from kai_ray.app.cli.output import format_table
 from loadtests.kwok_arrivals import BATCH, ArrivalResult, arrival_pods, arrivals_ratio, arrivals_report, run_arrivals
 from loadtests.kwok_phase import KAI, KUBE, NAMESPACE, PhaseResult, load_pod, per_pod_requests, run_phase
 from realcluster.build import BuildFailed, GoMissing, ensure_built

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from kai_ray.sim.cluster import synthetic_nodes
+from kai_ray.app.sim.cluster import synthetic_nodes
 
 
 def completion_stage(seconds: float = 60.0, jitter: float = 30.0) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from k8s_adapter.api import KubeApi, KubeError, connect
-from kai_ray.sim.cluster import KWOK_TAINT, synthetic_nodes
+from kai_ray.app.sim.cluster import KWOK_TAINT, synthetic_nodes
 from loadtests.kwok_driver import percentile
 from loadtests.scheduler_log import startup_breakdown
 from realcluster.cluster import ClusterOptions, RealCluster, free_port

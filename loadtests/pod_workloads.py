@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kai_ray.app.sim.cluster import SHAPES, kwok_node, model_nodes
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_core import parse_node
 from kai_ray.model import Node, Pod, PodGroup, Queue, QueueResource, ResourceVector, Toleration
-from kai_ray.sim.cluster import SHAPES, kwok_node, model_nodes
 
 GIB = 2**30
 NAMESPACE = "bench"

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from kai_ray import labels as L
-from kai_ray.sim.cluster import KWOK_TAINT, SHAPES, kwok_node
+from kai_ray.app.sim.cluster import KWOK_TAINT, SHAPES, kwok_node
 
 Manifest = dict[str, Any]
 NAMESPACE = "bench"

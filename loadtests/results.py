@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from kai_ray.cli.output import format_table
-from kai_ray.process_memory import rss_bytes
+from kai_ray.app.cli.output import format_table
+from kai_ray.app.process_memory import rss_bytes
 
 if TYPE_CHECKING:
     from coordinator.coordinator import Coordinator
@@ -128,7 +128,7 @@ def as_deployed() -> None:
     (``kai-ray run``, the coordinator and shard actors): a benchmark's process keeps a
     coordinator, and its baseline, as they do. Python's defaults add a full collection over
     every live object every few thousand pods (about a third of a 10,000-pod cycle)."""
-    from kai_ray.runtime import tune_gc_for_long_runs
+    from kai_ray.app.runtime import tune_gc_for_long_runs
 
     tune_gc_for_long_runs()
 

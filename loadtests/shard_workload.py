@@ -1,6 +1,6 @@
 """A busy shard and a batch of pending pods, the same for every system a benchmark compares.
 
-Nodes come from ``kai_ray.sim.cluster`` (pools of 8-GPU, 4-GPU and CPU-only nodes with zone,
+Nodes come from ``kai_ray.app.sim.cluster`` (pools of 8-GPU, 4-GPU and CPU-only nodes with zone,
 rack and instance-type labels). About a third of the cluster is already in use, seeded: whole-GPU
 pods, shared GPUs with a fraction on them, CPU pods, and some terminating pods, so that
 pipelining, GPU-sharing order and bin-packing all shape the decisions. Pending pods are a mix
@@ -13,8 +13,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from kai_ray.app.sim.cluster import model_nodes
 from kai_ray.model import GpuShare, Node, Pod, PodState, ResourceVector
-from kai_ray.sim.cluster import model_nodes
 from placement.shapes import Constraints, TaskShape
 from shards.messages import ShardDeltas
 from shards.shard import Shard

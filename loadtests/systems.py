@@ -25,7 +25,7 @@ def in_process(config: SchedulerConfig = CONFIG, shards: int = 1) -> Coordinator
 
 def on_ray(shards: int, config: SchedulerConfig = CONFIG) -> Coordinator:
     """The coordinator in this process, its shards as Ray actors (started before any clock)."""
-    from kai_ray.actors import RayTransport, ensure_ray
+    from kai_ray.app.actors import RayTransport, ensure_ray
 
     ensure_ray()
     transport = RayTransport(shards, PlacementPolicy.of(config))

@@ -11,7 +11,7 @@ is spelled out here, the same rules the dev cluster's simulated kubelet follows:
   while kwok renews its Lease, so a controller manager never finds it unreachable.
 
 Managed nodes are the ones carrying kwok's ``kwok.x-k8s.io/node=fake`` annotation, which every
-node of ``kai_ray/sim/cluster.py`` has.
+node of ``kai_ray/app/sim/cluster.py`` has.
 """
 
 from __future__ import annotations

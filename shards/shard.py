@@ -1,6 +1,6 @@
 """One shard: a partition of the cluster's nodes, what runs on them, and reservations.
 
-A plain class: tests drive it in-process; ``kai_ray.actors`` turns it into a Ray actor.
+A plain class: tests drive it in-process; ``kai_ray.app.actors`` turns it into a Ray actor.
 The coordinator reaches it through ``handle`` only (``shards.protocol``): one batch of typed
 requests per round trip. The methods behind it are plain and tests call them directly.
 """

@@ -112,7 +112,7 @@ def test_the_judge_refuses_private_names_and_modules() -> None:
     private = Use("coordinator.coordinator", "placement.gpu_groups", ("GpuGroups",), "x:1")
     public = Use("coordinator.coordinator", "placement.placer", ("Placer",), "x:1")
     own = Use("placement.node_table", "placement.gpu_groups", ("GpuGroups",), "x:1")
-    internal_module = Use("kai_ray.cli.run_cmd", "k8s_adapter.binder", (), "x:1")
+    internal_module = Use("kai_ray.app.cli.run_cmd", "k8s_adapter.binder", (), "x:1")
     assert breaches(private) == ["GpuGroups"]
     assert breaches(public) == [] and breaches(own) == []
     assert breaches(internal_module) == ["module binder"]

@@ -18,9 +18,9 @@ from k8s_adapter.cache import ClusterCache
 from k8s_adapter.leader import Leadership
 from k8s_adapter.metrics import new_registry
 from k8s_adapter.runner import SchedulerLoop
+from kai_ray.app.runtime import in_process_coordinator
+from kai_ray.app.sim.cluster import synthetic_nodes
 from kai_ray.config import SchedulerConfig
-from kai_ray.runtime import in_process_coordinator
-from kai_ray.sim.cluster import synthetic_nodes
 
 UNLIMITED = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
 

@@ -18,7 +18,7 @@ import yaml
 
 from devcluster import DevCluster
 from k8s_adapter.api import KubeApi, connect
-from kai_ray.sim.cluster import synthetic_nodes
+from kai_ray.app.sim.cluster import synthetic_nodes
 from tests.adapter.conftest import Env, pod, pod_group, queue, until
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")

@@ -17,8 +17,8 @@ from k8s_adapter.binder import BindBackoff
 from k8s_adapter.cache import ClusterCache
 from k8s_adapter.leader import Leadership
 from k8s_adapter.runner import SchedulerLoop
+from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.config import SchedulerConfig
-from kai_ray.runtime import in_process_coordinator
 from tests.adapter.conftest import Env, budget, dev_env, pod, pod_group, queue, running, until
 
 PODS = "/api/v1/namespaces/default/pods"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from k8s_adapter.metrics import SchedulerMetrics, exposition, new_registry
+from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import Queue, QueueResource
-from kai_ray.runtime import in_process_coordinator
 from tests.builders import JobSpec, build, config, node, queue
 
 PROFILE = {"profile": "kai-scheduler"}

@@ -13,7 +13,7 @@ import pytest
 
 from devcluster import DevCluster
 from k8s_adapter.api import connect
-from kai_ray.sim.cluster import synthetic_nodes
+from kai_ray.app.sim.cluster import synthetic_nodes
 from tests.adapter.conftest import Env, queue, until
 from tests.adapter.test_end_to_end import running
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from devcluster import DevClusterThread
-from kai_ray.sim.cluster import synthetic_nodes
+from kai_ray.app.sim.cluster import synthetic_nodes
 from tests.adapter.conftest import pod, queue
 
 REPO = Path(__file__).resolve().parents[2]

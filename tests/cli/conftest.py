@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kai_ray.cli.main import main
+from kai_ray.app.cli.main import main
 
 
 @dataclass(frozen=True)

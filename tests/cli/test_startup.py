@@ -11,7 +11,7 @@ HEAVY = ("ray", "kubernetes_asyncio", "aiohttp", "matplotlib")
 
 PROBE = """
 import contextlib, io, sys
-from kai_ray.cli.main import main
+from kai_ray.app.cli.main import main
 with contextlib.redirect_stdout(io.StringIO()):
     codes = [main(["schedule", "--snapshot", "examples/cluster.yaml", "--now", "2026-01-03T00:00:00Z"]),
              main(["schedule", "--snapshot", "examples/cluster.yaml", "--actions", "none", "-o", "text"]),

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kai_ray.cli.fairshare_cmd import divide_problem, division_json
-from kai_ray.cli.schedule_cmd import decide
+from kai_ray.app.cli.fairshare_cmd import divide_problem, division_json
+from kai_ray.app.cli.schedule_cmd import decide
 from kai_ray.io.config import load_config
 from kai_ray.io.fairshare_input import load_fairshare_problem
 from kai_ray.io.snapshot_loader import load_snapshot

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from coordinator.binding import FIRST_RUN
 from coordinator.results import BindIntent
+from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.runtime import in_process_coordinator
 from tests.builders import JobSpec, build, config, node, queue
 
 

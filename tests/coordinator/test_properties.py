@@ -25,9 +25,9 @@ from coordinator.shard_client import InProcessTransport
 from coordinator.shard_set import ShardSet
 from coordinator.statement import Statement
 from coordinator.tasks import Status
+from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import ClusterSnapshot, Pod, PodState, ResourceVector
-from kai_ray.runtime import in_process_coordinator
 from placement.diagnosis import Diagnosis
 from placement.node_table import Kind
 from placement.placer import Choice, PlacementPolicy

@@ -26,7 +26,7 @@ def ray_ready(ray_session: None) -> Iterator[None]:
 def _killing_transport(shards: int, kill: Kill, by_signal: bool) -> object:
     import ray
 
-    from kai_ray.actors import RayTransport
+    from kai_ray.app.actors import RayTransport
 
     class KillingRayTransport(RayTransport):
         def __init__(self) -> None:

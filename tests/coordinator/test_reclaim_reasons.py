@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from coordinator.reclaim_rules import QueueSnapshot, reclaim_refusal
+from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.runtime import in_process_coordinator
 from tests.builders import JobSpec, build, config, node, queue
 from tests.fairshare.test_queue_state import QueueFacts, queue_state
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import PodState
-from kai_ray.runtime import in_process_coordinator
 from placement.shapes import GPU
 from tests.builders import JobSpec, build, config, node, queue
 

@@ -9,8 +9,8 @@ from coordinator.coordinator import Coordinator
 from coordinator.results import CycleResult
 from coordinator.shard_client import InProcessTransport
 from coordinator.shard_set import ShardSet
+from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.runtime import in_process_coordinator
 from placement.placer import PlacementPolicy
 from shards.protocol import Batch, BatchReply, ShardDown
 from shards.shard import Shard

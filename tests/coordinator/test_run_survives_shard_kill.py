@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 
 from devcluster import DevClusterThread
-from kai_ray.sim.cluster import synthetic_nodes
+from kai_ray.app.sim.cluster import synthetic_nodes
 from tests.adapter.conftest import pod, queue
 from tests.adapter.test_two_replicas import _free_port
 

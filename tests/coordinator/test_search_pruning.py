@@ -3,8 +3,8 @@ kai-ray's backoff across sessions."""
 
 from __future__ import annotations
 
+from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.runtime import in_process_coordinator
 from tests.builders import JobSpec, build, config, node, queue
 
 NOW = 1_000_000.0

@@ -22,9 +22,9 @@ from coordinator.actions.victims import SortedJobs, VictimLists, VictimPool, pen
 from coordinator.coordinator import Coordinator
 from coordinator.results import CycleResult
 from coordinator.session import SessionState
+from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import ClusterSnapshot, PodGroup, PodState
-from kai_ray.runtime import in_process_coordinator
 from tests.builders import JobSpec, build, config
 from tests.coordinator.random_clusters import NOW, clusters
 from tests.coordinator.test_properties import ACTIONS, comparable

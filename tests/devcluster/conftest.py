@@ -13,7 +13,7 @@ import pytest_asyncio
 from kubernetes_asyncio import client, config
 
 from devcluster import DevCluster
-from kai_ray.sim.cluster import synthetic_nodes
+from kai_ray.app.sim.cluster import synthetic_nodes
 
 # Test modules mark themselves ``asyncio(loop_scope="function")`` and the fixture below says the
 # same: the cluster's server and the client must share one loop whatever the project defaults are.

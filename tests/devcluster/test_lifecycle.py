@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from devcluster import DevCluster, DevClusterThread
-from kai_ray.sim.cluster import synthetic_nodes
+from kai_ray.app.sim.cluster import synthetic_nodes
 from tests.devcluster.conftest import pod
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ import orjson
 
 from devcluster import DevCluster
 from devcluster.pods import bind
-from kai_ray.sim.cluster import synthetic_nodes
+from kai_ray.app.sim.cluster import synthetic_nodes
 from tests.devcluster.conftest import ON_TEST_LOOP, eventually, pod
 
 pytestmark = ON_TEST_LOOP

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest_asyncio
 
 from devcluster import DevCluster
-from kai_ray.sim.cluster import synthetic_nodes
+from kai_ray.app.sim.cluster import synthetic_nodes
 from tests.devcluster.conftest import ON_TEST_LOOP, Kube, eventually, pod
 
 pytestmark = ON_TEST_LOOP

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from devcluster import DevCluster, ManualClock
-from kai_ray.sim.cluster import SHAPES, synthetic_nodes
+from kai_ray.app.sim.cluster import SHAPES, synthetic_nodes
 from tests.devcluster.conftest import pod
 
 

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator.coordinator import CycleResult
+from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import (
@@ -31,7 +32,6 @@ from kai_ray.model import (
     ResourceSlice,
     ResourceVector,
 )
-from kai_ray.runtime import in_process_coordinator
 
 DRIVER = "gpu.nvidia.com"
 QUEUES = ("q1", "q2")

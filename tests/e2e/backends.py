@@ -22,9 +22,9 @@ from k8s_adapter.api import KubeApi, KubeError, connect
 from k8s_adapter.cache import ClusterCache
 from k8s_adapter.leader import Leadership
 from k8s_adapter.runner import SchedulerLoop
+from kai_ray.app.runtime import in_process_coordinator
+from kai_ray.app.sim.cluster import synthetic_nodes
 from kai_ray.config import SchedulerConfig
-from kai_ray.runtime import in_process_coordinator
-from kai_ray.sim.cluster import synthetic_nodes
 from realcluster.cluster import RealCluster
 from tests.adapter.conftest import until as until_true
 

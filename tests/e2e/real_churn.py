@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from k8s_adapter.api import KubeError
-from kai_ray.sim.cluster import synthetic_nodes
+from kai_ray.app.sim.cluster import synthetic_nodes
 from tests.e2e.backends import NODE_COUNT, Backend
 from tests.live import ops
 from tests.live.churn import (

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from k8s_adapter.api import KubeApi, connect
-from kai_ray.sim.cluster import synthetic_nodes
+from kai_ray.app.sim.cluster import synthetic_nodes
 from realcluster.cluster import ClusterOptions, RealCluster
 from realcluster.kai import NAMESPACE, SCHEDULER_NAME, KaiDeployment
 from tests.adapter.conftest import pod, pod_group, queue

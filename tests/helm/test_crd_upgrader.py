@@ -16,7 +16,7 @@ import yaml
 from devcluster import DevCluster, DevClusterThread
 from k8s_adapter.api import connect
 from k8s_adapter.crd_upgrade import apply_crds, read_crds, wait_established
-from kai_ray.cli.main import build_parser
+from kai_ray.app.cli.main import build_parser
 from kai_ray.errors import InputError
 from tests.adapter.fake_api import FakeApi, ok
 from tests.helm.chart import CHART, NAMESPACE, RELEASE, crds, find, one, render

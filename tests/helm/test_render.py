@@ -8,7 +8,7 @@ import helm_python
 import pytest
 import yaml
 
-from kai_ray.cli.main import build_parser
+from kai_ray.app.cli.main import build_parser
 from kai_ray.io.config import config_from_mapping
 from tests.helm.chart import (
     CHART,

@@ -38,10 +38,10 @@ from k8s_adapter.gpu_sharing import ReservationSettings
 from k8s_adapter.leader import Leadership
 from k8s_adapter.runner import SchedulerLoop
 from kai_ray import labels as L
+from kai_ray.app.runtime import in_process_coordinator
+from kai_ray.app.sim.cluster import synthetic_nodes
 from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.runtime import in_process_coordinator
-from kai_ray.sim.cluster import synthetic_nodes
 from tests.live import ops
 from tests.live.views import KINDS, Obj, compare, overcommitted
 

@@ -4,7 +4,7 @@ At a quiet point (nothing changing, nothing in flight), ``kai-ray run``'s increm
 equal what ``kai-ray schedule --snapshot`` makes of the same objects from scratch:
 
 - free capacity per node: the running shards' holds, the fresh session's table, and a recount
-  from the pods themselves must agree three ways (``kai_ray.sim.accounting``);
+  from the pods themselves must agree three ways (``kai_ray.app.sim.accounting``);
 - bound pods: every pod's state and node in the running model, as the objects say;
 - pending reasons: the running scheduler's last cycle and the fresh session decide every pod
   the same way (status, node, reason), and queues get the same fair share and allocation.
@@ -24,11 +24,11 @@ import yaml
 
 from coordinator.coordinator import Coordinator, CycleResult
 from coordinator.session import open_session
-from kai_ray.cli.main import main
+from kai_ray.app.cli.main import main
+from kai_ray.app.sim import accounting
 from kai_ray.config import SchedulerConfig
 from kai_ray.io.snapshot_loader import snapshot_from_documents
 from kai_ray.model import ClusterSnapshot
-from kai_ray.sim import accounting
 from placement.rows import export_rows
 
 Obj = dict[str, Any]

@@ -21,11 +21,11 @@ from unittest import mock
 
 from coordinator.actions.solver import JobSolver
 from coordinator.tasks import Status, Task
+from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.io.config import config_from_mapping
 from kai_ray.io.fields import parse_time
 from kai_ray.io.snapshot_loader import snapshot_from_documents
-from kai_ray.runtime import in_process_coordinator
 from tests.oracle.clusters import Case, Doc
 from tests.oracle.harness import Oracle, OracleCrash, OracleTimeout
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.config import SchedulerConfig
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.io.config import config_from_mapping
@@ -24,7 +25,6 @@ from kai_ray.io.fields import parse_time
 from kai_ray.io.kai_snapshot import read_kai_snapshot
 from kai_ray.io.snapshot_loader import load_snapshot
 from kai_ray.model import ClusterSnapshot
-from kai_ray.runtime import in_process_coordinator
 from tests.oracle.cases import case_files, decisions, load_case
 from tests.oracle.clusters import FOCI, generate
 from tests.oracle.compare import check

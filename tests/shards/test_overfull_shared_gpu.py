@@ -4,9 +4,9 @@ fraction that would join the full GPU is still refused."""
 
 from __future__ import annotations
 
+from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import GpuShare
-from kai_ray.runtime import in_process_coordinator
 from shards.messages import Placement, PrepareItem, ShardDeltas
 from shards.shard import Shard
 from tests.builders import JobSpec, build, config, node, queue

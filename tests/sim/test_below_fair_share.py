@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kai_ray.app.runtime import in_process_coordinator
+from kai_ray.app.sim.engine import InProcess, SimSettings, Simulation
+from kai_ray.app.sim.holding_rules import RULES, holding_rule, reason_kind, with_figures
+from kai_ray.app.sim.report import SimMetrics
+from kai_ray.app.sim.shortfall import LONG_STRETCH
+from kai_ray.app.sim.summary import render_text
+from kai_ray.app.sim.workload import UNLIMITED, JobSpec, Workload
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import Node, Queue, QueueResource, ResourceVector
-from kai_ray.runtime import in_process_coordinator
-from kai_ray.sim.engine import InProcess, SimSettings, Simulation
-from kai_ray.sim.holding_rules import RULES, holding_rule, reason_kind, with_figures
-from kai_ray.sim.report import SimMetrics
-from kai_ray.sim.shortfall import LONG_STRETCH
-from kai_ray.sim.summary import render_text
-from kai_ray.sim.workload import UNLIMITED, JobSpec, Workload
 
 GIB = 2**30
 HORIZON = 1800.0

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from kai_ray.app.runtime import in_process_coordinator
+from kai_ray.app.sim.cluster import model_nodes
+from kai_ray.app.sim.dra import with_dra_nodes
+from kai_ray.app.sim.engine import InProcess, SimSettings, Simulation
+from kai_ray.app.sim.workload import generate
 from kai_ray.config import SchedulerConfig
-from kai_ray.runtime import in_process_coordinator
-from kai_ray.sim.cluster import model_nodes
-from kai_ray.sim.dra import with_dra_nodes
-from kai_ray.sim.engine import InProcess, SimSettings, Simulation
-from kai_ray.sim.workload import generate
 
 
 def test_claim_jobs_run_on_dra_nodes_with_no_device_given_twice() -> None:

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from kai_ray.cli.main import main
+from kai_ray.app.cli.main import main
+from kai_ray.app.runtime import in_process_coordinator
+from kai_ray.app.sim.cluster import model_nodes
+from kai_ray.app.sim.engine import InProcess, SimSettings, Simulation
+from kai_ray.app.sim.run import SimulationRun
+from kai_ray.app.sim.workload import generate
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import Pod, PodState
-from kai_ray.runtime import in_process_coordinator
-from kai_ray.sim.cluster import model_nodes
-from kai_ray.sim.engine import InProcess, SimSettings, Simulation
-from kai_ray.sim.run import SimulationRun
-from kai_ray.sim.workload import generate
 from shards.shard import Shard
 
 DOCUMENTED_KEYS = {  # simulate --json, docs/architecture.md#cli

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
+from kai_ray.app.sim import scenarios
+from kai_ray.app.sim.report import SimMetrics
+from kai_ray.app.sim.run import SimulationRun
 from kai_ray.config import SchedulerConfig
-from kai_ray.sim import scenarios
-from kai_ray.sim.report import SimMetrics
-from kai_ray.sim.run import SimulationRun
 
 KAI_SWITCHES = (805.0, 3225.0, 5650.0, 8050.0)  # KAI's plot, cycles x 10 s
 

@@ -6,10 +6,10 @@ from collections import Counter
 
 import pytest
 
+from kai_ray.app.sim.cluster import model_nodes, pool_of, synthetic_nodes
+from kai_ray.app.sim.workload import generate
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_core import parse_node
-from kai_ray.sim.cluster import model_nodes, pool_of, synthetic_nodes
-from kai_ray.sim.workload import generate
 
 
 def test_model_nodes_are_the_kwok_manifests_as_the_scheduler_reads_them() -> None:
@@ -52,7 +52,7 @@ def test_the_same_seed_gives_the_same_workload() -> None:
 
 
 def test_without_a_window_the_jobs_arrive_at_the_offered_load_asked_for() -> None:
-    from kai_ray.sim.workload import offered_load
+    from kai_ray.app.sim.workload import offered_load
 
     for load in (0.5, 1.0, 2.0):
         workload = generate(total_gpus=800, jobs=300, seed=3, load=load)

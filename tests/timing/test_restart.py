@@ -30,7 +30,7 @@ import yaml
 
 from devcluster import DevCluster
 from k8s_adapter.api import KubeApi, connect
-from kai_ray.sim.cluster import synthetic_nodes
+from kai_ray.app.sim.cluster import synthetic_nodes
 from tests.adapter.conftest import pod, pod_group, queue
 from tests.timing.prometheus_server import free_port
 

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
+from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import ClusterSnapshot, PodState
-from kai_ray.runtime import in_process_coordinator
 from tests.builders import JobSpec, build, config, node, queue
 from tests.timing.helpers import NOW, session, statuses, with_group
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from coordinator.decisions import Decisions
-from kai_ray.cli.schedule_cmd import decide
+from kai_ray.app.cli.schedule_cmd import decide
 from kai_ray.config import SchedulerConfig
 from kai_ray.io.snapshot_loader import snapshot_from_documents
 from kai_ray.model import ClusterSnapshot

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kai_ray.cli.main import main
+from kai_ray.app.cli.main import main
 from tests.conftest import REPO
 
 EXAMPLES = REPO / "examples" / "topology"

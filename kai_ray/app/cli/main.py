@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from kai_ray.cli import crds_cmd, devcluster_cmd, fairshare_cmd, run_cmd, schedule_cmd, simulate_cmd
+from kai_ray.app.cli import crds_cmd, devcluster_cmd, fairshare_cmd, run_cmd, schedule_cmd, simulate_cmd
 from kai_ray.errors import InputError
 
 EXIT_BAD_INPUT = 2

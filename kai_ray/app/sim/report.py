@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from k8s_adapter.metrics import SchedulerMetrics, exposition, new_registry
+from kai_ray.app.process_memory import rss_bytes
+from kai_ray.app.sim.shortfall import ShortfallTracker
 from kai_ray.model import Node, Pod, PodState
-from kai_ray.process_memory import rss_bytes
-from kai_ray.sim.shortfall import ShortfallTracker
 
 if TYPE_CHECKING:
     from coordinator.coordinator import CycleResult
-    from kai_ray.sim.usage import SimUsage
-    from kai_ray.sim.workload import JobSpec, Workload
+    from kai_ray.app.sim.usage import SimUsage
+    from kai_ray.app.sim.workload import JobSpec, Workload
 
 TOLERANCE = 1e-6
 

@@ -44,10 +44,10 @@ def ensure_ray(num_cpus: int | None = None, address: str | None = None) -> None:
 class ShardActor(Shard):
     """A shard in an actor process of its own (Ray titles it ``ray::ShardActor``), which it keeps
     for its lifetime: its garbage collector is tuned as the coordinator's is
-    (``kai_ray.runtime.GC_THRESHOLDS``)."""
+    (``kai_ray.app.runtime.GC_THRESHOLDS``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        from kai_ray.runtime import tune_gc_for_long_runs
+        from kai_ray.app.runtime import tune_gc_for_long_runs
 
         tune_gc_for_long_runs()
         super().__init__(*args, **kwargs)
@@ -131,7 +131,7 @@ class _CoordinatorHost:
     """What runs inside the coordinator actor: a Coordinator wired to shard actors."""
 
     def __init__(self, config: SchedulerConfig, shards: int) -> None:
-        from kai_ray.runtime import tune_gc_for_long_runs
+        from kai_ray.app.runtime import tune_gc_for_long_runs
 
         tune_gc_for_long_runs()  # this actor's process keeps the coordinator for its lifetime
         policy = PlacementPolicy.of(config)

@@ -43,7 +43,7 @@ class JobSpec:
     priority_class: str
     arrival: float  # simulated seconds
     duration: float  # simulated seconds of running once the gang is up
-    dra: bool = False  # its GPUs come through a ResourceClaim (kai_ray/sim/dra.py), not nvidia.com/gpu
+    dra: bool = False  # its GPUs come through a ResourceClaim (kai_ray/app/sim/dra.py), not nvidia.com/gpu
 
     @property
     def priority(self) -> int:

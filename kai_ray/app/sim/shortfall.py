@@ -30,12 +30,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kai_ray.sim.holding_rules import ACTION_PART, holding_rule, named_queues, reason_kind, with_figures
+from kai_ray.app.sim.holding_rules import ACTION_PART, holding_rule, named_queues, reason_kind, with_figures
 
 if TYPE_CHECKING:
     from coordinator.coordinator import CycleResult
+    from kai_ray.app.sim.workload import JobSpec
     from kai_ray.model import Queue
-    from kai_ray.sim.workload import JobSpec
 
 TOLERANCE = 1e-6
 LONG_STRETCH = 600.0  # seconds: stretches longer than this are listed one by one, with what held them

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kai_ray.sim.report import SimMetrics
+from kai_ray.app.sim.report import SimMetrics
 
 
 def write_plots(metrics: SimMetrics, directory: Path) -> list[Path]:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from coordinator.fairshare import RESOURCES, Division, QueueTree, divide
-from kai_ray.cli.output import clean_number, format_table, human_quantity, print_json
+from kai_ray.app.cli.output import clean_number, format_table, human_quantity, print_json
 from kai_ray.io.fairshare_input import FairShareProblem, load_fairshare_problem
 from kai_ray.model.fairshare import Array
 

@@ -91,7 +91,7 @@ def _check_kubeconfig(path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kai_ray.cli.output import warn_about
+    from kai_ray.app.cli.output import warn_about
     from kai_ray.io.config import load_config
 
     config = load_config(args.config)
@@ -118,10 +118,10 @@ async def _main(args: argparse.Namespace, config: object) -> int:
     from k8s_adapter.metrics import new_registry
     from k8s_adapter.runner import SchedulerLoop
     from k8s_adapter.usage_feeds import make_feed
-    from kai_ray.cli.ports import port_error
+    from kai_ray.app.cli.ports import port_error
+    from kai_ray.app.runtime import make_coordinator
     from kai_ray.config import SchedulerConfig
     from kai_ray.errors import InputError
-    from kai_ray.runtime import make_coordinator
 
     assert isinstance(config, SchedulerConfig)
     try:

@@ -44,10 +44,8 @@ from coordinator.coordinator import Coordinator, CycleResult
 from k8s_adapter.cache import ClusterCache
 from k8s_adapter.kinds import DEVICE_CLASSES, NODES, POD_GROUPS, PODS, QUEUES, RESOURCE_CLAIMS, RESOURCE_SLICES
 from k8s_adapter.kinds import PRIORITY_CLASSES as PRIORITY_CLASS_KIND
-from kai_ray.deltas import ClusterDeltas
-from kai_ray.model import DraObjects, Node, Pod, PodState, ResourceClaim
-from kai_ray.sim import accounting
-from kai_ray.sim.apiserver import (
+from kai_ray.app.sim import accounting
+from kai_ray.app.sim.apiserver import (
     SimApiServer,
     node_manifest,
     pod_group_manifest,
@@ -55,10 +53,12 @@ from kai_ray.sim.apiserver import (
     priority_class_manifest,
     queue_manifest,
 )
-from kai_ray.sim.dra import DeviceLedger, claim_for, claim_manifest, claimed, class_manifest, slice_manifest
-from kai_ray.sim.report import SimMetrics
-from kai_ray.sim.usage import SimUsage
-from kai_ray.sim.workload import NAMESPACE, PRIORITY_CLASSES, JobSpec, Workload
+from kai_ray.app.sim.dra import DeviceLedger, claim_for, claim_manifest, claimed, class_manifest, slice_manifest
+from kai_ray.app.sim.report import SimMetrics
+from kai_ray.app.sim.usage import SimUsage
+from kai_ray.app.sim.workload import NAMESPACE, PRIORITY_CLASSES, JobSpec, Workload
+from kai_ray.deltas import ClusterDeltas
+from kai_ray.model import DraObjects, Node, Pod, PodState, ResourceClaim
 from placement.rows import NodeRows
 
 KINDS = {

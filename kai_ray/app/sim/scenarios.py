@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kai_ray.app.sim.workload import UNLIMITED, JobSpec, Workload
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import Node, Queue, QueueResource, ResourceVector
-from kai_ray.sim.workload import UNLIMITED, JobSpec, Workload
 
 GIB = 2**30
 PERIOD = 10.0

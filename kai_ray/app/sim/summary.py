@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import textwrap
 
-from kai_ray.cli.output import format_table
-from kai_ray.sim.holding_rules import ACTION_PART
-from kai_ray.sim.report import SimMetrics
-from kai_ray.sim.shortfall import LONG_STRETCH, QueueShortfall
+from kai_ray.app.cli.output import format_table
+from kai_ray.app.sim.holding_rules import ACTION_PART
+from kai_ray.app.sim.report import SimMetrics
+from kai_ray.app.sim.shortfall import LONG_STRETCH, QueueShortfall
 
 SHORT_QUEUES_SHOWN = 10
 

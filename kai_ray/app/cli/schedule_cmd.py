@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kai_ray.cli.output import format_table, print_json, warn, warn_about
+from kai_ray.app.cli.output import format_table, print_json, warn, warn_about
 from kai_ray.config import DEFAULT_ACTIONS, SchedulerConfig
 from kai_ray.errors import InputError
 from kai_ray.io.config import config_from_mapping, load_config
@@ -62,15 +62,15 @@ def decide(
     """The session ``schedule`` runs: the live coordinator's cycle on in-process shards (or on
     ``ray_shards`` shard actors), fed the snapshot as its first deltas. ``actions`` replaces the
     config's list (None keeps it)."""
+    from kai_ray.app.runtime import in_process_coordinator, shard_count
     from kai_ray.deltas import ClusterDeltas
-    from kai_ray.runtime import in_process_coordinator, shard_count
 
     if actions is not None:
         # As for the config's own list: KAI turns consolidation off under a spread strategy.
         spread = "spread" in (config.placementStrategy.gpu, config.placementStrategy.cpu)
         actions = tuple(a for a in actions if not (spread and a == "consolidation"))
     if ray_shards:
-        from kai_ray.actors import on_ray_actors
+        from kai_ray.app.actors import on_ray_actors
 
         with on_ray_actors(config, ray_shards) as on_actors:
             on_actors.apply(ClusterDeltas.of_snapshot(snapshot))

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from kai_ray.cli.output import warn_about
+from kai_ray.app.cli.output import warn_about
 from kai_ray.errors import InputError
 from kai_ray.io.config import load_config
 
@@ -60,7 +60,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(handler=run)
 
 
-SCENARIO_NAMES = ("kai-time-based-fairshare",)  # kai_ray.sim.scenarios.SCENARIOS, without importing the simulator
+SCENARIO_NAMES = ("kai-time-based-fairshare",)  # kai_ray.app.sim.scenarios.SCENARIOS, without importing the simulator
 
 
 def default_shards(nodes: int) -> int:
@@ -78,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--shards: must be at least 1")
     config = load_config(args.config)
     warn_about(config)
-    from kai_ray.sim.run import SimulationRun
-    from kai_ray.sim.scenarios import SCENARIOS
+    from kai_ray.app.sim.run import SimulationRun
+    from kai_ray.app.sim.scenarios import SCENARIOS
 
     scenario = SCENARIOS[args.scenario]() if args.scenario else None
     shards = args.shards if args.shards is not None else (1 if scenario else default_shards(args.nodes))
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(outcome.to_json(), indent=1) + "\n", encoding="utf-8")
         print(f"\nreport written to {args.json}", file=sys.stderr)
     if args.plot:
-        from kai_ray.sim.plots import write_plots
+        from kai_ray.app.sim.plots import write_plots
 
         for path in write_plots(outcome.metrics, Path(args.plot)):
             print(f"plot written to {path}", file=sys.stderr)

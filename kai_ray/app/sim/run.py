@@ -7,16 +7,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from kai_ray.app.sim.cluster import model_nodes
+from kai_ray.app.sim.dra import with_dra_nodes
+from kai_ray.app.sim.engine import InProcess, Scheduler, SimSettings, Simulation
+from kai_ray.app.sim.report import SimMetrics
+from kai_ray.app.sim.scenarios import SCENARIOS, Scenario
+from kai_ray.app.sim.summary import render_text
+from kai_ray.app.sim.usage import SimUsage
+from kai_ray.app.sim.workload import Workload, generate, offered_load
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import DraObjects
-from kai_ray.sim.cluster import model_nodes
-from kai_ray.sim.dra import with_dra_nodes
-from kai_ray.sim.engine import InProcess, Scheduler, SimSettings, Simulation
-from kai_ray.sim.report import SimMetrics
-from kai_ray.sim.scenarios import SCENARIOS, Scenario
-from kai_ray.sim.summary import render_text
-from kai_ray.sim.usage import SimUsage
-from kai_ray.sim.workload import Workload, generate, offered_load
 
 
 @dataclass(slots=True)
@@ -129,10 +129,10 @@ class SimulationRun:
 
     def _scheduler(self) -> tuple[Scheduler, Any]:
         if self.shards <= 1:
-            from kai_ray.runtime import in_process_coordinator
+            from kai_ray.app.runtime import in_process_coordinator
 
             return InProcess(in_process_coordinator(self.config, 1)), lambda: None
-        from kai_ray.actors import RemoteCoordinator, ensure_ray
+        from kai_ray.app.actors import RemoteCoordinator, ensure_ray
 
         ensure_ray()
         remote = RemoteCoordinator(self.config, self.shards)

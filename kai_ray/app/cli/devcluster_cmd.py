@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kai_ray.cli.ports import port_error
+from kai_ray.app.cli.ports import port_error
 from kai_ray.logs import FORMATS, configure
 
 
@@ -71,7 +71,7 @@ def default_kubeconfig(port: int) -> Path:
 
 async def _serve(args: argparse.Namespace, with_scheduler: bool) -> int:
     from devcluster import DevCluster
-    from kai_ray.sim.cluster import synthetic_nodes
+    from kai_ray.app.sim.cluster import synthetic_nodes
 
     cluster = DevCluster(nodes=synthetic_nodes(args.nodes, args.taint_nodes))
     if with_scheduler:
@@ -115,9 +115,9 @@ async def _scheduler(args: argparse.Namespace, kubeconfig: str) -> None:
     from k8s_adapter.leader import Leadership
     from k8s_adapter.metrics import new_registry
     from k8s_adapter.runner import SchedulerLoop
-    from kai_ray.cli.output import warn_about
+    from kai_ray.app.cli.output import warn_about
+    from kai_ray.app.runtime import in_process_coordinator
     from kai_ray.io.config import load_config
-    from kai_ray.runtime import in_process_coordinator
 
     config = load_config(args.config).for_live_loop()
     warn_about(config)

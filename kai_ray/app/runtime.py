@@ -47,6 +47,6 @@ def make_coordinator(config: SchedulerConfig, nodes: int, shards: int | None = N
     if count <= 1 or shards == 0:
         tune_gc_for_long_runs()
         return in_process_coordinator(config, 1)
-    from kai_ray.actors import RemoteCoordinator
+    from kai_ray.app.actors import RemoteCoordinator
 
     return RemoteCoordinator(config, count)  # type: ignore[return-value]
