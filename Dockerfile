@@ -17,6 +17,7 @@ COPY requirements.lock ./
 RUN /opt/kai-ray/bin/pip install -r requirements.lock
 COPY pyproject.toml README.md ./
 COPY kai_ray kai_ray
+COPY pod_grouper pod_grouper
 COPY placement placement
 COPY coordinator coordinator
 COPY shards shards

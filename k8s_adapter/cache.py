@@ -25,7 +25,6 @@ from typing import Any
 
 from k8s_adapter.api import JSON
 from k8s_adapter.dra_cache import DraCache
-from k8s_adapter.group_index import GroupIndex
 from k8s_adapter.inbox import Inbox
 from k8s_adapter.kinds import (
     DEVICE_CLASSES,
@@ -42,13 +41,15 @@ from k8s_adapter.problems import ObjectKey, Problem
 from kai_ray import labels as L
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.errors import InputError
-from kai_ray.grouping import OwnerRef, implicit_group, needs_pod_grouper, own_group_name
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_core import parse_node, parse_pod, pod_state
-from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
+from kai_ray.io.parse_kai import parse_pod_group, parse_priority_class, parse_queue
 from kai_ray.io.parse_topology import parse_topology
 from kai_ray.io.queue_tree import classify_queues
 from kai_ray.model import Node, Pod, PodGroup, PodState, PriorityClass, Queue, Topology
+from pod_grouper.group_index import GroupIndex
+from pod_grouper.grouping import OwnerRef, implicit_group, needs_pod_grouper, own_group_name
+from pod_grouper.pod_groups import RawPodGroup
 
 log = logging.getLogger(__name__)
 

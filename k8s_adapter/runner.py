@@ -27,7 +27,6 @@ from k8s_adapter.decision_log import DecisionLog
 from k8s_adapter.evictor import Evictor, EvictRequest
 from k8s_adapter.explain import group_notes
 from k8s_adapter.gpu_sharing import ReservationService, ReservationSettings, gpu_groups_of
-from k8s_adapter.grouper import DEFER_SECONDS, PodGrouper
 from k8s_adapter.job_clocks import JobClockWriter
 from k8s_adapter.kinds import DRA_WATCHED, PODS, WATCHED, Kind
 from k8s_adapter.leader import Leadership
@@ -41,6 +40,7 @@ from k8s_adapter.usage_feeds import UsageFeed
 from kai_ray import labels as L
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import PodState
+from pod_grouper.live import DEFER_SECONDS, PodGrouper
 
 log = logging.getLogger(__name__)
 PAGE_POLL_SECONDS = 0.05  # while the pods are listed: how often their pages so far are decoded

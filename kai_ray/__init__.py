@@ -14,12 +14,10 @@ __all__ = [
     "config",
     "deltas",
     "errors",
-    "grouping",
     "io",
     "labels",
     "logs",
     "model",
     "plugins",
     "quantity",
-    "workloads",
 ]

@@ -1,7 +1,8 @@
 """Readers of kai-ray's input files and of single Kubernetes objects: the snapshot
 (docs/architecture.md#snapshot-input), KAI's /get-snapshot ZIP, the scheduler config
 (#scheduler-config) and the fair-share input (#fair-share-input). The adapter reads watched
-objects with the same parsers, and resolves PodGroups and the queue tree as the snapshot does.
+objects with the same parsers, and the queue tree as the snapshot does; PodGroups are resolved
+by the pod grouper's rules (``pod_grouper.pod_groups``), which the snapshot loader uses too.
 
 ``__all__`` is what other packages may use; import it from here or from the defining module.
 """
@@ -13,9 +14,8 @@ from kai_ray.io.fields import ObjectReader, parse_time
 from kai_ray.io.kai_snapshot import KaiSnapshot, is_kai_snapshot, read_kai_snapshot
 from kai_ray.io.parse_core import parse_node, parse_pod, pod_state
 from kai_ray.io.parse_dra import parse_device_class, parse_resource_claim, parse_resource_slice
-from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
+from kai_ray.io.parse_kai import parse_pod_group, parse_priority_class, parse_queue
 from kai_ray.io.parse_topology import parse_topology
-from kai_ray.io.pod_groups import implicit_pod_group, resolve_pod_group
 from kai_ray.io.queue_tree import QueueForest, classify_queues
 from kai_ray.io.snapshot_loader import load_snapshot, snapshot_from_documents
 
@@ -24,11 +24,9 @@ __all__ = [
     "KaiSnapshot",
     "ObjectReader",
     "QueueForest",
-    "RawPodGroup",
     "classify_queues",
     "config_from_mapping",
     "fairshare_problem_from_mapping",
-    "implicit_pod_group",
     "is_kai_snapshot",
     "iter_objects",
     "load_config",
@@ -48,6 +46,5 @@ __all__ = [
     "pod_state",
     "read_kai_snapshot",
     "read_text",
-    "resolve_pod_group",
     "snapshot_from_documents",
 ]

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kai_ray import labels as L
 from kai_ray.io.fields import ObjectReader, dict_or_absent, text_map
 from kai_ray.io.parse_subgroups import GangSpec, read_gang_spec
-from kai_ray.model import UNLIMITED, PriorityClass, Queue, QueueResource, SubGroup, TopologyConstraint
+from kai_ray.model import UNLIMITED, PriorityClass, Queue, QueueResource
 from kai_ray.quantity import parse_duration
+from pod_grouper.pod_groups import RawPodGroup
 
 MEMORY_UNIT = 1_000_000  # Queue memory is in 10^6 bytes
 
@@ -78,29 +78,6 @@ def parse_priority_class(reader: ObjectReader) -> PriorityClass:
         value=reader.integer("value", 0, namespaced=False),
         global_default=bool(reader.get("globalDefault", False)),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class RawPodGroup:
-    """A PodGroup as written, before its priority class and queue are resolved."""
-
-    namespace: str
-    name: str
-    uid: str
-    queue: str | None
-    priority_class_name: str | None
-    preemptibility: str | None
-    min_member: int
-    sub_groups: tuple[SubGroup, ...]
-    created: float
-    staleness_grace_seconds: float | None
-    stale_since: float | None
-    last_start: float | None
-    min_sub_group: int | None = None
-    topology: TopologyConstraint | None = None
-    last_eviction: float | None = None
-    preemption_delay_seconds: float | None = None
-    expected_runtime_seconds: float | None = None
 
 
 def _duration_field(reader: ObjectReader, path: str, raw: Any, negative_ok: bool = True) -> float | None:

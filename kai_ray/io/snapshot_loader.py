@@ -18,17 +18,17 @@ from typing import Any
 
 from kai_ray import labels as L
 from kai_ray.errors import InputError
-from kai_ray.grouping import WORKLOAD_DOC_KINDS, ImplicitGroup, OwnerRef, implicit_group, top_owner
 from kai_ray.io.documents import iter_objects, parse_documents, read_text
 from kai_ray.io.dra_snapshot import DRA_KINDS, DraReader
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.kai_snapshot import is_kai_snapshot, read_kai_snapshot
 from kai_ray.io.parse_core import parse_node, parse_pod
-from kai_ray.io.parse_kai import RawPodGroup, parse_pod_group, parse_priority_class, parse_queue
+from kai_ray.io.parse_kai import parse_pod_group, parse_priority_class, parse_queue
 from kai_ray.io.parse_topology import parse_topology
-from kai_ray.io.pod_groups import implicit_pod_group, resolve_pod_group
 from kai_ray.io.queue_tree import classify_queues
 from kai_ray.model import ClusterSnapshot, LoadReport, Node, Pod, PodGroup, PodState, PriorityClass, Queue, Topology
+from pod_grouper.grouping import WORKLOAD_DOC_KINDS, ImplicitGroup, OwnerRef, implicit_group, top_owner
+from pod_grouper.pod_groups import RawPodGroup, implicit_pod_group, resolve_pod_group
 
 
 def load_snapshot(path: str | Path, scheduler_name: str = L.DEFAULT_SCHEDULER_NAME) -> ClusterSnapshot:

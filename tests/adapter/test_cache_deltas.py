@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from k8s_adapter.cache import ClusterCache
-from k8s_adapter.grouper import PodGrouper
 from k8s_adapter.kinds import POD_GROUPS, PODS, PRIORITY_CLASSES
 from kai_ray.model import PodState
+from pod_grouper.live import PodGrouper
 from tests.adapter.fake_api import FakeApi, ok
 from tests.adapter.test_cache_reflector import pod
 

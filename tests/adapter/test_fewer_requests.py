@@ -12,10 +12,10 @@ from coordinator import JobClock
 from k8s_adapter.api import KubeApi, RequestGate, urgent
 from k8s_adapter.binder import Binder, BindRequest
 from k8s_adapter.cache import ClusterCache
-from k8s_adapter.grouper import PodGrouper
 from k8s_adapter.job_clocks import JobClockWriter, rfc3339
 from k8s_adapter.kinds import POD_GROUPS, PODS
 from kai_ray import labels as L
+from pod_grouper.live import PodGrouper
 from tests.adapter.conftest import Env, pod, queue, running, until
 from tests.adapter.fake_api import FakeApi, fail, ok
 

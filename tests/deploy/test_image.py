@@ -18,7 +18,7 @@ from tests.conftest import REPO
 from tests.deploy.build_context import context_files, copy_sources, excluded, read_rules, stages
 
 DOCKERFILE = REPO / "Dockerfile"
-RUNTIME_PACKAGES = ("kai_ray", "placement", "shards", "coordinator", "k8s_adapter", "devcluster")
+RUNTIME_PACKAGES = ("kai_ray", "pod_grouper", "placement", "shards", "coordinator", "k8s_adapter", "devcluster")
 
 
 def tracked(*prefixes: str) -> set[str]:

@@ -17,12 +17,12 @@ from k8s_adapter.api import KubeError, Response
 from k8s_adapter.binder import Binder, BindRequest, FractionBind
 from k8s_adapter.claims import ClaimBind, ClaimChange, ClaimWriter
 from k8s_adapter.evictor import Evictor, EvictRequest
-from k8s_adapter.grouper import PodGrouper
 from k8s_adapter.job_clocks import JobClockWriter
 from k8s_adapter.kinds import DRA_WATCHED, OWNER_KINDS, WATCHED, Kind
 from k8s_adapter.reflector import Reflector
 from k8s_adapter.status import StatusWriter
 from k8s_adapter.usage_store import QueueUsageStore
+from pod_grouper.live import PodGrouper
 from tests.adapter.fake_api import FakeApi, ok
 from tests.helm.chart import NAMESPACE, RELEASE, find, one, render
 

@@ -9,9 +9,9 @@ import yaml
 
 from devcluster.crds import KAI_CRDS
 from k8s_adapter.api import Response
-from k8s_adapter.grouper import PodGrouper
 from k8s_adapter.kinds import POD_GROUPS, QUEUES
 from k8s_adapter.status import STATUS_KEYS, StatusWriter
+from pod_grouper.live import PodGrouper
 from tests.adapter.fake_api import FakeApi, ok
 from tests.adapter.status_scenario import scenario
 from tests.helm.chart import REPO, crd_named, crd_version, custom_resource_problems, manifests_in

@@ -147,7 +147,7 @@ def test_the_long_iterations_the_loop_warns_of_are_read_back() -> None:
     message = "a scheduler iteration took %.1fs"
     assert message in inspect.getsource(runner.SchedulerLoop.run)
     text = "\n".join(f"2026-01-01 00:00:00,000 WARNING k8s_adapter.runner: {message % s}" for s in (12.04, 31.6))
-    text += "\n... INFO k8s_adapter.grouper: could not group default/a@1 yet: 500"
+    text += "\n... INFO pod_grouper.live: could not group default/a@1 yet: 500"
     facts = parse_scheduler_log(text)
     assert facts.long_iterations == (12.0, 31.6)
     assert facts.longest_iteration == 31.6

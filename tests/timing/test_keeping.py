@@ -97,7 +97,7 @@ async def test_a_crd_that_prunes_the_field_is_reported_once() -> None:
 
 
 async def test_the_pod_grouper_carries_a_workloads_timing_annotations_to_its_pod_group() -> None:
-    from k8s_adapter.grouper import PodGrouper
+    from pod_grouper.live import PodGrouper
 
     owner = {
         "apiVersion": "batch/v1",

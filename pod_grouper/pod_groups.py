@@ -1,4 +1,5 @@
-"""PodGroups as a session uses them: priority and preemptibility resolved, implicit groups made.
+"""PodGroups as a session uses them: a PodGroup as written (``RawPodGroup``, which the readers
+fill) with its priority and preemptibility resolved, and implicit groups made.
 
 Shared by the snapshot loader (all groups at once) and the Kubernetes adapter's cache (only the
 groups a change touched), so that ``kai-ray schedule`` and ``kai-ray run`` resolve every group
@@ -8,11 +9,34 @@ the same way.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 from kai_ray import labels as L
-from kai_ray.grouping import ImplicitGroup
-from kai_ray.io.parse_kai import RawPodGroup
-from kai_ray.model import Pod, PodGroup, PriorityClass
+from kai_ray.model import Pod, PodGroup, PriorityClass, SubGroup, TopologyConstraint
+from pod_grouper.grouping import ImplicitGroup
+
+
+@dataclass(frozen=True, slots=True)
+class RawPodGroup:
+    """A PodGroup as written, before its priority class and queue are resolved."""
+
+    namespace: str
+    name: str
+    uid: str
+    queue: str | None
+    priority_class_name: str | None
+    preemptibility: str | None
+    min_member: int
+    sub_groups: tuple[SubGroup, ...]
+    created: float
+    staleness_grace_seconds: float | None
+    stale_since: float | None
+    last_start: float | None
+    min_sub_group: int | None = None
+    topology: TopologyConstraint | None = None
+    last_eviction: float | None = None
+    preemption_delay_seconds: float | None = None
+    expected_runtime_seconds: float | None = None
 
 
 def priority_of(name: str | None, classes: Mapping[str, PriorityClass], where: str, warnings: list[str]) -> int:
@@ -74,7 +98,7 @@ def implicit_pod_group(
     missing: list[str] | None = None,
 ) -> PodGroup:
     """The PodGroup KAI's pod grouper would create for pods that name none (``spec_of`` gives a
-    pod's grouping, ``kai_ray.grouping.implicit_group`` with what the caller knows of its owners).
+    pod's grouping, ``pod_grouper.grouping.implicit_group`` with what the caller knows of its owners).
     It exists from its first pod on, so it is as old as the oldest member, and that member's
     labels decide (ties by name), whatever order the pods were read in."""
     first = min(members, key=lambda p: (p.created, p.name))

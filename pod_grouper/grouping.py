@@ -12,7 +12,7 @@ from typing import Any
 
 from kai_ray import labels as L
 from kai_ray.model import Pod, SubGroup, TopologyConstraint
-from kai_ray.workloads import WorkloadError, WorkloadGroup, workload_group
+from pod_grouper.workloads import WorkloadError, WorkloadGroup, workload_group
 
 # Owners whose pods each get a PodGroup of their own (serving workloads).
 _PER_POD_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "Service"}

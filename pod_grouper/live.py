@@ -2,7 +2,7 @@
 
 For a pod of this scheduler without ``pod-group-name``, the grouper finds the pod's top
 owner (following controller references through the API), creates ``pg-<owner>-<uid>``
-shaped by KAI's rules for the workload kind (``kai_ray/workloads.py``: the gang size, the
+shaped by KAI's rules for the workload kind (``pod_grouper/workloads.py``: the gang size, the
 sub-groups of a PyTorchJob and its segments, the topology constraint from the owner's
 annotations), and annotates the pod (and labels it with its sub-group). Distributed kinds are
 not scheduled before their PodGroup exists; serving kinds get one group per pod. A bare pod the
@@ -22,7 +22,7 @@ from k8s_adapter.api import JSON, KubeApi, KubeError
 from k8s_adapter.job_clocks import JobClockWriter, annotations_of
 from k8s_adapter.kinds import KNATIVE_REVISION, OWNER_KINDS, POD_GROUPS, PODS, Kind
 from kai_ray import labels as L
-from kai_ray.workloads import KNATIVE_REVISION_LABEL, WorkloadError, WorkloadGroup, workload_group
+from pod_grouper.workloads import KNATIVE_REVISION_LABEL, WorkloadError, WorkloadGroup, workload_group
 
 log = logging.getLogger(__name__)
 GROUPING_CONCURRENCY = 32  # pods grouped at once (each a few API round trips)

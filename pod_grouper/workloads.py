@@ -1,7 +1,7 @@
 """KAI's pod-grouper rules per workload kind: how big the gang is, its sub-groups, its topology.
 
 Pure functions of the workload's top owner object (and the pod being grouped), so the running
-scheduler's grouper (``k8s_adapter/grouper.py``, which fetches owners through the API) and the
+scheduler's grouper (``pod_grouper/live.py``, which fetches owners through the API) and the
 snapshot reader (which finds them in the snapshot) decide alike:
 
 - every kind: the top owner's ``kai.scheduler/topology``, ``-required-placement`` and

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from k8s_adapter.api import Response
-from k8s_adapter.grouper import GROUPING_CONCURRENCY, PodGrouper
+from pod_grouper.live import GROUPING_CONCURRENCY, PodGrouper
 
 ROUND_TRIP = 0.05  # seconds the API takes to answer each request
 

@@ -1,4 +1,4 @@
-"""KAI's pod-grouper rules per workload kind (kai_ray/workloads.py), on the owner objects a user
+"""KAI's pod-grouper rules per workload kind (pod_grouper/workloads.py), on the owner objects a user
 writes: gang sizes, sub-groups, segments and topology constraints."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kai_ray.model import SubGroup, TopologyConstraint
-from kai_ray.workloads import WorkloadError, workload_group
+from pod_grouper.workloads import WorkloadError, workload_group
 
 Obj = dict[str, Any]
 

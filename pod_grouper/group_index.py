@@ -2,7 +2,7 @@
 
 The cache resolves only the groups marked dirty since its last delta (a changed PodGroup
 object, a member that came, went or changed, a PriorityClass), so a changed pod costs the
-same at a hundred pods as at a hundred thousand. Resolution itself is ``kai_ray.io.pod_groups``,
+same at a hundred pods as at a hundred thousand. Resolution itself is ``pod_grouper.pod_groups``,
 which the snapshot loader uses too.
 """
 
@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from kai_ray.grouping import OwnerRef, implicit_group
-from kai_ray.io.parse_kai import RawPodGroup
-from kai_ray.io.pod_groups import implicit_pod_group, resolve_pod_group
 from kai_ray.model import Pod, PodGroup, PriorityClass
+from pod_grouper.grouping import OwnerRef, implicit_group
+from pod_grouper.pod_groups import RawPodGroup, implicit_pod_group, resolve_pod_group
 
 
 class GroupIndex:
