@@ -180,13 +180,14 @@ class Coordinator:
         self._sweep(now)
         stats = CycleStats()
         state = self._open_session(now, stats)
-        state.victim_lists = self.victim_lists
-        state.search_paused = paused
-        state.search_reasons = self.search_backoff.reasons(paused)
+        searches = state.searches
+        searches.lists = self.victim_lists
+        searches.paused = paused
+        searches.paused_reasons = self.search_backoff.reasons(paused)
         if self.config.sessionTimeBudget:
             # The searches stop early enough for what follows them (committing, deciding every
             # pod) to fit in the budget too: as long as that took last cycle.
-            state.deadline = started + self.config.sessionTimeBudget - self._closing_seconds
+            searches.deadline = started + self.config.sessionTimeBudget - self._closing_seconds
         stmt = self._statement(state, now)
         state.every_node = partial(self._every_node, state, stmt, stats)
         placer = state.source
@@ -196,11 +197,11 @@ class Coordinator:
         bounded_left = sum(1 for action in actions if action.time_bounded)
         for action in actions:
             action_started = time.perf_counter()
-            if action.time_bounded and state.deadline is not None:
-                state.action_deadline = action_started + max(0.0, state.deadline - action_started) / bounded_left
+            if action.time_bounded and searches.deadline is not None:
+                searches.action_deadline = action_started + max(0.0, searches.deadline - action_started) / bounded_left
                 bounded_left -= 1
             action.execute(state, stmt)
-            state.action_deadline = None
+            searches.action_deadline = None
             stmt.commit()
             stats.action_seconds[action.name] = time.perf_counter() - action_started
         closing = time.perf_counter()
@@ -214,8 +215,8 @@ class Coordinator:
             retry_next_cycle(state, job_key, why, result)
         result.pod_queues, result.pod_jobs = self.pod_maps.of(state)
         result.not_ready_jobs = not_ready_gangs(state, stmt.touched)
-        result.search_skipped = dict(state.search_skipped)
-        result.paused_jobs = state.search_paused
+        result.search_skipped = dict(state.searches.skipped)
+        result.paused_jobs = state.searches.paused
         # Only a pod placed before this session is there to evict. One that an action placed and a
         # later action evicted again in the same session is simply not bound; an eviction sent for
         # it would delete a pending pod (the API deletes unbound pods on eviction).
@@ -232,13 +233,13 @@ class Coordinator:
             self.model.clocks_changed(result.job_clocks)
         self.search_backoff.record(
             now,
-            state.search_failed,
+            state.searches.failed,
             {j.key for j in state.pending_jobs() if j.has_pending()},
-            {key: _search_reasons(state.jobs[key]) for key in state.search_failed if key in state.jobs},
+            {key: _search_reasons(state.jobs[key]) for key in state.searches.failed if key in state.jobs},
         )
         if state.membership is not None:  # opened by the session cache: it resets what we changed
             self.sessions.close(state, stmt.touched)
-        unfinished = state.cut_short  # the jobs not reached must be searched next cycle
+        unfinished = state.searches.cut_short  # the jobs not reached must be searched next cycle
         if self.model.version == version and not (
             result.binds or result.evictions or stats.prepared_jobs or unfinished
         ):

@@ -8,7 +8,6 @@ schedulers' pods.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -24,6 +23,7 @@ from coordinator.queue_state import QueueState
 from coordinator.session_queues import empty_queue_state, queue_state_of
 from coordinator.subgroups import build_tree, leaf_pod_sets, needs_tree
 from coordinator.tasks import DEFAULT_SUBGROUP, Status, Task, task_status
+from coordinator.victim_searches import VictimSearches
 from kai_ray import labels as L
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import ClusterSnapshot, Pod, PodGroup, ResourceVector, Topology
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from coordinator.rounds import RoundPlacer
 
 if TYPE_CHECKING:
-    from coordinator.actions import VictimLists
     from coordinator.topology import SessionDomains
 
 Quota = tuple[float, float, float]
@@ -60,16 +59,10 @@ class SessionState:
     last_start: dict[str, float] = field(default_factory=dict)
     remote_diagnoses: dict[TaskShape, Diagnosis] = field(default_factory=dict)  # nodes outside this table
     placer_type: type[Placer] = Placer  # how pods find nodes (benchmarks swap in a full scan)
-    search_paused: frozenset[str] = frozenset()  # jobs whose victim search is backed off this session
-    search_failed: set[str] = field(default_factory=set)  # jobs whose victim search failed this session
     source: RoundPlacer | None = None  # allocate's placements, from the shards' streams
     unplaced: dict[str, tuple[Task, int]] = field(default_factory=dict)  # job -> failing task, pods placed
     shard_diagnoses: dict[TaskShape, Diagnosis] = field(default_factory=dict)  # every node, from the shards
     unusable_queues: Mapping[str, str] = field(default_factory=dict)  # queues that exist outside the tree
-    # Per paused job, what its last real victim search said (action -> reason): a paused job keeps
-    # naming the cause, so its message does not change while nothing else does.
-    search_reasons: dict[str, dict[str, str]] = field(default_factory=dict)
-    search_skipped: dict[str, str] = field(default_factory=dict)  # job -> why no victim search ran for it
     topologies: dict[str, Topology] = field(default_factory=dict)
     domains: SessionDomains | None = None  # topology domains, merged from the shards' reports
     min_runtimes: MinRuntimes = field(default_factory=lambda: MinRuntimes({}, {}, {}))
@@ -94,34 +87,20 @@ class SessionState:
     reset_jobs: frozenset[str] | None = None
     positions: Mapping[str, int] | None = None  # job -> its place in ``jobs``, where the opener keeps it
     largest_node_gpus: float | None = None  # the most GPUs any node has, where the opener knows
-    # The cycle's time budget (config sessionTimeBudget), as a time.perf_counter() deadline: past
-    # it, victim searches take no new job and the jobs left are searched next cycle.
-    deadline: float | None = None
-    cut_short: bool = False  # a victim-search action stopped at the deadline this session
-    # The running time-bounded action's deadline: the time left to the session's deadline, shared
-    # evenly with the time-bounded actions after it (the first cannot spend what the last needs).
-    action_deadline: float | None = None
     # Moves the session onto every node's row when it started on none (the shards placed for
     # allocate). The coordinator sets it; an action calls it just before it looks at nodes
     # beyond what allocate placed, so a cycle whose actions find nothing to search never pays
     # for copying every node's row and re-holding every running pod on it.
     every_node: Callable[[], None] = field(default=lambda: None)
-    # The victim searches' sorted lists, kept by the coordinator across cycles (None: each action
-    # builds its own, as a session run once does).
-    victim_lists: VictimLists | None = None
     # The session was moved onto every node's row (``session_rebase``): its untouched tasks know
     # their holdings there lazily, and nothing else of theirs changed.
     rebased: bool = False
+    searches: VictimSearches = field(default_factory=VictimSearches)  # the victim searches' record
 
     @property
     def hooks(self) -> SessionHooks:
         """The extension points the config's plugins registered (``coordinator.plugins``)."""
         return hooks_for(self.config.resolved_plugins)
-
-    def out_of_time(self) -> bool:
-        """Past the running action's share of the budget (or the session's, if it has none)."""
-        deadline = self.action_deadline if self.action_deadline is not None else self.deadline
-        return deadline is not None and time.perf_counter() > deadline
 
     def pending_jobs(self) -> list[Job]:
         """The jobs that may have pending pods: those that had some when first asked. A session

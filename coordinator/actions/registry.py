@@ -17,7 +17,7 @@ from coordinator.statement import Statement
 
 class Action(Protocol):
     name: str
-    # Whether the action stops at the session's time budget (``SessionState.out_of_time``); such
+    # Whether the action stops at the session's time budget (``VictimSearches.out_of_time``); such
     # actions share the time left between them.
     time_bounded: bool
 

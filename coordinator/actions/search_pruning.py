@@ -147,20 +147,20 @@ def should_search(state: SessionState, job: Job, failed: FailedSearches, action:
     A skipped search changes nothing about why the job waits, so the job's reason does not say
     "skipped": a paused job keeps what its last real search said (the message stays the same, and
     with it the job's event), and a job ruled out by a similar one keeps its own allocate reason,
-    as in KAI. Why the search was skipped goes to ``state.search_skipped`` (logged, and tested).
+    as in KAI. Why the search was skipped goes to ``state.searches.skipped`` (logged, and tested).
     """
-    if job.key in state.search_paused:
-        last = state.search_reasons.get(job.key, {}).get(action)
+    if job.key in state.searches.paused:
+        last = state.searches.paused_reasons.get(job.key, {}).get(action)
         if last:
             job.fit_errors.setdefault(action, last)
-        state.search_skipped[job.key] = "victim search paused after failing in recent cycles"
+        state.searches.skipped[job.key] = "victim search paused after failing in recent cycles"
         return False
     if not state.config.useSchedulingSignatures:
         return True
     like = failed.worth_trying(job)
     if like is None:
         return True
-    state.search_skipped[job.key] = (
+    state.searches.skipped[job.key] = (
         f"not searched: {like} has the same constraints, is no bigger and found no room in this session"
     )
     return False
@@ -168,4 +168,4 @@ def should_search(state: SessionState, job: Job, failed: FailedSearches, action:
 
 def search_failed(state: SessionState, job: Job, failed: FailedSearches) -> None:
     failed.failed(job)
-    state.search_failed.add(job.key)
+    state.searches.failed.add(job.key)

@@ -119,7 +119,7 @@ class VictimSearchAction:
         budget = SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
         # The lists of running and pending jobs, carried over from earlier actions and cycles with
         # the jobs changed since (the statement's changes so far in this session among them).
-        pool, pending = (state.victim_lists or VictimLists()).for_session(state, stmt.take_changed())
+        pool, pending = (state.searches.lists or VictimLists()).for_session(state, stmt.take_changed())
         ceiling = CeilingUntilCommit(state)
 
         failed = FailedSearches(per_queue=self.signatures_per_queue)
@@ -128,7 +128,7 @@ class VictimSearchAction:
         guaranteed = time.perf_counter() + GUARANTEED_SHARE * (state.config.sessionTimeBudget or 0.0)
         first = True
         while not order.empty():
-            if not first and state.out_of_time() and time.perf_counter() > guaranteed:
+            if not first and state.searches.out_of_time() and time.perf_counter() > guaranteed:
                 self._postpone(state, order.remaining())
                 break
             first = False
@@ -167,12 +167,12 @@ class VictimSearchAction:
     def _postpone(self, state: SessionState, jobs: Iterable[Job]) -> None:
         """The cycle's time budget is spent: the jobs not reached say so, and are searched next
         cycle, in the same fair order (nothing counts against them: no failed search, no pause)."""
-        state.cut_short = True
+        state.searches.cut_short = True
         budget = state.config.sessionTimeBudget or 0.0
         why = f"{self.name} postponed to the next cycle: this cycle spent its time budget ({budget:g}s)"
         for job in jobs:
             job.fit_errors[self.name] = why
-            state.search_skipped[job.key] = why
+            state.searches.skipped[job.key] = why
 
     # ------------------------------------------------------------ the parts actions override
     def enabled(self, state: SessionState) -> bool:
