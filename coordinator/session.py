@@ -85,6 +85,9 @@ class SessionState:
     # The jobs the opener reset to their records (what the last session may have changed), where
     # it reset only some (None: every job).
     reset_jobs: frozenset[str] | None = None
+    # Which opener opened the session, and its count of sessions so far (None: opened from scratch):
+    # the changes above are relative to that opener's previous session only.
+    opened: tuple[int, int] | None = None
     positions: Mapping[str, int] | None = None  # job -> its place in ``jobs``, where the opener keeps it
     largest_node_gpus: float | None = None  # the most GPUs any node has, where the opener knows
     # Moves the session onto every node's row when it started on none (the shards placed for

@@ -62,6 +62,7 @@ class SessionCache:
         self.jobs: dict[str, Job] = {}
         self.positions: dict[str, int] = {}  # job -> its place in ``jobs`` (the session's order)
         self._next_position = 0
+        self.opens = 0  # sessions opened so far: what changed is known relative to the last one only
         self.jobs_by_task: dict[str, Job] = {}
         self.members: dict[str, set[str]] = {}  # pod group -> its pods (keys)
         self.invalid: dict[str, dict[str, str]] = {}  # tree job -> its pods that name no leaf, and why
@@ -87,6 +88,7 @@ class SessionCache:
 
     def open(self, model: ClusterModel, now: float, table: NodeTable, placer_type: type[Placer]) -> SessionState:
         config = self.config
+        self.opens += 1
         changes = model.take_changes()
         unit = self.nodes.min_gpu_memory
         nodes_changed = self.nodes.refresh(model)
@@ -122,6 +124,7 @@ class SessionCache:
             changed_pods=None if changed_pods is None or queues_changed else frozenset(changed_pods),
             remade_jobs=frozenset(self.remade),
             reset_jobs=None if to_reset is None or changes is None else frozenset(to_reset),
+            opened=(id(self), self.opens),
             positions=self.positions,
             largest_node_gpus=self.nodes.largest_gpus,
             min_gpu_memory=self.nodes.min_gpu_memory,

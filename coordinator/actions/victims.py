@@ -171,11 +171,15 @@ class VictimLists:
         if self._victims is None or self._pending is None or not self._same_keys(state):
             self._victims, self._pending = VictimPool.sorted_jobs(state), pending_pool(state)
         elif self._session is not state:
+            # What changed is known relative to the opener's previous session: only lists last
+            # synced in that very session can be carried over (a session between, whose actions
+            # never asked for them, would leave its changes out).
             changed = state.jobs_changed_since_last_session()
-            if changed is not None:
-                changed = changed | set(changed_in_session)
-            self._victims.rebind(state, changed)
-            self._pending.rebind(state, changed)
+            last = self._session.opened if self._session is not None else None
+            follows = state.opened is not None and last is not None and state.opened == (last[0], last[1] + 1)
+            carried = changed | set(changed_in_session) if changed is not None and follows else None
+            self._victims.rebind(state, carried)
+            self._pending.rebind(state, carried)
         else:
             changed_now = set(changed_in_session)
             self._victims.refresh(changed_now)
