@@ -58,6 +58,10 @@ class QueueTotals:
             for kept in (self._rows, self._used, self._free):
                 del kept[queue]
 
+    def contributions(self) -> dict[str, tuple[str, tuple[float, ...]]]:
+        """Job -> its queue and its row as kept (for checks that compare with a fresh count)."""
+        return {job: (queue, tuple(self._rows[queue][row].tolist())) for job, (queue, row) in self._slot.items()}
+
     def totals(self) -> dict[str, np.ndarray]:
         """Queue -> the sum of its jobs' rows."""
         for queue, rows in self._rows.items():

@@ -64,10 +64,13 @@ def _changes(rng: random.Random, coordinator: Coordinator, cycle: int, bound: li
             confirmed.append(replace(pod, state=PodState.RUNNING))
         else:
             failed.append(key)
+    deleted = [key for key in failed if rng.random() < 0.3]  # deleted while its bind was in flight
+    if deleted and rng.random() < 0.5:  # the watch brings the deletion before the bind's failure
+        coordinator.apply(ClusterDeltas(pods_removed=tuple(deleted)))
     if failed:
         coordinator.bind_failed(failed)
     running = sorted(k for k, p in pods.items() if p.state is PodState.RUNNING)
-    gone = tuple(rng.sample(running, min(len(running), rng.randint(0, 2))))
+    gone = tuple(rng.sample(running, min(len(running), rng.randint(0, 2)))) + tuple(deleted)
     waiting = sorted(k for k, p in pods.items() if p.state is PodState.PENDING)
     if waiting and rng.random() < 0.3:  # deleted while it waits: what its searches evicted stays
         gone += (rng.choice(waiting),)

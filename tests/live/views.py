@@ -24,6 +24,7 @@ import yaml
 
 from coordinator.coordinator import Coordinator, CycleResult
 from coordinator.session import open_session
+from coordinator.session_cache import SessionCache
 from kai_ray.app.cli.main import main
 from kai_ray.app.sim import accounting
 from kai_ray.config import SchedulerConfig
@@ -43,7 +44,7 @@ KINDS = (
 
 def dump(objects: dict[str, list[Obj]]) -> list[Obj]:
     """The objects as ``kubectl get -o yaml`` lists them (kind and apiVersion on every item)."""
-    items = []
+    items: list[Obj] = []
     for group, version, _, kind in KINDS:
         api_version = f"{group}/{version}" if group else version
         items.extend({**obj, "apiVersion": api_version, "kind": kind} for obj in objects[kind])
@@ -88,6 +89,26 @@ def pod_differences(coordinator: Coordinator, snapshot: ClusterSnapshot) -> list
     return out
 
 
+def queue_sum_differences(coordinator: Coordinator) -> list[str]:
+    """Each job's contribution to its queue's sums as the running scheduler keeps them across
+    cycles, against the same counted afresh from the model's records: a kept contribution that
+    drifted shows here with its job, before it shows as a queue deciding differently."""
+    model = coordinator.model
+    fresh = SessionCache(coordinator.sessions.config)
+    fresh.nodes.refresh(model)
+    dirty, _ = fresh._tasks(model, None, None)
+    fresh._jobs(model, dirty, None, None)
+    fresh.queues(model, fresh._capacity())
+    kept, counted = coordinator.sessions.totals.contributions(), fresh.totals.contributions()
+    out = []
+    for job in sorted(set(kept) | set(counted)):
+        if kept.get(job) != counted.get(job):
+            tasks = fresh.jobs[job].tasks if job in fresh.jobs else []
+            records = ", ".join(f"{t.key} {t.status.value} on {t.node}" for t in tasks)
+            out.append(f"queue sums of job {job}: kept {kept.get(job)}, counted afresh {counted.get(job)} ({records})")
+    return out
+
+
 def _decision(pod: dict[str, Any]) -> tuple[Any, ...]:
     return (pod["status"], pod["node"], tuple(pod.get("gpuGroups") or ()), pod.get("reason"))
 
@@ -129,6 +150,7 @@ def compare(
     return (
         node_differences(coordinator, snapshot, config)
         + pod_differences(coordinator, snapshot)
+        + queue_sum_differences(coordinator)
         + decision_differences(last, fresh, ours)
     )
 
