@@ -5,7 +5,16 @@ gang commit across shards.
 from the module that defines it. ``coordinator.fairshare`` has its own public names.
 """
 
-from coordinator.coordinator import BindIntent, Coordinator, CycleResult, CycleStats, EvictIntent, ShardsFailed
+from coordinator.cluster_model import ClusterModel
+from coordinator.coordinator import (
+    BindIntent,
+    Coordinator,
+    CoordinatorLost,
+    CycleResult,
+    CycleStats,
+    EvictIntent,
+    ShardsFailed,
+)
 from coordinator.decisions import Decisions, PodDecision
 from coordinator.dra_session import ClaimGrant, DraView
 from coordinator.job_timers import JobClock
@@ -19,9 +28,11 @@ from coordinator.statement import Statement
 __all__ = [
     "BindIntent",
     "ClaimGrant",
+    "ClusterModel",
     "DraView",
     "Answers",
     "Coordinator",
+    "CoordinatorLost",
     "CycleResult",
     "CycleStats",
     "Decisions",

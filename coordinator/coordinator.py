@@ -59,7 +59,7 @@ from placement.shapes import ResourceSchema, TaskShape
 from shards.protocol import Round, ShardInfo
 from shards.stream_messages import RoundReply
 
-__all__ = ["BindIntent", "Coordinator", "CycleResult", "CycleStats", "EvictIntent", "ShardsFailed"]
+__all__ = ["BindIntent", "Coordinator", "CoordinatorLost", "CycleResult", "CycleStats", "EvictIntent", "ShardsFailed"]
 
 EVICTION_ACTIONS = ("consolidation", "reclaim", "preempt")
 # Every hold a cycle makes is committed or released in the same cycle, and shards also expire
@@ -77,6 +77,17 @@ class ShardsFailed(RuntimeError):
         super().__init__(message)
         self.shards = shards
         self.phase = phase
+
+
+class CoordinatorLost(RuntimeError):
+    """The coordinator went away with the call (its actor's process died). Nothing of the call
+    took effect that its caller has not seen. ``replaced``: a new coordinator, rebuilt from what
+    the caller told the lost one, decides from the next call; False: none could be started, and
+    the next call tries again."""
+
+    def __init__(self, message: str, replaced: bool) -> None:
+        super().__init__(message)
+        self.replaced = replaced
 
 
 class Coordinator:

@@ -13,6 +13,12 @@ class LoopMetrics:
         self.errors = Counter(
             "kai_ray_loop_errors", "Scheduler loop steps that failed, by step.", ["step"], registry=registry
         )
+        self.coordinator_losses = Counter(
+            "kai_ray_coordinator_losses",
+            "Coordinators lost with a call (their actor died), by whether a new one was started.",
+            ["replaced"],
+            registry=registry,
+        )
         self.step_seconds = Histogram(
             "kai_ray_loop_step_duration_seconds",
             "Time per scheduler loop step.",
@@ -35,6 +41,8 @@ class LoopMetrics:
             registry=registry,
         )
         self.longest = 0.0  # seconds
+        for replaced in ("true", "false"):
+            self.coordinator_losses.labels(replaced)
         for step in steps:  # every step's series exists from the start, at zero
             self.errors.labels(step)
             self.step_seconds.labels(step)

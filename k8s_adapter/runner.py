@@ -18,11 +18,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry
 
-from coordinator.coordinator import BindIntent, CycleResult
+from coordinator.coordinator import BindIntent, CoordinatorLost, CycleResult
 from k8s_adapter.api import KubeApi, KubeError, describe
 from k8s_adapter.binder import POD_GONE, POD_RECREATED, BindBackoff, Binder, BindRequest, FractionBind
 from k8s_adapter.cache import ClusterCache
 from k8s_adapter.claims import ClaimBind, allocation_json
+from k8s_adapter.coordinator_health import CoordinatorHealth
 from k8s_adapter.decision_log import DecisionLog
 from k8s_adapter.evictor import Evictor, EvictRequest
 from k8s_adapter.explain import group_notes
@@ -73,6 +74,7 @@ class LoopState:
     binds: int = 0
     evictions: int = 0
     cycles: int = 0  # cycles run as the leader
+    gave_up: bool = False  # stopped because no coordinator could be started (see CoordinatorHealth)
 
 
 class SchedulerLoop:
@@ -119,6 +121,7 @@ class SchedulerLoop:
         kinds = WATCHED + (DRA_WATCHED if dra else ())
         self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event, on_page=cache.on_page) for kind in kinds]
         self.state = LoopState()
+        self.coordinator_health = CoordinatorHealth()
         self.decision_log = DecisionLog()
         self._stop = asyncio.Event()
         self._coordinator_lock = asyncio.Lock()
@@ -154,6 +157,13 @@ class SchedulerLoop:
                 self.loop_metrics.iteration(elapsed)
                 if elapsed > 10 * self.period:
                     log.warning("a scheduler iteration took %.1fs", elapsed)
+                if self.coordinator_health.hopeless(time.monotonic()):
+                    log.error(
+                        "no coordinator could be started for %.0fs: giving up (and the Lease, if held)",
+                        self.coordinator_health.give_up_after,
+                    )
+                    self.state.gave_up = True
+                    self.stop()
                 # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
                 # that lands as its inner wait completes, and a cancelled loop must end.
                 with contextlib.suppress(TimeoutError):
@@ -237,6 +247,8 @@ class SchedulerLoop:
 
         await self._step("cycle", cycle)
         self.state.cycle_ok = bool(result)
+        if result:
+            self.coordinator_health.decided()
         if not result:
             self.state.cycle_failed_at = time.monotonic()
         if not result:
@@ -325,6 +337,11 @@ class SchedulerLoop:
             await action()
         except asyncio.CancelledError:
             raise
+        except CoordinatorLost as lost:  # its actor died: replaced (or not) already, one line
+            self.loop_metrics.failed(name)
+            self.coordinator_health.lost(lost, time.monotonic())
+            self.loop_metrics.coordinator_losses.labels(str(lost.replaced).lower()).inc()
+            log.warning("scheduler loop step %s: %s", name, lost)
         except KubeError as exc:  # the API said no (a conflict, a timeout): expected, one line
             self.loop_metrics.failed(name)
             log.warning("scheduler loop step %s failed: %s; retried next iteration", name, describe(exc))

@@ -164,7 +164,7 @@ async def _main(args: argparse.Namespace, config: object) -> int:
             registry,
             args.metrics_port,
             lambda: alive() and loop.state.cycle_ok and time.monotonic() - loop.state.cycle_failed_at > recently,
-            lambda: loop.state.synced,
+            lambda: loop.state.synced and loop.coordinator_health.deciding,
         )
     except OSError as exc:
         await api.close()
@@ -188,4 +188,4 @@ async def _main(args: argparse.Namespace, config: object) -> int:
         await leadership.release(api, args.lease_name, args.lease_namespace)  # only if it still holds it
         await server.cleanup()
         await api.close()
-    return 0
+    return 1 if loop.state.gave_up else 0  # gave up: a restart (or the standby) takes over
