@@ -5,7 +5,6 @@ gang commit across shards.
 from the module that defines it. ``coordinator.fairshare`` has its own public names.
 """
 
-from coordinator.cluster_model import ClusterModel
 from coordinator.coordinator import (
     BindIntent,
     Coordinator,
@@ -18,6 +17,7 @@ from coordinator.coordinator import (
 from coordinator.decisions import Decisions, PodDecision
 from coordinator.dra_session import ClaimGrant, DraView
 from coordinator.job_timers import JobClock
+from coordinator.replaceable import CoordinatorHost, HostGone, HostLink, ReplaceableCoordinator
 from coordinator.result_changes import ResultChange, ResultReceiver, ResultSender
 from coordinator.scheduler import run_session
 from coordinator.session import SessionState
@@ -28,11 +28,13 @@ from coordinator.statement import Statement
 __all__ = [
     "BindIntent",
     "ClaimGrant",
-    "ClusterModel",
     "DraView",
     "Answers",
     "Coordinator",
+    "CoordinatorHost",
     "CoordinatorLost",
+    "HostGone",
+    "HostLink",
     "CycleResult",
     "CycleStats",
     "Decisions",
@@ -40,6 +42,7 @@ __all__ = [
     "InProcessTransport",
     "JobClock",
     "PodDecision",
+    "ReplaceableCoordinator",
     "ResultChange",
     "ResultReceiver",
     "ResultSender",

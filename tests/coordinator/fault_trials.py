@@ -22,11 +22,13 @@ import random
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from coordinator.cluster_model import with_changes
-from coordinator.coordinator import Coordinator, ShardsFailed
+from coordinator.coordinator import Coordinator, CoordinatorLost, ShardsFailed
+from coordinator.replaceable import CoordinatorHost, HostGone, ReplaceableCoordinator
 from coordinator.shard_client import InProcessTransport, ShardTransport
 from coordinator.shard_set import ShardSet
 from kai_ray.deltas import ClusterDeltas
@@ -95,6 +97,7 @@ class TrialReport:
     resumed_after: list[int] = field(default_factory=list)  # cycles from a failure until binds again
     binds: int = 0
     pending_left: int = 0
+    bound: dict[str, str] = field(default_factory=dict)  # pod -> node, as the results bound them
 
 
 @dataclass
@@ -129,31 +132,43 @@ def _jobs(rng: random.Random, cycle: int, count: int) -> list[_Job]:
     return jobs
 
 
-def run_trial(
+def shard_trial(
     seed: int, make_transport: Callable[[], ShardTransport], shards_on: Callable[[], dict[int, Shard]]
 ) -> TrialReport:
-    """One trial; ``shards_on`` gives the live shard objects for the final comparison (empty
-    when they live in actors: then the shards describe themselves instead)."""
+    """One trial of a coordinator over ``make_transport()``'s shards; ``shards_on`` gives the live
+    shard objects for the final comparison (empty when they live in actors: then the shards
+    describe themselves instead)."""
+    coordinator = Coordinator(config(), ShardSet(make_transport()))
+    report = run_trial(seed, coordinator)
+    report.lost_deltas = _lost_deltas(coordinator, shards_on())
+    report.never_sent = sorted(key for key in coordinator.model.assumed if key not in report.bound)
+    return report
+
+
+def run_trial(seed: int, coordinator: Coordinator | ReplaceableCoordinator) -> TrialReport:
+    """A dozen cycles of changes into ``coordinator``, recording what its results bind."""
     rng = random.Random(seed)
-    cfg = config()
-    coordinator = Coordinator(cfg, ShardSet(make_transport()))
     nodes = [node(f"n{i:02d}", gpu=rng.choice((4, 8)), cpu=32_000, memory=256 * GIB, pods=24) for i in range(10)]
     late = node("n-late", gpu=8, cpu=32_000, memory=256 * GIB, pods=24)
     queues = (queue("team-a", gpu_quota=20), queue("team-b", gpu_quota=20))
-    coordinator.apply(ClusterDeltas(nodes_upserted=tuple(nodes), queues_upserted=queues))
-    report = TrialReport()
+    _apply(coordinator, ClusterDeltas(nodes_upserted=tuple(nodes), queues_upserted=queues), report := TrialReport())
     truth: dict[str, Pod] = {}
     groups: dict[str, PodGroup] = {}
     bound: dict[str, str] = {}
     allocatable = {n.name: n.allocatable for n in [*nodes, late]}
     for cycle in range(CYCLES):
         changes = _changes(rng, cycle, truth, groups, bound, late)
-        coordinator.apply(changes)
         try:
+            _apply(coordinator, changes, report)
             result = coordinator.cycle(NOW + cycle, ACTIONS)
         except ShardsFailed as failure:
             report.failed_cycles.append(cycle)
             report.phases.append(failure.phase)
+            continue
+        except CoordinatorLost as lost:
+            assert lost.replaced
+            report.failed_cycles.append(cycle)
+            report.phases.append("cycle")
             continue
         per_job: Counter[str] = Counter()
         for bind in result.binds:
@@ -171,10 +186,17 @@ def run_trial(
         if result.binds and report.failed_cycles and len(report.resumed_after) < len(report.failed_cycles):
             report.resumed_after.append(cycle - report.failed_cycles[-1])
         report.overcommitted.extend(_overcommitted(truth, allocatable))
-    report.lost_deltas = _lost_deltas(coordinator, shards_on())
-    report.never_sent = sorted(key for key in coordinator.model.assumed if key not in bound)
+    report.bound = bound
     report.pending_left = sum(1 for p in truth.values() if p.state is PodState.PENDING)
     return report
+
+
+def _apply(coordinator: Coordinator | ReplaceableCoordinator, changes: ClusterDeltas, report: TrialReport) -> None:
+    try:
+        coordinator.apply(changes)
+    except CoordinatorLost as lost:  # replaced: the new one has these changes
+        assert lost.replaced
+        report.phases.append("apply")
 
 
 def _changes(
@@ -258,7 +280,68 @@ def in_process(seed: int, shards: int = 4) -> TrialReport:
     kill = Kill(round=rng.randint(1, 2 * CYCLES), shard=rng.randrange(shards), after_delivery=rng.random() < 0.5)
     policy = PlacementPolicy.of(config())
     transport = FaultyTransport([Shard(i, policy) for i in range(shards)], kill)
-    report = run_trial(seed, lambda: transport, lambda: transport.shards)
+    report = shard_trial(seed, lambda: transport, lambda: transport.shards)
     if not transport.fired:
+        report.phases.append("never fired")
+    return report
+
+
+# ---------------------------------------------------------------- the coordinator itself dies
+
+
+class DyingHostLink:
+    """A ``HostLink`` to a coordinator host in this process (over in-process shards) that dies at
+    its ``dies_at``-th call: before running it, or after (the reply is lost). A dead host never
+    answers again; its state goes with it."""
+
+    def __init__(self, shards: int, dies_at: int | None, after_running: bool) -> None:
+        policy = PlacementPolicy.of(config())
+        self.host: CoordinatorHost | None = CoordinatorHost(
+            Coordinator(config(), ShardSet(InProcessTransport([Shard(i, policy) for i in range(shards)])))
+        )
+        self.dies_at, self.after_running = dies_at, after_running
+        self.calls = 0
+
+    def call(self, method: str, *args: Any) -> Any:
+        self.calls += 1
+        if self.host is None:
+            raise HostGone("dead")
+        if self.calls == self.dies_at:
+            if self.after_running:
+                getattr(self.host, method)(*args)
+            self.host = None
+            raise HostGone(f"killed at call {self.calls} ({method}, {'after' if self.after_running else 'before'})")
+        return getattr(self.host, method)(*args)
+
+    def close(self) -> None:
+        self.host = None
+
+
+def coordinator_killed(seed: int, shards: int = 2) -> TrialReport:
+    """A trial whose coordinator host dies at a seeded call (of the trial's first host), before
+    or after running it; ``ReplaceableCoordinator`` starts a new one from what it kept."""
+    rng = random.Random(seed * 104_729 + 3)
+    links: list[DyingHostLink] = []
+
+    def start(count: int) -> DyingHostLink:
+        first = not links
+        # Calls: the first apply, then an apply and a cycle per cycle; the last cycle is spared (a
+        # cycle must follow to show binding resume).
+        link = DyingHostLink(count, rng.randint(1, 2 * CYCLES - 1) if first else None, rng.random() < 0.5)
+        links.append(link)
+        return link
+
+    coordinator = ReplaceableCoordinator(start, shards)
+    report = run_trial(seed, coordinator)
+    final = links[-1].host
+    assert final is not None
+    report.lost_deltas = _lost_deltas(final.coordinator, {})
+    model, kept = final.coordinator.model, coordinator.model
+    for key in sorted(model.pods.keys() | kept.pods.keys()):
+        theirs, ours = model.pods.get(key), kept.pods.get(key)
+        if (theirs and (theirs.state, theirs.node)) != (ours and (ours.state, ours.node)):
+            report.lost_deltas.append(f"{key}: the coordinator has {theirs}, the caller kept {ours}")
+    report.never_sent = sorted(key for key in kept.assumed if key not in report.bound)
+    if len(links) == 1:
         report.phases.append("never fired")
     return report

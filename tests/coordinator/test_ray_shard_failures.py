@@ -70,7 +70,7 @@ def test_a_shard_actor_killed_mid_cycle_is_replaced_and_nothing_is_bound_twice(
     ray_ready: None, kill: Kill, by_signal: bool
 ) -> None:
     transport = _killing_transport(2, kill, by_signal)
-    report = fault_trials.run_trial(11, lambda: transport, dict)  # type: ignore[arg-type,return-value]
+    report = fault_trials.shard_trial(11, lambda: transport, dict)  # type: ignore[arg-type,return-value]
     assert transport.fired  # type: ignore[attr-defined]
     assert len(report.failed_cycles) == 1, report
     assert not report.bound_twice and not report.partial_gangs and not report.overcommitted

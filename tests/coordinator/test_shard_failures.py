@@ -122,3 +122,19 @@ def test_a_dead_shard_is_rebuilt_from_the_model_with_the_changes_it_never_acknow
     assert "big" in transport.shards[home].node_names()
     second = coordinator.cycle(1_001.0, ("allocate",))
     assert len(second.binds) == 9 and {b.node for b in second.binds} == {"a", "big"}
+
+
+def test_a_coordinator_killed_at_a_random_call_is_replaced_loses_nothing_and_binds_nothing_twice() -> None:
+    reports = [fault_trials.coordinator_killed(seed) for seed in range(TRIALS)]
+    assert not [r for r in reports if "never fired" in r.phases]
+    assert sum(len(r.bound_twice) for r in reports) == 0
+    assert sum(len(r.partial_gangs) for r in reports) == 0
+    assert sum(len(r.overcommitted) for r in reports) == 0
+    assert sum(len(r.lost_deltas) for r in reports) == 0, [r.lost_deltas for r in reports if r.lost_deltas][:3]
+    assert sum(len(r.never_sent) for r in reports) == 0, [r.never_sent for r in reports if r.never_sent][:3]
+    resumed = [n for r in reports for n in r.resumed_after]
+    assert len(resumed) == sum(len(r.failed_cycles) for r in reports), "binding always resumes"
+    assert max(resumed) <= 2
+    # The host died with a change as well as with a cycle, before and after running it.
+    assert {"apply", "cycle"} <= {p for r in reports for p in r.phases}
+    assert sum(r.binds for r in reports) > 0
