@@ -270,10 +270,19 @@ async def run_scenario(scenario: Scenario, system: ClusterScheduler, size: Size,
     return outcome, state
 
 
-async def settle_running(run: Run) -> None:
-    """Bound pods get a few seconds to turn Running before the state is read (not timed)."""
-    bound = [n for n in run.created if n not in run.removed and n in run.watch.bound_at]
-    await run.running(bound, time.monotonic() + 30)
+async def settle_running(run: Run, timeout: float = 30.0) -> None:
+    """The pods bound and still there get a few seconds to turn Running before the state is read
+    (not timed); the evicted ones are gone."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        items = (await run.api.request("GET", PODS)).body.get("items") or []
+        if all(
+            (p.get("status") or {}).get("phase") == "Running"
+            for p in items
+            if (p.get("spec") or {}).get("nodeName") and not p["metadata"].get("deletionTimestamp")
+        ):
+            return
+        await asyncio.sleep(1.0)
 
 
 async def final_state(run: Run) -> Obj:
