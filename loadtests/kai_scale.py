@@ -31,7 +31,16 @@ from typing import Any
 
 from kai_ray.app.cli.output import format_table
 from loadtests.kai_scale_run import Outcome, run_scenario
-from loadtests.kai_scale_scenarios import BY_KEY, FULL, KAI_SCALE_ARGS, QUICK, SCENARIOS, Scenario, Size
+from loadtests.kai_scale_scenarios import (
+    BY_KEY,
+    DISTRIBUTED_PODS,
+    FULL,
+    KAI_SCALE_ARGS,
+    QUICK,
+    SCENARIOS,
+    Scenario,
+    Size,
+)
 from loadtests.kai_scale_steps import STEPS
 from loadtests.kwok_phase import KAI, KUBE
 from loadtests.systems import ClusterScheduler, KaiScheduler, ProcessScheduler
@@ -110,7 +119,7 @@ def plot(outcomes: Sequence[Outcome], path: Path) -> None:
         axes.bar(positions, heights, width, label=name)
     axes.set_xticks(range(len(scenarios)), scenarios)
     axes.set_yscale("log")
-    axes.set_ylabel("seconds (lower is better; no bar: not run or not done)")
+    axes.set_ylabel("seconds, log scale (no bar: not done)")
     axes.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=100)
@@ -146,8 +155,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         size = replace(size, nodes=args.nodes)
     if args.samples:
         size = replace(size, samples=args.samples)
-    if size.nodes * 8 < 10 * 8:
-        parser.error("--nodes must be at least 10 (the infeasible scenario's job is 10 full nodes)")
+    if size.nodes < DISTRIBUTED_PODS:
+        parser.error(
+            f"--nodes must be at least {DISTRIBUTED_PODS} (the infeasible scenario's job is as many full nodes)"
+        )
     try:
         ensure_built()
         ensure_built(binaries=KAI_BINARIES)

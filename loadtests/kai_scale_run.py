@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from k8s_adapter.api import KubeApi, KubeError, connect
-from loadtests.kai_scale_scenarios import NAMESPACE, Scenario, Size
+from loadtests.kai_scale_scenarios import BY_KEY, NAMESPACE, Scenario, Size
 from loadtests.kwok_phase import Watch, apiserver_requests, cpu_seconds, create_all, load_cluster, request_delta
 from loadtests.systems import ClusterScheduler
 from realcluster.cluster import RealCluster
@@ -137,6 +137,8 @@ class Run:
         self.errors: list[str] = []
         self.tasks: list[asyncio.Task[None]] = []
         self.timeout = size.timeout(scenario)
+        # Filling the cluster before a reclaim is measured takes as long as the fill scenario.
+        self.setup_timeout = size.timeout(BY_KEY["fill"])
 
     async def watch_pods(self) -> None:
         await self.watch.start()
@@ -216,11 +218,11 @@ class Run:
         await self.create(objects)
         await self.settled(len(self.created))
         await self.start_scheduler()
-        deadline = began + self.timeout
+        deadline = began + self.setup_timeout
         if not await self.until(lambda: self.bound(names) == len(names), deadline) or not await self.running(
             names, deadline
         ):
-            raise TimeoutError(f"set-up: {self.bound(names)}/{len(names)} pods bound in {self.timeout:.0f}s")
+            raise TimeoutError(f"set-up: {self.bound(names)}/{len(names)} pods bound in {self.setup_timeout:.0f}s")
 
     async def close(self) -> None:
         for task in self.tasks:
