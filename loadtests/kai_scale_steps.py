@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from loadtests.kai_scale_run import GROUPS, PODS, Obj, Outcome, Run, Steps, Window
+from loadtests.kai_scale_run import Obj, Outcome, Run, Steps, Window
 from loadtests.kai_scale_scenarios import (
     DISTRIBUTED_PODS,
     GPUS_PER_NODE,
@@ -24,6 +24,7 @@ from loadtests.kai_scale_scenarios import (
     topology,
     topology_nodes,
 )
+from loadtests.kai_scale_state import GROUPS, PODS
 
 # KAI's Reclaim context gives the filling queue no quota and no share of what is over quota, so
 # another queue reclaims every GPU it holds.
