@@ -126,7 +126,19 @@ def plot(outcomes: Sequence[Outcome], path: Path) -> None:
     plt.close(figure)
 
 
-async def run_all(scenarios: Sequence[Scenario], size: Size, shards: int | None) -> tuple[list[Outcome], Any]:
+def write(out: Path, size: Size, outcomes: Sequence[Outcome], states: Any) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(
+        json.dumps({"size": asdict(size), "results": [o.to_json() for o in outcomes]}, indent=1)
+    )
+    (out / "state.json").write_text(json.dumps({"size": asdict(size), "state": states}, indent=1))
+
+
+async def run_all(
+    scenarios: Sequence[Scenario], size: Size, shards: int | None, out: Path
+) -> tuple[list[Outcome], Any]:
+    """Every scenario for every system; the files are written after each row, so a long run
+    stopped part-way still leaves what it measured."""
     outcomes: list[Outcome] = []
     states: dict[str, dict[str, Any]] = {}
     for scenario in scenarios:
@@ -134,6 +146,8 @@ async def run_all(scenarios: Sequence[Scenario], size: Size, shards: int | None)
             outcome, state = await run_scenario(scenario, system, size, STEPS[scenario.key])
             outcomes.append(outcome)
             states.setdefault(scenario.key, {})[system.name] = state
+            write(out, size, outcomes, states)
+            print(report([outcome], size).splitlines()[2], file=sys.stderr)
     return outcomes, states
 
 
@@ -165,13 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (GoMissing, BuildFailed) as error:
         print(f"kai_scale: {error}", file=sys.stderr)
         return 2
-    outcomes, states = asyncio.run(run_all(scenarios, size, args.shards))
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(
-        json.dumps({"size": asdict(size), "results": [o.to_json() for o in outcomes]}, indent=1)
-    )
-    (out / "state.json").write_text(json.dumps({"size": asdict(size), "state": states}, indent=1))
+    outcomes, states = asyncio.run(run_all(scenarios, size, args.shards, out))
     plot(outcomes, out / "seconds.png")
     print(report(outcomes, size))
     print(f"written: {out / 'results.json'}, {out / 'state.json'}, {out / 'seconds.png'}")

@@ -74,10 +74,12 @@ def test_kube_scheduler_runs_the_plain_pod_scenarios_only() -> None:
 
 
 def test_a_scenario_that_timed_out_is_a_row_and_fails_the_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    async def run_all(scenarios: Any, size: Any, shards: Any) -> tuple[list[Outcome], Any]:
+    async def run_all(scenarios: Any, size: Any, shards: Any, out: Path) -> tuple[list[Outcome], Any]:
         done = Outcome("fill", "KAI", size.nodes, seconds=12.5, pods=160, done=160, window=13.0)
         late = Outcome("fill", "kai-ray", size.nodes, status="timed out", pods=160, done=90, window=240.0)
-        return [done, late], {"fill": {"KAI": {"counts": {}}, "kai-ray": {"counts": {}}}}
+        states: dict[str, Any] = {"fill": {"KAI": {"counts": {}}, "kai-ray": {"counts": {}}}}
+        kai_scale.write(out, size, [done, late], states)
+        return [done, late], states
 
     monkeypatch.setattr(kai_scale, "ensure_built", lambda **_: Path())
     monkeypatch.setattr(kai_scale, "run_all", run_all)
