@@ -279,6 +279,17 @@ def ensure_built(progress: bool = True, binaries: BinarySet = CONTROL_PLANE) -> 
     return bin_dir
 
 
+def built(binaries: BinarySet = CONTROL_PLANE) -> Path | None:
+    """The set's binaries' directory if they are in the cache already, else None (no Go on PATH
+    included); never builds, so a caller can skip what needs them rather than wait for a build."""
+    try:
+        version = go_version(go_binary())
+    except GoMissing:
+        return None
+    home = cache_root() / binaries.name / cache_key(version, binaries)
+    return home / "bin" if (home / "build.json").exists() else None
+
+
 def ensure_kai_built(progress: bool = True) -> Path:
     """KAI's binaries (``bin/``; the chart's CRDs and priority classes in ``../deploy/``)."""
     return ensure_built(progress, KAI)

@@ -42,7 +42,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -101,8 +101,11 @@ class KaiDeployment:
         self.versions: dict[str, str] = {}
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self, timeout: float = 120.0) -> KaiDeployment:
-        """Install KAI's cluster objects, start the five components and wait until each answers."""
+    def start(self, timeout: float = 120.0, components: Sequence[str] = COMPONENTS) -> KaiDeployment:
+        """Install KAI's cluster objects, start the five components (or ``components`` of them)
+        and wait until each answers. A component left out can be started later with
+        ``start_component``: a load test keeps the scheduler off while its pods are created, as
+        KAI's own scale tests do, with the podgrouper grouping them meanwhile."""
         if self.cluster.pki is None:
             raise KaiError("start the cluster before KAI")
         self.bin = ensure_kai_built()
@@ -114,19 +117,38 @@ class KaiDeployment:
         atexit.register(self.stop)
         try:
             self.install(timeout)
-            kubeconfig = str(self.cluster.kubeconfig("admin", name="kai-admin"))
             for name in COMPONENTS:
-                command, health, env = self._command(name)
-                command += list(self.options.extra_args.get(name, ()))
-                process = Process(name, command, self.dir / f"{name}.log", env={"KUBECONFIG": kubeconfig, **env})
-                self.components[name] = Component(name, process, health)
-                process.start()
+                if name in components:
+                    self._launch(name)
             for component in self.components.values():
                 self._wait(component, timeout)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def start_component(self, name: str, timeout: float = 120.0) -> None:
+        """Start one component of a deployment already started (its log is appended to) and
+        wait until it answers."""
+        if name in self.components:
+            raise KaiError(f"KAI's {name} is running already")
+        self._wait(self._launch(name), timeout)
+
+    def stop_component(self, name: str) -> None:
+        """Stop one component (TERM, KILL after 10 s); the others keep running."""
+        component = self.components.pop(name)
+        component.process.stop()
+        if component.process.alive():
+            raise KaiError(f"KAI's {name} still running after stop")
+
+    def _launch(self, name: str) -> Component:
+        kubeconfig = str(self.cluster.kubeconfig("admin", name="kai-admin"))
+        command, health, env = self._command(name)
+        command += list(self.options.extra_args.get(name, ()))
+        process = Process(name, command, self.dir / f"{name}.log", env={"KUBECONFIG": kubeconfig, **env})
+        self.components[name] = Component(name, process, health)
+        process.start()
+        return self.components[name]
 
     def stop(self) -> None:
         """Every component ends (the scheduler first); raises if one outlives KILL. Logs stay in ``dir``."""

@@ -1,0 +1,114 @@
+"""KAI's scale scenarios (loadtests.kai_scale): the scenario data and report on their own, then a
+quick run on real clusters for KAI, kai-ray and kube-scheduler, which skips when the Go binaries
+(the control plane and KAI's components) are not in the cache: it never builds them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import loadtests.kai_scale as kai_scale
+from loadtests.kai_scale_run import Outcome
+from loadtests.kai_scale_scenarios import (
+    FULL,
+    QUICK,
+    RECLAIM,
+    SANITY,
+    SCENARIOS,
+    TOPOLOGY_LEVELS,
+    distributed_job,
+    queues,
+    single_gpu_jobs,
+    topology_nodes,
+)
+from realcluster.build import KAI, built
+
+
+# ------------------------------------------------------------------ the scenarios as data
+def test_the_infeasible_quota_leaves_reclaim_one_gpu_short_of_the_distributed_job() -> None:
+    # KAI's: 500 nodes x 8 GPUs, the filling queue's quota 4,000 - 10 x 8 + 1.
+    assert FULL.infeasible_quota == 3_921
+    assert FULL.gpus - FULL.infeasible_quota == 10 * 8 - 1
+    assert QUICK.gpus - QUICK.infeasible_quota == 10 * 8 - 1
+
+
+def test_the_topology_nodes_are_two_per_rack_labelled_at_every_level() -> None:
+    assert FULL.topology_nodes == 512  # KAI's 4 zones x 8 blocks x 8 racks x 2
+    found = topology_nodes(QUICK)
+    assert len(found) == QUICK.topology_nodes
+    racks: dict[tuple[str, ...], int] = {}
+    for node in found:
+        labels = node["metadata"]["labels"]
+        domain = tuple(labels[label] for label, _ in TOPOLOGY_LEVELS)
+        racks[domain] = racks.get(domain, 0) + 1
+    assert set(racks.values()) == {2}
+
+
+def test_jobs_ask_for_gpus_only_in_their_queue_and_a_gang_names_its_podgroup() -> None:
+    [job] = single_gpu_jobs(SANITY, 1, SANITY, "kai-scheduler")
+    assert job["metadata"]["labels"]["kai.scheduler/queue"] == SANITY
+    assert job["spec"]["schedulerName"] == "kai-scheduler"
+    assert job["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "1"}}
+    group, *pods = distributed_job("gang", RECLAIM, 3, 8, "kai-scheduler", TOPOLOGY_LEVELS[2][0])
+    assert group["spec"]["minMember"] == 3 and group["spec"]["topologyConstraint"]["preferredTopologyLevel"]
+    assert {p["metadata"]["annotations"]["pod-group-name"] for p in pods} == {"gang"}
+
+
+def test_every_queue_has_a_parent_but_the_parent() -> None:
+    # KAI v0.12 schedules only queues with a parent (tests/e2e/test_kai_deployed.py).
+    parent, *children = queues((0, 0, -1))
+    assert "parentQueue" not in parent["spec"]
+    assert {c["spec"]["parentQueue"] for c in children} == {parent["metadata"]["name"]}
+    assert children[0]["spec"]["resources"]["gpu"] == {"quota": 0, "overQuotaWeight": 0, "limit": -1}
+
+
+def test_kube_scheduler_runs_the_plain_pod_scenarios_only() -> None:
+    names = {s.key: [system.name for system in kai_scale.systems(s, None)] for s in SCENARIOS}
+    assert names["fill"] == ["KAI", "kai-ray", "kube-scheduler"]
+    assert all(found == ["KAI", "kai-ray"] for key, found in names.items() if key != "fill")
+    with pytest.raises(ValueError, match="no scenario nope"):
+        kai_scale.chosen("fill,nope")
+
+
+def test_a_scenario_that_timed_out_is_a_row_and_fails_the_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    async def run_all(scenarios: Any, size: Any, shards: Any, out: Path) -> tuple[list[Outcome], Any]:
+        done = Outcome("fill", "KAI", size.nodes, seconds=12.5, pods=160, done=160, window=13.0)
+        late = Outcome("fill", "kai-ray", size.nodes, status="timed out", pods=160, done=90, window=240.0)
+        states: dict[str, Any] = {"fill": {"KAI": {"counts": {}}, "kai-ray": {"counts": {}}}}
+        kai_scale.write(out, size, [done, late], states)
+        return [done, late], states
+
+    monkeypatch.setattr(kai_scale, "ensure_built", lambda **_: Path())
+    monkeypatch.setattr(kai_scale, "run_all", run_all)
+    assert kai_scale.main(["--quick", "--scenarios", "fill", "--out", str(tmp_path)]) == 1
+    rows = json.loads((tmp_path / "results.json").read_text())["results"]
+    assert [(r["status"], r["done"]) for r in rows] == [("ok", 160), ("timed out", 90)]
+    assert set(json.loads((tmp_path / "state.json").read_text())["state"]["fill"]) == {"KAI", "kai-ray"}
+    assert (tmp_path / "seconds.png").stat().st_size > 0
+    text = kai_scale.report([Outcome("fill", "KAI", 500, seconds=400.0, pods=4000, done=4000, window=401.0)], FULL)
+    assert "398.0" in text  # KAI's published figure next to a 500-node row
+
+
+# ------------------------------------------------------------------ on real clusters
+@pytest.mark.timeout(1200)
+@pytest.mark.skipif(
+    built() is None or built(KAI) is None,
+    reason="the control plane's and KAI's Go binaries are not built (python -m realcluster.build [--kai])",
+)
+def test_quick_fill_binds_every_pod_and_the_reclaimer_ends_running(tmp_path: Path) -> None:
+    argv = ["--quick", "--scenarios", "fill,reclaim-one", "--samples", "1", "--out", str(tmp_path)]
+    code = kai_scale.main(argv)
+    rows = json.loads((tmp_path / "results.json").read_text())["results"]
+    assert code == 0, [(r["scenario"], r["system"], r["status"], r["errors"]) for r in rows]
+    state = json.loads((tmp_path / "state.json").read_text())["state"]
+    assert set(state["fill"]) == {"KAI", "kai-ray", "kube-scheduler"}
+    for system, found in state["fill"].items():
+        assert found["counts"][SANITY] == {"bound": QUICK.gpus, "pending": 0, "evicted": 0}, system
+        assert set(found["gpusPerNode"].values()) == {8}, system
+    for system, found in state["reclaim-one"].items():
+        reclaimers = {name: pod for name, pod in found["pods"].items() if pod["queue"] == RECLAIM}
+        assert reclaimers and all(pod["phase"] == "Running" for pod in reclaimers.values()), (system, reclaimers)
+        assert len(found["evicted"]) == len(reclaimers), system  # one one-GPU job made room for each
