@@ -1,6 +1,5 @@
-"""KAI's scale scenarios (loadtests.kai_scale): the scenario data and report on their own, then a
-quick run on real clusters for KAI, kai-ray and kube-scheduler, which skips when the Go binaries
-(the control plane and KAI's components) are not in the cache: it never builds them."""
+"""KAI's scale scenarios (loadtests.kai_scale): the scenario data, the report and the command line
+on their own. The quick run on real clusters is in tests/e2e/test_kai_scale.py."""
 
 from __future__ import annotations
 
@@ -24,7 +23,6 @@ from loadtests.kai_scale_scenarios import (
     single_gpu_jobs,
     topology_nodes,
 )
-from realcluster.build import KAI, built
 
 
 # ------------------------------------------------------------------ the scenarios as data
@@ -90,25 +88,3 @@ def test_a_scenario_that_timed_out_is_a_row_and_fails_the_run(monkeypatch: pytes
     assert (tmp_path / "seconds.png").stat().st_size > 0
     text = kai_scale.report([Outcome("fill", "KAI", 500, seconds=400.0, pods=4000, done=4000, window=401.0)], FULL)
     assert "398.0" in text  # KAI's published figure next to a 500-node row
-
-
-# ------------------------------------------------------------------ on real clusters
-@pytest.mark.timeout(1200)
-@pytest.mark.skipif(
-    built() is None or built(KAI) is None,
-    reason="the control plane's and KAI's Go binaries are not built (python -m realcluster.build [--kai])",
-)
-def test_quick_fill_binds_every_pod_and_the_reclaimer_ends_running(tmp_path: Path) -> None:
-    argv = ["--quick", "--scenarios", "fill,reclaim-one", "--samples", "1", "--out", str(tmp_path)]
-    code = kai_scale.main(argv)
-    rows = json.loads((tmp_path / "results.json").read_text())["results"]
-    assert code == 0, [(r["scenario"], r["system"], r["status"], r["errors"]) for r in rows]
-    state = json.loads((tmp_path / "state.json").read_text())["state"]
-    assert set(state["fill"]) == {"KAI", "kai-ray", "kube-scheduler"}
-    for system, found in state["fill"].items():
-        assert found["counts"][SANITY] == {"bound": QUICK.gpus, "pending": 0, "evicted": 0}, system
-        assert set(found["gpusPerNode"].values()) == {8}, system
-    for system, found in state["reclaim-one"].items():
-        reclaimers = {name: pod for name, pod in found["pods"].items() if pod["queue"] == RECLAIM}
-        assert reclaimers and all(pod["phase"] == "Running" for pod in reclaimers.values()), (system, reclaimers)
-        assert len(found["evicted"]) == len(reclaimers), system  # one one-GPU job made room for each
