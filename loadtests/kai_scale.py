@@ -15,7 +15,10 @@ process's CPU seconds in the window. A scenario that does not finish in its time
 Written to --out (default ``kai-scale-out``): ``results.json`` (the rows), ``state.json`` (per
 scenario and system, the cluster at the end: each pod's queue, node and phase, the pods
 evicted, pods and GPUs per node, each queue's GPUs) and ``seconds.png`` (the figures, log scale).
-Exit code 1 when a row did not end ok.
+After the rows, KAI's and kai-ray's final states are compared scenario by scenario
+(``kai_scale_compare``: per queue bound, pending, evicted and GPUs; how the GPUs lie on the
+nodes), each difference classified. Exit code 1 when a row did not end ok or a difference is not
+classified.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from kai_ray.app.cli.output import format_table
+from loadtests.kai_scale_compare import differences, summary
 from loadtests.kai_scale_run import Outcome, run_scenario
 from loadtests.kai_scale_scenarios import (
     BY_KEY,
@@ -183,8 +187,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     outcomes, states = asyncio.run(run_all(scenarios, size, args.shards, out))
     plot(outcomes, out / "seconds.png")
     print(report(outcomes, size))
+    print(summary(states))
     print(f"written: {out / 'results.json'}, {out / 'state.json'}, {out / 'seconds.png'}")
-    return 0 if all(o.status == "ok" for o in outcomes) else 1
+    unexplained = [d for d in differences(states) if d.classified[0] == "unclassified"]
+    return 0 if all(o.status == "ok" for o in outcomes) and not unexplained else 1
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import loadtests.kai_scale as kai_scale
+import loadtests.kai_scale_compare as compare
 from loadtests.kai_scale_run import Outcome
 from loadtests.kai_scale_scenarios import (
     FULL,
@@ -88,3 +89,31 @@ def test_a_scenario_that_timed_out_is_a_row_and_fails_the_run(monkeypatch: pytes
     assert (tmp_path / "seconds.png").stat().st_size > 0
     text = kai_scale.report([Outcome("fill", "KAI", 500, seconds=400.0, pods=4000, done=4000, window=401.0)], FULL)
     assert "398.0" in text  # KAI's published figure next to a 500-node row
+
+
+# ------------------------------------------------------------------ KAI's and kai-ray's final states
+def _state(bound: int, evicted: int, spread: list[int]) -> dict[str, Any]:
+    return {
+        "counts": {SANITY: {"bound": bound, "pending": 0, "evicted": evicted}},
+        "queueGpus": {SANITY: float(sum(spread))},
+        "gpusPerNode": {f"kwok-{i:05d}": g for i, g in enumerate(spread)},
+    }
+
+
+def test_final_states_compare_counts_and_how_the_gpus_lie_not_which_node_is_which() -> None:
+    same = {"fill": {"KAI": _state(16, 0, [8, 8, 0]), "kai-ray": _state(16, 0, [0, 8, 8])}}
+    assert compare.differences(same) == []
+    spread = {"fill": {"KAI": _state(16, 0, [8, 8, 0]), "kai-ray": _state(16, 0, [8, 4, 4])}}
+    (found,) = compare.differences(spread)
+    assert (found.aspect, found.reference, found.candidate) == ("nodes by GPUs in use", {0: 1, 8: 2}, {4: 2, 8: 1})
+    assert found.classified[0] == "unclassified" and "[unclassified]" in compare.summary(spread)
+
+
+def test_a_difference_in_evictions_is_named_with_its_queue_and_a_known_one_with_its_class(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    states = {"reclaim-one": {"KAI": _state(10, 1, [8, 2]), "kai-ray": _state(10, 2, [8, 2]), "kube-scheduler": {}}}
+    (found,) = compare.differences(states)
+    assert found.aspect == f"queue {SANITY}: evicted" and (found.reference, found.candidate) == (1, 2)
+    monkeypatch.setitem(compare.KNOWN, ("reclaim-one", found.aspect), ("deliberate", "see README"))
+    assert compare.summary(states).endswith("[deliberate] see README")
