@@ -204,7 +204,12 @@ class ClusterModel:
         self.assumed.pop(key, None)
         for claim in self.assumed_claims.pop(key, ()):
             self.dra.forget(claim)
-        if pod is None or pod.state is not PodState.BINDING:
+        if pod is None:
+            # Gone before its bind failed: nothing to undo here, but the cycle that handed the
+            # bind out counted it (in its queue's allocation), and must not be replayed as is.
+            self.version += 1
+            return None
+        if pod.state is not PodState.BINDING:
             return None
         pending = replace(pod, state=PodState.PENDING, node=None, gpu_groups=())
         self.pods[key] = pending

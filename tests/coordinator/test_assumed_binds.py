@@ -39,3 +39,21 @@ def test_a_failed_bind_frees_the_pod_and_its_capacity() -> None:
     coordinator.bind_failed([bind.pod])
     [again] = coordinator.cycle(101.0).binds
     assert again.pod == bind.pod and again.node == "a"
+
+
+def test_a_bind_that_fails_for_a_pod_already_gone_is_not_replayed_by_the_next_cycle() -> None:
+    """The cycle that bound it counted the pod in its queue's allocation; with the pod deleted
+    before the failure came back, the cluster model has nothing to undo, yet the next cycle must
+    decide again rather than hand out that cycle's result once more."""
+    coordinator = in_process_coordinator(config(), 1)
+    snapshot = build([node("n0", gpu=4)], [queue("q")], [JobSpec("a", "q", gpu=2)])
+    coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+    first = coordinator.cycle(1_000.0)
+    assert [b.pod for b in first.binds] == ["default/a-0"]
+    coordinator.apply(ClusterDeltas(pods_removed=("default/a-0",)))
+    assert not coordinator.cycle(1_001.0).stats.reused
+    assert coordinator.cycle(1_002.0).stats.reused  # nothing new: the last result stands
+    coordinator.bind_failed(["default/a-0"])
+    again = coordinator.cycle(1_003.0)
+    assert not again.stats.reused
+    assert again.decisions.queues["q"]["allocated"]["gpu"] == 0
