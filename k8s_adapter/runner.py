@@ -247,12 +247,10 @@ class SchedulerLoop:
 
         await self._step("cycle", cycle)
         self.state.cycle_ok = bool(result)
-        if result:
-            self.coordinator_health.decided()
         if not result:
             self.state.cycle_failed_at = time.monotonic()
-        if not result:
             return
+        self.coordinator_health.decided()
         outcome = result[0]
         self.state.cycles += 1
         if outcome.binds:
