@@ -194,14 +194,16 @@ def explain(case: Case, kai_outcomes: list[Outcome]) -> str | None:
     return None
 
 
-def check(oracle: Oracle, case: Case, reruns: int = 10) -> tuple[str, list[str], Outcome | None, Outcome]:
+def check(oracle: Oracle, case: Case, reruns: int = 30) -> tuple[str, list[str], Outcome | None, Outcome]:
     """Run both on ``case``: (verdict, differences, KAI's outcome, kai-ray's outcome).
 
     KAI's own decisions can vary from run to run (it walks Go maps in places, e.g. the nodes
     of a victim job, where a pending pod adds an empty node name), so a disagreement is re-run
     through KAI up to ``reruns`` times: if any run decides as kai-ray did, the verdict is
-    "kai-varies" (kai-ray gave one of KAI's answers). A disagreement a deliberate difference
-    explains is "deliberate:<name>".
+    "kai-varies" (kai-ray gave one of KAI's answers). Thirty, not ten: a consolidation case
+    where KAI picks kai-ray's answer about half the time was once called a mismatch after
+    eleven KAI runs in a row picked the other (seed 100018); a run costs milliseconds. A
+    disagreement a deliberate difference explains is "deliberate:<name>".
     "kai-hang": KAI's session did not end (its v0.12 victim search can loop); "kai-crash":
     KAI's code panicked."""
     ray = run_case(case)
