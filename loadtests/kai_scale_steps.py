@@ -42,11 +42,17 @@ async def _preloaded(run: Run, outcome: Outcome, pods: list[str]) -> None:
     await window.open()
     started = await run.start_scheduler()
     window.track()
-    done = await run.until(lambda: run.bound(pods) == len(pods), started + run.timeout)
+    await _all_bound(run, outcome, window, pods, started)
+
+
+async def _all_bound(run: Run, outcome: Outcome, window: Window, pods: list[str], since: float) -> None:
+    """Wait until every one of ``pods`` is bound, close ``window``, and record the time from
+    ``since`` to the last bind (or that the scenario timed out)."""
+    done = await run.until(lambda: run.bound(pods) == len(pods), since + run.timeout)
     await window.close(outcome)
     outcome.pods, outcome.done = len(pods), run.bound(pods)
     if done:
-        outcome.seconds = max(run.watch.bound_at[n] for n in pods) - started
+        outcome.seconds = max(run.watch.bound_at[n] for n in pods) - since
     else:
         outcome.status = "timed out"
 
@@ -129,13 +135,7 @@ async def reclaim_large(run: Run, outcome: Outcome) -> None:
     await window.open()
     created = time.monotonic()
     await run.create(job)
-    done = await run.until(lambda: run.bound(pods) == len(pods), created + run.timeout)
-    await window.close(outcome)
-    outcome.pods, outcome.done = len(pods), run.bound(pods)
-    if done:
-        outcome.seconds = max(run.watch.bound_at[n] for n in pods) - created
-    else:
-        outcome.status = "timed out"
+    await _all_bound(run, outcome, window, pods, created)
 
 
 async def reclaim_many(run: Run, outcome: Outcome) -> None:
