@@ -10,7 +10,10 @@ handled it (the answer is lost). What the trial records, and the tests assert:
 - no node is over-committed by what was bound (recounted from the binds alone);
 - no cluster change is lost: at the end every shard holds exactly what a fresh shard loaded
   from the coordinator's model would hold;
-- binding resumes: how many cycles after the failed one passed until pods were bound again.
+- binding resumes: how many cycles after the failed one passed until pods were bound again;
+- given a reference coordinator that loses nothing, fed the same changes, every cycle after the
+  failure decides as it does (binds, pod and pod group decisions); the reference skips the cycle
+  that failed, which bound nothing.
 
 ``FaultyTransport`` kills in-process shards; the Ray tests kill real shard actors through the
 same trial with their own transport.
@@ -27,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from coordinator.cluster_model import with_changes
-from coordinator.coordinator import Coordinator, CoordinatorLost, ShardsFailed
+from coordinator.coordinator import Coordinator, CoordinatorLost, CycleResult, ShardsFailed
 from coordinator.replaceable import CoordinatorHost, HostGone, ReplaceableCoordinator
 from coordinator.shard_client import InProcessTransport, ShardTransport
 from coordinator.shard_set import ShardSet
@@ -95,6 +98,8 @@ class TrialReport:
     lost_deltas: list[str] = field(default_factory=list)  # shards whose state differs from the model
     never_sent: list[str] = field(default_factory=list)  # pods the model takes as bound that no cycle handed out
     resumed_after: list[int] = field(default_factory=list)  # cycles from a failure until binds again
+    differed: list[int] = field(default_factory=list)  # cycles that decided otherwise than the reference
+    recovered: list[tuple[int, int]] = field(default_factory=list)  # (coordinator cycle, shard) rebuilt
     binds: int = 0
     pending_left: int = 0
     bound: dict[str, str] = field(default_factory=dict)  # pod -> node, as the results bound them
@@ -133,31 +138,43 @@ def _jobs(rng: random.Random, cycle: int, count: int) -> list[_Job]:
 
 
 def shard_trial(
-    seed: int, make_transport: Callable[[], ShardTransport], shards_on: Callable[[], dict[int, Shard]]
+    seed: int,
+    make_transport: Callable[[], ShardTransport],
+    shards_on: Callable[[], dict[int, Shard]],
+    reference: Coordinator | None = None,
 ) -> TrialReport:
     """One trial of a coordinator over ``make_transport()``'s shards; ``shards_on`` gives the live
     shard objects for the final comparison (empty when they live in actors: then the shards
-    describe themselves instead)."""
+    describe themselves instead). ``reference``: see ``run_trial``."""
     coordinator = Coordinator(config(), ShardSet(make_transport()))
-    report = run_trial(seed, coordinator)
+    report = run_trial(seed, coordinator, reference)
+    report.recovered = list(coordinator.recovered)
     report.lost_deltas = _lost_deltas(coordinator, shards_on())
     report.never_sent = sorted(key for key in coordinator.model.assumed if key not in report.bound)
     return report
 
 
-def run_trial(seed: int, coordinator: Coordinator | ReplaceableCoordinator) -> TrialReport:
-    """A dozen cycles of changes into ``coordinator``, recording what its results bind."""
+def run_trial(
+    seed: int, coordinator: Coordinator | ReplaceableCoordinator, reference: Coordinator | None = None
+) -> TrialReport:
+    """A dozen cycles of changes into ``coordinator``, recording what its results bind; with a
+    ``reference``, the cycles whose decisions differ from it."""
     rng = random.Random(seed)
     nodes = [node(f"n{i:02d}", gpu=rng.choice((4, 8)), cpu=32_000, memory=256 * GIB, pods=24) for i in range(10)]
     late = node("n-late", gpu=8, cpu=32_000, memory=256 * GIB, pods=24)
     queues = (queue("team-a", gpu_quota=20), queue("team-b", gpu_quota=20))
-    _apply(coordinator, ClusterDeltas(nodes_upserted=tuple(nodes), queues_upserted=queues), report := TrialReport())
+    first = ClusterDeltas(nodes_upserted=tuple(nodes), queues_upserted=queues)
+    _apply(coordinator, first, report := TrialReport())
+    if reference is not None:
+        reference.apply(first)
     truth: dict[str, Pod] = {}
     groups: dict[str, PodGroup] = {}
     bound: dict[str, str] = {}
     allocatable = {n.name: n.allocatable for n in [*nodes, late]}
     for cycle in range(CYCLES):
         changes = _changes(rng, cycle, truth, groups, bound, late)
+        if reference is not None:
+            reference.apply(changes)
         try:
             _apply(coordinator, changes, report)
             result = coordinator.cycle(NOW + cycle, ACTIONS)
@@ -170,6 +187,8 @@ def run_trial(seed: int, coordinator: Coordinator | ReplaceableCoordinator) -> T
             report.failed_cycles.append(cycle)
             report.phases.append("cycle")
             continue
+        if reference is not None and _decided(result) != _decided(reference.cycle(NOW + cycle, ACTIONS)):
+            report.differed.append(cycle)
         per_job: Counter[str] = Counter()
         for bind in result.binds:
             if bind.pod in bound:
@@ -189,6 +208,12 @@ def run_trial(seed: int, coordinator: Coordinator | ReplaceableCoordinator) -> T
     report.bound = bound
     report.pending_left = sum(1 for p in truth.values() if p.state is PodState.PENDING)
     return report
+
+
+def _decided(result: CycleResult) -> tuple[object, ...]:
+    """What a cycle decided, as two coordinators over the same cluster must agree on."""
+    binds = sorted((bind.pod, bind.node, bind.gpu_groups) for bind in result.binds)
+    return binds, result.decisions.pods, result.decisions.pod_groups
 
 
 def _apply(coordinator: Coordinator | ReplaceableCoordinator, changes: ClusterDeltas, report: TrialReport) -> None:
