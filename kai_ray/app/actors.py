@@ -6,12 +6,18 @@ and reports an actor that died, or failed a batch, as ``ShardDown``; ``RemoteCoo
 gives callers the same methods as ``Coordinator`` while the work happens in the
 coordinator actor, whose results come back as what changed since the last one
 (``coordinator.result_changes``), and replaces that actor when it dies.
+
+Where actors run: Ray spreads the shard actors over the cluster's nodes, and a new one (a
+replacement, or a shard added) avoids for a while the nodes where a shard actor was lost, since
+Ray takes some seconds to find a lost node dead. The coordinator actor runs on the node of the
+process that made it (the adapter's), and nowhere else.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -44,6 +50,23 @@ def ensure_ray(num_cpus: int | None = None, address: str | None = None) -> None:
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
+# Each shard actor asks Ray for a sliver of a CPU. Not to reserve one (a shard works only while the
+# coordinator waits for it), but for what asking for any resource does: Ray sends the creation of
+# such an actor to its owner's node, whose one SPREAD cursor walks every node in turn, where an
+# actor that asks for nothing is handed to a random node's cursor and two shards can land on one
+# node (2 pairs of 5 did, on three nodes); and a node that offers actors no CPU (`ray start
+# --num-cpus 0`, as the chart's KubeRay head) hosts no shard.
+SHARD_ACTOR_CPUS = 0.01
+# The label Ray gives every node (Ray 2.49 and newer), its node id.
+NODE_ID_LABEL = "ray.io/node-id"
+# For this long new shard actors stay off a node where one was lost. Ray finds a node dead only
+# once it has missed its health checks (about 15 s with Ray's defaults, measured); until then
+# SPREAD still counts it alive, and an actor placed there waits for that verdict and dies with it
+# (6 and 12 s measured, the cycle blocked meanwhile). After this long the node is either known dead,
+# and Ray skips it, or was fine all along (the actor died for another reason) and takes shards again.
+LOST_NODE_AVOIDANCE_SECONDS = 60.0
+
+
 class ShardActor(Shard):
     """A shard in an actor process of its own (Ray titles it ``ray::ShardActor``), which it keeps
     for its lifetime: its garbage collector is tuned as the coordinator's is
@@ -55,22 +78,68 @@ class ShardActor(Shard):
         tune_gc_for_long_runs()
         super().__init__(*args, **kwargs)
 
+    def ray_node_id(self) -> str:
+        """The Ray node this actor runs on."""
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+
 
 class RayTransport:
-    """Shard actors; ``exchange`` submits every batch before waiting for any answer."""
+    """Shard actors, spread over the Ray cluster's nodes; ``exchange`` submits every batch before
+    waiting for any answer."""
 
     remote = True
 
     def __init__(self, count: int, policy: PlacementPolicy, ttl: float = 30.0) -> None:
         import ray
 
-        self._actor = ray.remote(num_cpus=0)(ShardActor)
+        self._actor = ray.remote(num_cpus=SHARD_ACTOR_CPUS)(ShardActor)
         self._policy = policy
         self._ttl = ttl
+        # This process's node is alive while it runs: never avoided, so a new shard always has a place.
+        self._home = ray.get_runtime_context().get_node_id()
+        self._lost_on: dict[str, float] = {}  # Ray node -> when a shard actor on it stopped answering
+        self._node_answers: dict[int, Any] = {}  # shard -> its actor's answer to ray_node_id, asked first
         self.handles: dict[int, Any] = {i: self._new(i) for i in range(count)}
 
     def _new(self, shard_id: int) -> Any:
-        return self._actor.remote(shard_id, self._policy, self._ttl)
+        handle: Any = self._actor.options(**self._placement()).remote(shard_id, self._policy, self._ttl)
+        # Asked before any batch and kept by this process: where the actor ran is still known once
+        # it is gone, which is when it matters.
+        self._node_answers[shard_id] = handle.ray_node_id.remote()
+        return handle
+
+    def _placement(self) -> dict[str, Any]:
+        """SPREAD over the nodes Ray counts alive, less those where a shard actor was lost lately."""
+        now = time.monotonic()
+        self._lost_on = {node: at for node, at in self._lost_on.items() if now - at < LOST_NODE_AVOIDANCE_SECONDS}
+        if not self._lost_on:
+            return {"scheduling_strategy": "SPREAD"}
+        avoided = ",".join(sorted(self._lost_on))
+        return {"scheduling_strategy": "SPREAD", "label_selector": {NODE_ID_LABEL: f"!in({avoided})"}}
+
+    def _lost(self, shard_id: int) -> None:
+        """The shard's actor stopped answering: if its node is gone too, Ray may not know it yet."""
+        import ray
+        from ray.exceptions import RayError
+
+        answer = self._node_answers.get(shard_id)
+        if answer is None or not ray.wait([answer], timeout=0)[0]:
+            return  # it was lost before it said where it ran
+        try:
+            node = str(ray.get(answer))
+        except RayError:
+            return
+        if node != self._home:
+            self._lost_on[node] = time.monotonic()
+
+    def ray_nodes(self) -> dict[int, str]:
+        """The Ray node id each shard actor runs on (waiting for actors still starting)."""
+        import ray
+
+        ids = self.shard_ids()
+        return dict(zip(ids, map(str, ray.get([self._node_answers[sid] for sid in ids])), strict=True))
 
     def shard_ids(self) -> list[int]:
         return sorted(self.handles)
@@ -88,7 +157,8 @@ class RayTransport:
         for sid, ref in refs.items():
             try:
                 out[sid] = ray.get(ref)
-            except RayActorError as error:  # the actor's process is gone
+            except RayActorError as error:  # the actor's process is gone, or unreachable
+                self._lost(sid)
                 out[sid] = ShardDown(sid, type(error).__name__)
             except RayError as error:  # the batch raised inside the actor: its state is suspect
                 out[sid] = ShardDown(sid, f"{type(error).__name__}: {str(error).splitlines()[0]}")
@@ -109,6 +179,7 @@ class RayTransport:
         import ray
 
         ray.kill(self.handles.pop(shard_id))
+        self._node_answers.pop(shard_id, None)
 
 
 @contextlib.contextmanager
@@ -138,8 +209,14 @@ class _CoordinatorHost(CoordinatorHost):
         from kai_ray.app.runtime import tune_gc_for_long_runs
 
         tune_gc_for_long_runs()  # this actor's process keeps the coordinator for its lifetime
-        policy = PlacementPolicy.of(config)
-        super().__init__(Coordinator(config, ShardSet(RayTransport(shards, policy))))
+        self._transport = RayTransport(shards, PlacementPolicy.of(config))
+        super().__init__(Coordinator(config, ShardSet(self._transport)))
+
+    def ray_nodes(self) -> tuple[str, dict[int, str]]:
+        """The Ray node this actor runs on, and each of its shard actors'."""
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id()), self._transport.ray_nodes()
 
 
 class _RayHostLink:
@@ -169,7 +246,17 @@ class RemoteCoordinator(ReplaceableCoordinator):
 
     def __init__(self, config: SchedulerConfig, shards: int) -> None:
         import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         ensure_ray()
-        actor_class: Any = ray.remote(num_cpus=0)(_CoordinatorHost)
+        # Every cycle's changes and results travel between this process and the coordinator: it
+        # runs on this process's node (under Ray Client, the head), a replacement too, and nowhere
+        # else: were the node gone, so would this process be.
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        actor_class: Any = ray.remote(num_cpus=0)(_CoordinatorHost).options(scheduling_strategy=here)
         super().__init__(lambda count: _RayHostLink(actor_class, config, count), shards)
+
+    def ray_nodes(self) -> tuple[str, dict[int, str]]:
+        """The Ray node the coordinator actor runs on, and each shard actor's."""
+        nodes: tuple[str, dict[int, str]] = self._call("ray_nodes")
+        return nodes
