@@ -1,0 +1,65 @@
+"""A whole Ray node lost in the middle of a cycle, on a three-node Ray cluster started on this
+machine (``ray_node_trial``, run in a process of its own). The shard actors are spread over more
+than one node and the coordinator actor runs on the driver's; the lost shard is back, on a
+surviving node, before the cycle that lost it ends; no new shard actor goes to the dead node while
+Ray still counts it alive; and every later cycle decides as an in-process coordinator that lost
+nothing, with no pod bound twice, no partial gang and no node over-committed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO
+
+
+def test_a_ray_node_lost_mid_cycle_costs_that_cycle_only(tmp_path: Path) -> None:
+    report_file = tmp_path / "report.json"
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    run = subprocess.run(
+        [sys.executable, "-m", "tests.coordinator.ray_node_trial", str(report_file)],
+        cwd=REPO,
+        env={**env, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    seen = json.loads(report_file.read_text())
+    print(json.dumps({k: v for k, v in seen.items() if k != "report"}, indent=1))  # the measurements, with -s
+
+    # Where the actors run: the coordinator on the driver's node, shards on more than one node.
+    assert seen["coordinator_actor_node"] == seen["driver_node"]
+    assert len(set(seen["coordinator_actor_shard_nodes"].values())) == 2
+    before, after = seen["shard_nodes_before"], seen["shard_nodes_after"]
+    assert len(set(before.values())) == 2, before
+
+    # The node of one shard was killed; that shard, and only it, is elsewhere now, on a live node.
+    victim, killed = str(seen["victim"]), seen["killed_node"]
+    assert killed in seen["worker_nodes"] and before[victim] == killed
+    survivors = {seen["driver_node"], *seen["worker_nodes"]} - {killed}
+    assert after[victim] in survivors
+    assert {sid: node for sid, node in after.items() if sid != victim} == {
+        sid: node for sid, node in before.items() if sid != victim
+    }
+    # New shard actors made while Ray still counted the dead node alive went to live nodes.
+    probes = seen["probes"]
+    assert probes["made_while_killed_node_alive_to_ray"] is True, "the probes came too late to mean anything"
+    assert set(probes["nodes"]) <= survivors, probes
+
+    # The cycle that met the dead actor failed and rebuilt the shard before it ended; every later
+    # cycle bound as a coordinator that lost nothing did.
+    report = seen["report"]
+    (failed,) = report["failed_cycles"]
+    # The exchange right after the kill found it: a round that places again, or the settle, which
+    # in the cycle of a round that placed and held always follow it.
+    assert seen["exchanges_after_kill"] == 1 and {"Round", "Settle"} & set(seen["down_in"]), seen["down_in"]
+    assert report["recovered"] == [[failed + 1, int(victim)]]  # the coordinator counts cycles from 1
+    assert report["resumed_after"] == [1]
+    assert report["differed"] == []
+    assert not report["bound_twice"] and not report["partial_gangs"] and not report["overcommitted"]
+    assert not report["lost_deltas"] and not report["never_sent"]
+    assert report["binds"] > 0
