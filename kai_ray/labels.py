@@ -37,6 +37,10 @@ DEFAULT_SCHEDULER_NAME = "kai-scheduler"
 DEFAULT_QUEUE_PRIORITY = 100
 DEFAULT_JOB_PRIORITY = 50  # KAI's fallback when no PriorityClass applies
 PREEMPTIBLE_BELOW = 100  # priority < 100 is preemptible unless said otherwise
+# The values of spec.preemptibility and of the preemptibility label. semi-preemptible is KAI's
+# designed third mode: non-preemptible up to the gang minimum, preemptible beyond it.
+PREEMPTIBLE, NON_PREEMPTIBLE, SEMI_PREEMPTIBLE = "preemptible", "non-preemptible", "semi-preemptible"
+PREEMPTIBILITIES = (PREEMPTIBLE, NON_PREEMPTIBLE, SEMI_PREEMPTIBLE)
 DEFAULT_GPU_MEMORY_MIB = 100
 
 # KAI's priority classes (its chart installs them; so do kai-ray's chart and `kai-ray up`):

@@ -78,7 +78,9 @@ def implicit_group(
     KAI's rules for the top owner's kind when its object (``top_doc``) is at hand."""
     top = owners[-1] if owners else None
     queue = pod.queue_label or _project_queue(pod) or L.DEFAULT_QUEUE
-    preemptibility = pod.labels.get(L.PREEMPTIBILITY_LABEL) or None
+    # KAI's grouper: the top owner's label first, then the pod's.
+    owner_labels = ((top_doc or {}).get("metadata") or {}).get("labels") or {}
+    preemptibility = owner_labels.get(L.PREEMPTIBILITY_LABEL) or pod.labels.get(L.PREEMPTIBILITY_LABEL) or None
     if top is not None and top.kind in _PER_POD_KINDS:
         return ImplicitGroup(_name(pod.name, pod.uid), 1, queue, pod.priority_class_name, preemptibility)
     me = pod_json(pod)

@@ -125,6 +125,16 @@ class PodGrouper:
             or ("inference" if top_kind in SERVING_KINDS else "train")
         )
         key = f"{namespace}/{name}"
+        preemptibility = labels.get(L.PREEMPTIBILITY_LABEL)  # the top owner's, else the pod's (KAI)
+        if preemptibility and preemptibility not in L.PREEMPTIBILITIES:
+            log.warning(
+                "PodGroup %s: ignored label %s=%r (must be one of %s)",
+                key,
+                L.PREEMPTIBILITY_LABEL,
+                preemptibility,
+                ", ".join(L.PREEMPTIBILITIES),
+            )
+            preemptibility = None
         annotations = _timing_annotations(top_meta, meta)
         clock = self.clocks.take_waiting(key) if self.clocks is not None else None
         if clock is not None:  # the group's clocks, written with it rather than by a PATCH after
@@ -143,6 +153,7 @@ class PodGrouper:
                 "minMember": shape.min_member,
                 "queue": labels.get(L.QUEUE_LABEL) or labels.get(L.LEGACY_QUEUE_LABEL) or L.DEFAULT_QUEUE,
                 "priorityClassName": priority_class,
+                **({"preemptibility": preemptibility} if preemptibility else {}),
                 **pod_group_shape(shape),
             },
         }

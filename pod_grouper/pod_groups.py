@@ -67,7 +67,8 @@ def resolve_pod_group(
     priority = priority_of(
         raw.priority_class_name, classes, f"PodGroup {key}", warnings if missing is None else missing
     )
-    preemptible = priority < L.PREEMPTIBLE_BELOW if raw.preemptibility is None else raw.preemptibility == "preemptible"
+    tree = _sub_group_tree(raw.min_member, raw.sub_groups, raw.min_sub_group)
+    preemptible, semi = _preemptibility(raw.preemptibility, priority, tree, f"PodGroup {key}", warnings)
     return PodGroup(
         namespace=raw.namespace,
         name=raw.name,
@@ -87,6 +88,7 @@ def resolve_pod_group(
         expected_runtime_seconds=raw.expected_runtime_seconds,
         min_sub_group=raw.min_sub_group,
         topology=raw.topology,
+        semi_preemptible=semi,
     )
 
 
@@ -105,29 +107,54 @@ def implicit_pod_group(
     spec = spec_of(first)
     where = f"Pod {first.key}"
     priority = priority_of(spec.priority_class_name, classes, where, warnings if missing is None else missing)
+    label = spec.preemptibility
+    if label is not None and label not in L.PREEMPTIBILITIES:
+        # KAI's pod grouper logs an invalid label and ignores it: a warning, not an input error.
+        warnings.append(
+            f"{where}: metadata.labels.{L.PREEMPTIBILITY_LABEL}: ignored {label!r} "
+            f"(must be one of {', '.join(L.PREEMPTIBILITIES)})"
+        )
+        label = None
+    tree = _sub_group_tree(spec.min_member, spec.sub_groups, spec.min_sub_group)
+    preemptible, semi = _preemptibility(label, priority, tree, f"PodGroup {first.namespace}/{spec.name}", warnings)
     return PodGroup(
         namespace=first.namespace,
         name=spec.name,
         queue=spec.queue,
         priority=priority,
-        preemptible=_implicit_preemptible(spec.preemptibility, priority, where, warnings),
+        preemptible=preemptible,
         min_member=spec.min_member,
         priority_class_name=spec.priority_class_name,
         created=first.created,
         sub_groups=spec.sub_groups,
         min_sub_group=spec.min_sub_group,
         topology=spec.topology,
+        semi_preemptible=semi,
     )
 
 
-def _implicit_preemptible(label: str | None, priority: int, where: str, warnings: list[str]) -> bool:
-    """The pod's preemptibility label if it is valid, else the priority decides. KAI's pod grouper
-    logs an invalid label and ignores it, so it is a warning here, not an input error."""
-    if label in ("preemptible", "non-preemptible"):
-        return label == "preemptible"
-    if label is not None:
+def _preemptibility(value: str | None, priority: int, tree: bool, where: str, warnings: list[str]) -> tuple[bool, bool]:
+    """Preemptible, semi-preemptible: a valid value decides, else the priority (below 100 is
+    preemptible). A semi-preemptible group with a sub-group tree runs as non-preemptible: which
+    whole sub-groups are its protected core is not settled in KAI (its design leaves automated
+    segments out for the same reason), and keeping all of it is the side that never evicts what
+    a user meant to protect."""
+    if value is None:
+        return priority < L.PREEMPTIBLE_BELOW, False
+    if value != L.SEMI_PREEMPTIBLE:
+        return value == L.PREEMPTIBLE, False
+    if tree:
         warnings.append(
-            f"{where}: metadata.labels.{L.PREEMPTIBILITY_LABEL}: ignored {label!r} "
-            "(must be preemptible or non-preemptible)"
+            f"{where}: semi-preemptible with minSubGroup or nested sub-groups is not supported; "
+            "it runs as non-preemptible"
         )
-    return priority < L.PREEMPTIBLE_BELOW
+        return False, False
+    return False, True
+
+
+def _sub_group_tree(min_member: int, sub_groups: tuple[SubGroup, ...], min_sub_group: int | None) -> bool:
+    """Whether the gang is a tree rather than pod sets side by side: a minSubGroup, nested
+    sub-groups, or a minMember above what the sub-groups need."""
+    if min_sub_group is not None or any(s.parent for s in sub_groups):
+        return True
+    return bool(sub_groups) and min_member > sum(s.min_member for s in sub_groups)

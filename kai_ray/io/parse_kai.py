@@ -99,9 +99,7 @@ def parse_pod_group(reader: ObjectReader, warnings: list[str] | None = None) -> 
         gang = read_gang_spec(reader, [] if warnings is None else warnings)
     else:
         spec, pg_labels, annotations, gang = common
-    preemptibility = spec.get("preemptibility") or pg_labels.get(L.PREEMPTIBILITY_LABEL) or None
-    if preemptibility not in (None, "preemptible", "non-preemptible"):
-        raise reader.fail("spec.preemptibility", f"must be preemptible or non-preemptible, got {preemptibility!r}")
+    preemptibility = _preemptibility(reader, spec, pg_labels, warnings)
     grace_raw = spec.get("stalenessGracePeriod") or annotations.get(L.STALENESS_GRACE_ANNOTATION)
     grace = _duration_field(reader, "spec.stalenessGracePeriod", grace_raw)
     delay_raw = spec.get("preemptionDelay") or annotations.get(L.PREEMPTION_DELAY_ANNOTATION)
@@ -139,6 +137,28 @@ def parse_pod_group(reader: ObjectReader, warnings: list[str] | None = None) -> 
         preemption_delay_seconds=delay or None,
         expected_runtime_seconds=expected or None,
     )
+
+
+def _preemptibility(
+    reader: ObjectReader, spec: Mapping[str, Any], labels: Mapping[str, str], warnings: list[str] | None
+) -> str | None:
+    """``spec.preemptibility``, else the group's preemptibility label, else None (the priority
+    decides). A bad spec value is an error, as the CRD's enum rejects it; a bad label is only
+    warned about and ignored, as KAI ignores it, so the group is still scheduled."""
+    value = spec.get("preemptibility")
+    if value:
+        if value not in L.PREEMPTIBILITIES:
+            raise reader.fail("spec.preemptibility", f"must be one of {', '.join(L.PREEMPTIBILITIES)}, got {value!r}")
+        return str(value)
+    label = labels.get(L.PREEMPTIBILITY_LABEL)
+    if label and label not in L.PREEMPTIBILITIES:
+        if warnings is not None:
+            warnings.append(
+                f"{reader.ident(True)}: metadata.labels.{L.PREEMPTIBILITY_LABEL}: ignored {label!r} "
+                f"(must be one of {', '.join(L.PREEMPTIBILITIES)})"
+            )
+        return None
+    return label or None
 
 
 # The largest minMember read as it is: larger ones go through a float, as every number does.

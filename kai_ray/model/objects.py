@@ -180,6 +180,9 @@ class PodGroup:
     last_eviction: float | None = None  # kai.scheduler/last-eviction-timestamp
     preemption_delay_seconds: float | None = None  # spec.preemptionDelay: no evicting before it passed
     expected_runtime_seconds: float | None = None  # kai.scheduler/expected-runtime (beyond KAI)
+    # Non-preemptible up to minMember pods per pod set, preemptible beyond (then ``preemptible`` is
+    # False: what is not surplus must never be taken). Never set on a group with a sub-group tree.
+    semi_preemptible: bool = False
 
     @property
     def key(self) -> str:

@@ -112,6 +112,56 @@ def test_the_preemptibility_label_on_a_pod_group_counts_too() -> None:
     assert not group_named(load(manifest), "g").preemptible
 
 
+@pytest.mark.parametrize("value", [50, 125])
+def test_a_semi_preemptible_pod_group_protects_its_minimum_whatever_its_priority(value: int) -> None:
+    snapshot = load(
+        m.priority_class("pc", value),
+        m.pod_group("g", "q", min_member=2, priority_class_name="pc", preemptibility="semi-preemptible"),
+    )
+    group = group_named(snapshot, "g")
+    assert group.semi_preemptible and not group.preemptible and group.priority == value
+    assert snapshot.report.warnings == ()
+
+
+def test_the_semi_preemptible_label_on_a_pod_group_counts_too() -> None:
+    manifest = m.pod_group("g", "q")
+    manifest["metadata"]["labels"] = {"kai.scheduler/preemptibility": "semi-preemptible"}
+    assert group_named(load(manifest), "g").semi_preemptible
+
+
+def test_an_invalid_preemptibility_label_on_a_pod_group_is_ignored_with_a_warning() -> None:
+    manifest = m.pod_group("g", "q")
+    manifest["metadata"]["labels"] = {"kai.scheduler/preemptibility": "sometimes"}
+    snapshot = load(manifest)
+    group = group_named(snapshot, "g")  # the group is kept: its priority decides
+    assert group.preemptible and not group.semi_preemptible
+    assert snapshot.report.warnings == (
+        "PodGroup team/g: metadata.labels.kai.scheduler/preemptibility: ignored 'sometimes' "
+        "(must be one of preemptible, non-preemptible, semi-preemptible)",
+    )
+
+
+def test_semi_preemptible_with_a_sub_group_tree_runs_non_preemptible_with_a_warning() -> None:
+    manifest = m.pod_group("g", "q", preemptibility="semi-preemptible")
+    del manifest["spec"]["minMember"]
+    manifest["spec"]["minSubGroup"] = 1
+    manifest["spec"]["subGroups"] = [{"name": "a", "minMember": 2}, {"name": "b", "minMember": 2}]
+    snapshot = load(manifest)
+    group = group_named(snapshot, "g")
+    assert not group.semi_preemptible and not group.preemptible
+    assert snapshot.report.warnings == (
+        "PodGroup team/g: semi-preemptible with minSubGroup or nested sub-groups is not supported; "
+        "it runs as non-preemptible",
+    )
+
+
+def test_semi_preemptible_with_sub_groups_side_by_side_protects_each_minimum() -> None:
+    manifest = m.pod_group("g", "q", min_member=3, preemptibility="semi-preemptible")
+    manifest["spec"]["subGroups"] = [{"name": "leader", "minMember": 1}, {"name": "workers", "minMember": 2}]
+    snapshot = load(manifest)
+    assert group_named(snapshot, "g").semi_preemptible and snapshot.report.warnings == ()
+
+
 # ------------------------------------------------------------------ queue of a job
 
 
@@ -146,6 +196,30 @@ def test_a_pod_labelled_non_preemptible_gets_a_non_preemptible_implicit_group() 
     snapshot = load(m.pod("p", queue_name="q", labels={"kai.scheduler/preemptibility": "non-preemptible"}))
     group = snapshot.pod_groups[0]
     assert group.priority == 50 and not group.preemptible
+
+
+def test_a_pod_labelled_semi_preemptible_gets_a_semi_preemptible_implicit_group() -> None:
+    snapshot = load(m.pod("p", queue_name="q", labels={"kai.scheduler/preemptibility": "semi-preemptible"}))
+    group = snapshot.pod_groups[0]
+    assert group.semi_preemptible and not group.preemptible
+
+
+def test_the_top_owners_preemptibility_label_wins_over_the_pods() -> None:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": "serve",
+            "namespace": "team",
+            "uid": "d1",
+            "labels": {"kai.scheduler/preemptibility": "semi-preemptible"},
+        },
+        "spec": {"replicas": 1},
+    }
+    pod = m.pod("p", queue_name="q", labels={"kai.scheduler/preemptibility": "preemptible"})
+    pod["metadata"]["ownerReferences"] = [{"kind": "Deployment", "name": "serve", "uid": "d1", "controller": True}]
+    snapshot = load(deployment, pod)
+    assert snapshot.pod_groups[0].semi_preemptible
 
 
 def test_an_invalid_preemptibility_label_on_a_pod_is_ignored_with_a_warning() -> None:
