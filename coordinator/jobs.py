@@ -137,17 +137,23 @@ class PodSet:
         ratio = active / self.min_available if self.min_available else math.inf
         return (1, ratio, self.name)
 
+    def in_task_order(self) -> list[Task]:
+        """Every task of the set in KAI's task order (kept while the set's members stay the same)."""
+        if not self.tracked:
+            return sorted(self.tasks, key=Task.order_key)
+        if self._order is None:
+            self._order = sorted(self.tasks, key=Task.order_key)
+            for rank, task in enumerate(self._order):
+                task.rank = rank
+            self._cursor = 0
+        return self._order
+
     def candidates(self, wanted: int, real: bool) -> list[Task]:
         """The first ``wanted`` tasks in task order that may be placed."""
         if not self.tracked:
             ordered = sorted((t for t in self.tasks if t.should_allocate(real)), key=Task.order_key)
             return ordered[:wanted]
-        order = self._order
-        if order is None:
-            order = self._order = sorted(self.tasks, key=Task.order_key)
-            for rank, task in enumerate(order):
-                task.rank = rank
-            self._cursor = 0
+        order = self.in_task_order()
         i = self._cursor
         while i < len(order) and not order[i].should_allocate(False):  # skip what can never be a candidate
             i += 1
@@ -187,9 +193,13 @@ class Job:
     _cache: dict[object, tuple[int, object]] = field(default_factory=dict)
     tree: SubGroupTree | None = None  # sub-group tree and topology constraints (coordinator/subgroups.py)
     key: str = field(init=False)  # "namespace/name" of its pod group, worked out once
+    # Its pods up to each pod set's minimum are not preemptible, those beyond are
+    # (``coordinator.semi_preemptible``); ``preemptible`` is then False.
+    semi_preemptible: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.key = self.group.key
+        self.semi_preemptible = self.group.semi_preemptible
 
     def cached(self, key: object, compute: Callable[[], T]) -> T:
         if not self.cacheable:
@@ -306,19 +316,22 @@ class Job:
             used_sets += 1
         return chosen
 
-    def tasks_to_evict(self) -> tuple[list[Task], bool]:
+    def tasks_to_evict(self, keep_minimum: bool = False) -> tuple[list[Task], bool]:
         """KAI's GetTasksToEvict: one surplus pod of an elastic job, else the whole gang;
-        plus whether the job keeps other allocated pods after that."""
+        plus whether there is more to take after that. With ``keep_minimum`` the gang is never
+        offered: nothing once the surplus is gone, and "more" only while surplus remains."""
         if self.tree is not None and not self.tree.flat:
             from coordinator.subgroups import evictable
 
-            picked = evictable(self.tree)
-            return picked, len(picked) < self.active_allocated()
+            picked = evictable(self.tree, keep_minimum)
+            return picked, bool(picked) if keep_minimum else len(picked) < self.active_allocated()
         # Only pod sets with something allocated can give pods back: an empty optional sub-group
         # (minimum 0) sorts first here, and choosing it would offer no victim while still
         # reporting more to come, so the victims queue would offer the same job forever.
         sets = sorted((ps for ps in self.pod_sets.values() if ps.active_allocated), key=PodSet.order_key, reverse=True)
-        surplus = any(ps.active_allocated > ps.min_available for ps in self.pod_sets.values())
+        surplus = sum(max(ps.active_allocated - ps.min_available, 0) for ps in self.pod_sets.values())
+        if keep_minimum and not surplus:
+            return [], False
         max_sets = 1 if surplus else len(sets)
         chosen: list[Task] = []
         for ps in sets[:max_sets]:
@@ -326,4 +339,6 @@ class Job:
             active.sort(key=Task.order_key, reverse=True)
             take = 1 if len(active) > ps.min_available else len(active)
             chosen.extend(active[:take])
+        if keep_minimum:
+            return chosen, surplus > len(chosen)
         return chosen, len(chosen) < self.active_allocated()

@@ -89,6 +89,13 @@ class QueueState:
             if not preemptible:
                 self.allocated_np[i] += vector
 
+    def add_non_preemptible(self, queue: str, amount: Sequence[float], sign: float = 1.0) -> None:
+        """Non-preemptible allocation alone: the core of a semi-preemptible job, whose whole
+        allocation ``add_allocation`` booked as preemptible."""
+        vector = np.asarray(amount) * sign
+        for i in self.path(queue):
+            self.allocated_np[i] += vector
+
     # ------------------------------------------------------------ capacity
     def never_full(self, queue: str, preemptible: bool) -> bool:
         """Whether no request can fail ``check_capacity`` for this queue: no limit on its path and,
@@ -104,9 +111,15 @@ class QueueState:
         return known
 
     def check_capacity(
-        self, queue: str, request: Sequence[float] | Array, preemptible: bool, limits: bool = True
+        self,
+        queue: str,
+        request: Sequence[float] | Array,
+        preemptible: bool,
+        limits: bool = True,
+        subject: str = "non-preemptible job",
     ) -> CapacityVerdict:
-        """KAI's IsJobOverQueueCapacity: limits at every level, then non-preemptible quota."""
+        """KAI's IsJobOverQueueCapacity: limits at every level, then non-preemptible quota
+        (``subject`` names the non-preemptible work in the message)."""
         tree = self.tree
         path = self.path(queue)
         if limits:
@@ -138,7 +151,7 @@ class QueueState:
                         False,
                         "NonPreemptibleOverQuota",
                         (
-                            f"non-preemptible job would take queue {tree.names[i]} over its {name} quota: quota "
+                            f"{subject} would take queue {tree.names[i]} over its {name} quota: quota "
                             f"{_fmt(name, deserved)}, non-preemptible allocated {_fmt(name, self.allocated_np[i, r])}, "
                             f"requested {_fmt(name, amount)}"
                         ),

@@ -19,7 +19,8 @@ from coordinator.job_timers import apply_timers
 from coordinator.jobs import Job, PodSet
 from coordinator.min_runtime import MinRuntimes
 from coordinator.plugins import SessionHooks, hooks_for
-from coordinator.queue_state import QueueState
+from coordinator.queue_state import CapacityVerdict, QueueState
+from coordinator.semi_preemptible import places_core, protected_subject
 from coordinator.session_queues import empty_queue_state, queue_state_of
 from coordinator.subgroups import build_tree, leaf_pod_sets, needs_tree
 from coordinator.tasks import DEFAULT_SUBGROUP, Status, Task, task_status
@@ -208,6 +209,24 @@ class SessionState:
             return total
 
         return job.cached(("request", real), compute)
+
+    def placing_preemptible(self, job: Job) -> bool:
+        """Whether the pods ``job`` places next count as preemptible work for queue quotas: a
+        semi-preemptible job's do once its minimum is placed, not before (a stand-in for part of
+        a job, as victim searches make, is judged by the job itself)."""
+        if not job.semi_preemptible:
+            return job.preemptible
+        return not places_core(self.jobs.get(job.key, job))
+
+    def protected_subject(self, job: Job) -> str:
+        """How a quota refusal names the non-preemptible work ``job`` would add."""
+        return protected_subject(job) if job.semi_preemptible else "non-preemptible job"
+
+    def capacity(self, job: Job, request: Sequence[float] | np.ndarray, limits: bool = True) -> CapacityVerdict:
+        """KAI's queue capacity check for the pods ``job`` places next (``request``)."""
+        return self.queues.check_capacity(
+            job.queue, request, self.placing_preemptible(job), limits, self.protected_subject(job)
+        )
 
     def job_allocated(self, job: Job) -> np.ndarray:
         def compute() -> np.ndarray:

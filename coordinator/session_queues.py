@@ -11,6 +11,7 @@ import numpy as np
 from coordinator.fairshare import QueueSpec, QueueTree, divide, usage_array
 from coordinator.jobs import Job
 from coordinator.queue_state import QueueState
+from coordinator.semi_preemptible import core_quota_at_open
 from coordinator.tasks import Status, Task, task_status
 from kai_ray.model import ClusterSnapshot, Queue
 
@@ -58,7 +59,8 @@ def queue_state_of(state: SessionState, snapshot: ClusterSnapshot) -> QueueState
 
 def add_queue_sums(row: list[float], job: Job, requested: Callable[[Task], Quota]) -> None:
     """Add a job's pods to its leaf queue's sums: what they request (placed or pending), what
-    they hold, and what they hold without being preemptible (3 x gpu, cpu, memory)."""
+    they hold, and what they hold without being preemptible (3 x gpu, cpu, memory): everything a
+    non-preemptible job holds, the core of a semi-preemptible one."""
     for task in job.tasks:
         status = task.status
         if status.counts_as_queue_allocation:
@@ -69,7 +71,7 @@ def add_queue_sums(row: list[float], job: Job, requested: Callable[[Task], Quota
             row[3] += g
             row[4] += c
             row[5] += m
-            if not job.preemptible:
+            if not job.preemptible and not job.semi_preemptible:
                 row[6] += g
                 row[7] += c
                 row[8] += m
@@ -78,6 +80,11 @@ def add_queue_sums(row: list[float], job: Job, requested: Callable[[Task], Quota
             row[0] += g
             row[1] += c
             row[2] += m
+    if job.semi_preemptible:  # only its core is non-preemptible
+        g, c, m = core_quota_at_open(job)
+        row[6] += g
+        row[7] += c
+        row[8] += m
 
 
 def divisible_total(state: SessionState, snapshot: ClusterSnapshot) -> np.ndarray:

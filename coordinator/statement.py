@@ -7,7 +7,7 @@ rollback restores the exact earlier state (the gang all-or-nothing rule relies o
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -16,6 +16,7 @@ import numpy as np
 from coordinator.dra_session import evict_claims, grants_of, place_claims
 from coordinator.jobs import Job
 from coordinator.queue_state import QueueState
+from coordinator.semi_preemptible import Quota, core_quota
 from coordinator.tasks import Status, Task
 from placement.dra_demand import ClaimDemand
 from placement.node_table import Holding, Kind, NodeTable
@@ -103,6 +104,8 @@ class Statement:
         ResourceClaims as they stood when the choice was made (allocated on ``choice.devices``)."""
         kind = Kind.PIPELINED if choice.pipelined else Kind.ACTIVE
         status = Status.PIPELINED if choice.pipelined else Status.ALLOCATED
+        job = self.jobs_by_task[task.key]
+        core_before = self._core_before(job)
         vector = self.table.schema.vector(task.pod.requests)
         if task.pod.gpu_share is not None:
             vector[2] = 0.0
@@ -113,9 +116,9 @@ class Statement:
         task.node = self.table.names[choice.node]
         task.gpu_groups = tuple(g for g, _ in choice.shares)
         task.accepted = accepted
-        job = self.jobs_by_task[task.key]
         self._touch(job)
-        self.queues.add_allocation(job.queue, accepted, job.preemptible)
+        self._book(job, accepted)
+        core = self._rebook_core(job, core_before)
         undo_claims = None
         if claims is not None:
             undo_claims = place_claims(self.table.devices, task.key, task.node, choice, claims)
@@ -126,7 +129,8 @@ class Statement:
             if undo_claims is not None:
                 undo_claims()
                 task.claims = previous_claims
-            self.queues.add_allocation(job.queue, accepted, job.preemptible, sign=-1.0)
+            self._book(job, accepted, sign=-1.0)
+            self._unbook_core(job, core)
             _drop(task, holding)
             self.table.release(holding)
             task.status, task.node, task.gpu_groups, task.accepted = previous
@@ -139,19 +143,22 @@ class Statement:
         table is built, which then carries the shard's hold)."""
         assert self.source is not None
         source = self.source
+        job = self.jobs_by_task[task.key]
+        core_before = self._core_before(job)
         previous = (task.status, task.node, task.gpu_groups, task.accepted)
         task.status = Status.PIPELINED if pick.pipelined else Status.ALLOCATED
         task.node = pick.node
         task.gpu_groups = tuple(g for g, _ in pick.shares)
         task.accepted = accepted
         self.picks[task.key] = pick
-        job = self.jobs_by_task[task.key]
         self._touch(job)
-        self.queues.add_allocation(job.queue, accepted, job.preemptible)
+        self._book(job, accepted)
+        core = self._rebook_core(job, core_before)
 
         def undo() -> None:
             self._touch(job)
-            self.queues.add_allocation(job.queue, accepted, job.preemptible, sign=-1.0)
+            self._book(job, accepted, sign=-1.0)
+            self._unbook_core(job, core)
             del self.picks[task.key]
             source.give_back(pick)
             task.status, task.node, task.gpu_groups, task.accepted = previous
@@ -236,6 +243,7 @@ class Statement:
         """Evicts ``task``; returns what takes the eviction back."""
         job = self.jobs_by_task[task.key]
         self._touch(job)
+        core_before = self._core_before(job)
         previous_status = task.status
         current = next((h for h in task.holdings if h.kind is not Kind.RELEASING), None)
         replacement = None
@@ -244,8 +252,9 @@ class Statement:
             # KAI's node books: the node is not idle for it, pods can only be pipelined there.
             replacement = self._rehold(task, current, Kind.RELEASING)
         accepted = task.accepted
-        self.queues.add_allocation(job.queue, accepted, job.preemptible, sign=-1.0)
+        self._book(job, accepted, sign=-1.0)
         task.status = Status.RELEASING
+        core = self._rebook_core(job, core_before)
         was_evicted = task.evicted_in_session
         task.evicted_in_session = True
         record = Eviction(task, action, preemptor)
@@ -262,7 +271,8 @@ class Statement:
             self.evictions.remove(record)
             task.evicted_in_session = was_evicted
             task.status = previous_status
-            self.queues.add_allocation(job.queue, accepted, job.preemptible)
+            self._book(job, accepted)
+            self._unbook_core(job, core)
             if replacement is not None and current is not None:
                 self._swap(task, replacement, current)
 
@@ -275,16 +285,45 @@ class Statement:
         if job is None or task is None:
             return lambda: None  # a user that is not this scheduler's pod: its queue is not ours
         amount = (gpus, 0.0, 0.0)
+        core_before = self._core_before(job)
         task.accepted = (task.accepted[0] + gpus, task.accepted[1], task.accepted[2])
         self._touch(job)
-        self.queues.add_allocation(job.queue, amount, job.preemptible)
+        self._book(job, amount)
+        core = self._rebook_core(job, core_before)
 
         def undo() -> None:
             task.accepted = (task.accepted[0] - gpus, task.accepted[1], task.accepted[2])
             self._touch(job)
-            self.queues.add_allocation(job.queue, amount, job.preemptible, sign=-1.0)
+            self._book(job, amount, sign=-1.0)
+            self._unbook_core(job, core)
 
         return undo
+
+    # ---------------------------------------------------------- queue books
+    def _book(self, job: Job, amount: Sequence[float], sign: float = 1.0) -> None:
+        """A change of the job's allocation, on its queue; all of it non-preemptible when the job
+        is (a semi-preemptible job's core is booked apart, by ``_rebook_core``)."""
+        self.queues.add_allocation(job.queue, amount, job.preemptible or job.semi_preemptible, sign)
+
+    @staticmethod
+    def _core_before(job: Job) -> Quota | None:
+        return core_quota(job) if job.semi_preemptible else None
+
+    def _rebook_core(self, job: Job, before: Quota | None) -> Quota | None:
+        """Book the change of a semi-preemptible job's core since ``before`` as non-preemptible
+        allocation; the change is returned for the undo (None: nothing changed)."""
+        if before is None:
+            return None
+        after = core_quota(job)
+        change = (after[0] - before[0], after[1] - before[1], after[2] - before[2])
+        if change == (0.0, 0.0, 0.0):
+            return None
+        self.queues.add_non_preemptible(job.queue, change)
+        return change
+
+    def _unbook_core(self, job: Job, change: Quota | None) -> None:
+        if change is not None:
+            self.queues.add_non_preemptible(job.queue, change, sign=-1.0)
 
     # ------------------------------------------------------------- helpers
     # Both helpers take the new hold before releasing the old one: a shared GPU whose usage

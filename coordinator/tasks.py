@@ -164,13 +164,17 @@ class Task:
         return self.pod.subgroup or DEFAULT_SUBGROUP
 
     def order_key(self) -> tuple[int, float, float, str]:
-        """KAI's task order: leaders first, then higher task priority (labelled first), then age."""
-        priority = -self.pod.task_priority if self.pod.task_priority is not None else math.inf
-        return (0 if self.pod.is_leader else 1, priority, self.pod.created, self.pod.uid or self.pod.name)
+        return pod_order_key(self.pod)
 
     def should_allocate(self, real: bool) -> bool:
         """Pending tasks; in simulations also tasks evicted earlier in the same attempt."""
         return self._status is Status.PENDING or (not real and self._status is Status.RELEASING and self._evicted)
+
+
+def pod_order_key(pod: Pod) -> tuple[int, float, float, str]:
+    """KAI's task order: leaders first, then higher task priority (labelled first), then age."""
+    priority = -pod.task_priority if pod.task_priority is not None else math.inf
+    return (0 if pod.is_leader else 1, priority, pod.created, pod.uid or pod.name)
 
 
 def task_status(pod: Pod) -> Status:

@@ -77,6 +77,7 @@ class JobSpec:
     gpu_groups: list[str] = field(default_factory=list)
     sub_groups: list[tuple[str, int]] = field(default_factory=list)  # (name, minMember); pods dealt round-robin
     stale_since: float | None = None
+    semi_preemptible: bool = False  # protected up to min_member, preemptible beyond (then not preemptible)
 
 
 def build(nodes: list[Node], queues: list[Queue], jobs: list[JobSpec]) -> ClusterSnapshot:
@@ -84,6 +85,7 @@ def build(nodes: list[Node], queues: list[Queue], jobs: list[JobSpec]) -> Cluste
     groups: list[PodGroup] = []
     for job in jobs:
         preemptible = job.priority < 100 if job.preemptible is None else job.preemptible
+        preemptible = preemptible and not job.semi_preemptible
         groups.append(
             PodGroup(
                 "default",
@@ -95,6 +97,7 @@ def build(nodes: list[Node], queues: list[Queue], jobs: list[JobSpec]) -> Cluste
                 sub_groups=tuple(SubGroup(name, m) for name, m in job.sub_groups),
                 created=job.created,
                 stale_since=job.stale_since,
+                semi_preemptible=job.semi_preemptible,
             )
         )
         for i in range(job.pods):

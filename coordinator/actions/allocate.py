@@ -31,7 +31,7 @@ def allocate_job(
     for task in tasks:
         for i, amount in enumerate(state.requested_quota(task)):
             total[i] += amount
-    verdict = state.queues.check_capacity(job.queue, total, job.preemptible)
+    verdict = state.capacity(job, total)
     if not verdict.ok:
         if not pipeline_only:
             job.fit_errors["allocate"] = f"{verdict.reason}: {verdict.message}"
@@ -205,8 +205,9 @@ def _place_single_pod(
     """The common case, done directly: a job with one pod left to place, popped while its queue
     is the only one with work (no queue order to keep). What the general path would do, step by
     step, without the bookkeeping a rollback needs (a single pod is placed whole or not at all).
-    False when the job is not that simple (the caller takes the general path)."""
-    if len(job.pod_sets) != 1:
+    False when the job is not that simple (the caller takes the general path): a semi-preemptible
+    job's queue books depend on its other pods, which the statement works out."""
+    if len(job.pod_sets) != 1 or job.semi_preemptible:
         return False
     (pod_set,) = job.pod_sets.values()
     active, _, _, pending, pipelined, _ = pod_set.counts()
@@ -257,7 +258,7 @@ def eligible_jobs(state: SessionState, pending_only: bool, preemptible_only: boo
             continue
         if not job.ready_for_scheduling():
             continue
-        if preemptible_only and not job.preemptible:
+        if preemptible_only and not state.placing_preemptible(job):
             continue
         if not state.queues.has(job.queue) or not state.queues.is_leaf(job.queue):
             continue
