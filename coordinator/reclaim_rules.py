@@ -31,14 +31,17 @@ from coordinator.tasks import Task
 from kai_ray.model.fairshare import UNLIMITED, Array
 
 
-def reclaimer_refusal(queues: QueueState, queue: str, request: Array, preemptible: bool) -> str | None:
-    """Why the queue may not reclaim for this request at all (None: it may)."""
+def reclaimer_refusal(
+    queues: QueueState, queue: str, request: Array, preemptible: bool, subject: str = "non-preemptible job"
+) -> str | None:
+    """Why the queue may not reclaim for this request at all (None: it may); ``subject`` names
+    the non-preemptible work the request is."""
     i = queues.tree.index[queue]
     if not less_equal(queues.allocated[i] + request, queues.fair_share[i]):
         return "it would go above its fair share"
     if preemptible or less_equal(queues.allocated_np[i] + request, queues.tree.deserved[i]):
         return None
-    return "a non-preemptible job would take it above its deserved quota"
+    return f"a {subject} would take it above its deserved quota"
 
 
 def may_reclaim_from(queues: QueueState, reclaimer_queue: str, request: Array, victim_queue: str) -> bool:
@@ -112,7 +115,8 @@ class QueueSnapshot:
 
 def victim_chunks(victims: dict[str, list[Task]], jobs: dict[str, Job], ignore_moved: bool) -> dict[str, list[Array]]:
     """Resources each victim queue gives back, chunked as KAI counts them: pods above a
-    pod set's minimum one by one, the pods that make its gang together."""
+    pod set's minimum one by one, the pods that make its gang together. A semi-preemptible
+    job's victims are all surplus (its gang is never taken): one by one."""
     by_queue: dict[str, list[Array]] = {}
     for job_key, tasks in victims.items():
         job = jobs[job_key]
@@ -123,7 +127,7 @@ def victim_chunks(victims: dict[str, list[Task]], jobs: dict[str, Job], ignore_m
         core: list[Task] = []
         elastic: list[Task] = []
         for name, set_tasks in by_set.items():
-            minimum = job.pod_sets[name].min_available
+            minimum = 0 if job.semi_preemptible else job.pod_sets[name].min_available
             if minimum >= len(set_tasks):
                 core.extend(set_tasks)
             else:
@@ -155,6 +159,7 @@ def reclaim_refusal(
     preemptible: bool,
     chunks_by_queue: dict[str, list[Array]],
     multiplier: float = 1.0,
+    subject: str = "non-preemptible job",
 ) -> str | None:
     """Strategies and saturation for one scenario: None when it satisfies them, else which
     rule it breaks, naming the queues the rule compared (no figures: the text stays the same
@@ -194,7 +199,7 @@ def reclaim_refusal(
                     f"{tree.names[sibling]}, which it would take from"
                 )
         if not preemptible and not less_equal(frozen.allocated_np[level] + request, tree.deserved[level]):
-            return f"a non-preemptible job would take {tree.names[level]} above its deserved quota"
+            return f"a {subject} would take {tree.names[level]} above its deserved quota"
     return None
 
 

@@ -273,12 +273,13 @@ def _candidates(ps: PodSet, wanted: int, real: bool, taken: set[int]) -> list[Ta
 
 
 # ---------------------------------------------------------------------- which pods to give up
-def evictable(tree: SubGroupTree) -> list[Task]:
-    """KAI's GetTasksToEvict over the tree: elastic surplus first, else every placed pod."""
+def evictable(tree: SubGroupTree, keep_minimum: bool = False) -> list[Task]:
+    """KAI's GetTasksToEvict over the tree: elastic surplus first, else every placed pod (none
+    with ``keep_minimum``: the tree keeps what satisfies it)."""
     root = tree.root
     floor_holds = root.floor > 0 and root.count(allocated) <= root.floor
     tasks = [] if floor_holds else _elastic_eviction(root, tree)
-    if tasks:
+    if tasks or keep_minimum:
         return tasks
     return [t for ps in root.leaves() for t in _placed(ps)]
 

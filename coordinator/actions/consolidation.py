@@ -17,8 +17,10 @@ from coordinator.actions.victim_search import Precheck, VictimSearchAction
 from coordinator.actions.victims import VictimPool
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job
+from coordinator.plugins import VictimAccept
+from coordinator.semi_preemptible import surplus_tasks
 from coordinator.session import SessionState
-from coordinator.tasks import Status
+from coordinator.tasks import Status, Task
 from placement.shapes import GPU
 
 
@@ -35,7 +37,7 @@ class ConsolidationAction(VictimSearchAction):
         # Moves leave every queue's allocation as it was, so a job its queue cannot take now
         # (over a limit) is not helped by any of them: no search. It counts as a failed one, as
         # in KAI (whose search fails for it), for the jobs that look like it.
-        if not state.queues.check_capacity(job.queue, request, job.preemptible).ok:
+        if not state.capacity(job, request).ok:
             return Precheck.FAILED
         limit = state.config.maxConsolidationPreemptees
         if (
@@ -50,7 +52,7 @@ class ConsolidationAction(VictimSearchAction):
         return _all_moved
 
     def victims(self, state: SessionState, pool: VictimPool, job: Job, request: np.ndarray) -> JobOrder:
-        return _victims(pool, job, state.config.maxConsolidationPreemptees)
+        return _victims(pool, job, state.config.maxConsolidationPreemptees, self.plugin_filter(state, job))
 
 
 def _all_moved(scenario: Scenario) -> bool:
@@ -85,12 +87,12 @@ def _moves_could_make_room(state: SessionState, job: Job, limit: int) -> bool:
         return True
     gains = []
     for other in state.jobs.values():
-        if other is job or not other.preemptible:
+        if other is job:
             continue
         gain = sum(
             1 if t.pod.gpu_share is not None else math.ceil(t.pod.requests.gpu / g - 1e-9)
-            for t in other.tasks
-            if t.status.active_allocated and t.node
+            for t in _movable(other)
+            if t.node
         )
         if gain:
             gains.append(gain)
@@ -127,12 +129,12 @@ def _big_nodes_could_be_freed(state: SessionState, job: Job, limit: int) -> bool
     largest_small = float(table.gpu_count[small].max()) if small.any() else 0.0
     shiftable: list[tuple[float, float]] = []  # per movable job: whole GPUs, fractions it could take off big nodes
     for other in state.jobs.values():
-        if other is job or not other.preemptible:
+        if other is job:
             continue
         whole = fractions = 0.0
-        for task in other.tasks:
+        for task in _movable(other):
             row = table.index.get(task.node or "")
-            if row is None or not big[row] or not task.status.active_allocated:
+            if row is None or not big[row]:
                 continue
             if task.pod.gpu_share is not None:
                 fractions += 1
@@ -146,13 +148,25 @@ def _big_nodes_could_be_freed(state: SessionState, job: Job, limit: int) -> bool
     return free_big + min(most_total, free_small + most_fractions) >= wanted
 
 
-def _victims(pool: VictimPool, preemptor: Job, limit: int) -> JobOrder:
-    """Preemptible running jobs of any queue, at most ``limit`` (+1, as KAI counts) of them."""
+def _movable(job: Job) -> list[Task]:
+    """The placed pods a move may take: all of a preemptible job's, a semi-preemptible job's
+    beyond its minimum (``coordinator.plugins.semipreemptible`` keeps the rest in place)."""
+    if job.semi_preemptible:
+        return surplus_tasks(job)
+    if not job.preemptible:
+        return []
+    return [t for t in job.tasks if t.status.active_allocated]
+
+
+def _victims(pool: VictimPool, preemptor: Job, limit: int, plugins_accept: VictimAccept) -> JobOrder:
+    """Preemptible running jobs of any queue that the plugins' victim filters accept
+    (``semipreemptible``: only those with pods beyond their minimum), at most ``limit`` (+1, as
+    KAI counts) of them."""
     decided: dict[str, bool] = {}
 
     def accept(job: Job) -> bool:
         if job.key not in decided:  # asked again each time the job is at the head: decide once
-            decided[job.key] = job.key != preemptor.key and sum(decided.values()) <= limit
+            decided[job.key] = job.key != preemptor.key and plugins_accept(job) and sum(decided.values()) <= limit
         return decided[job.key]
 
     return pool.queue(lambda _: True, accept)

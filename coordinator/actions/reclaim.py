@@ -22,7 +22,7 @@ from coordinator.actions.victim_search import Precheck, VictimSearchAction
 from coordinator.actions.victims import VictimPool
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job
-from coordinator.plugins import ScenarioValidatorHook
+from coordinator.plugins import ScenarioValidatorHook, VictimAccept
 from coordinator.reclaim_rules import (
     FilterRefusal,
     explain_filter_refusals,
@@ -98,7 +98,9 @@ class ReclaimAction(VictimSearchAction):
                     job.fit_errors[self.name] = reason
 
     def screen(self, state: SessionState, job: Job, request: np.ndarray) -> bool:
-        refusal = reclaimer_refusal(state.queues, job.queue, request, job.preemptible)
+        refusal = reclaimer_refusal(
+            state.queues, job.queue, request, state.placing_preemptible(job), state.protected_subject(job)
+        )
         if refusal is None:
             return True
         job.fit_errors["reclaim"] = f"queue {job.queue} cannot reclaim: {refusal}"
@@ -134,6 +136,10 @@ class ReclaimAction(VictimSearchAction):
             return False
 
         return pool.queue(accept_queue, plugins_accept)
+
+    def keeper(self, state: SessionState, job: Job) -> VictimAccept:
+        notes = self._notes.get(job.key)
+        return self.plugin_keeper(state, job, notes.kept_out if notes is not None else None)
 
     def validator(self, state: SessionState, job: Job) -> Validator:
         """The plugins' reclaim scenario validators (``proportion``: the reclaim rules between

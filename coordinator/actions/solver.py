@@ -78,6 +78,7 @@ class JobSolver:
         pending: SortedJobs,
         budget: SearchBudget | None = None,
         ceiling: Callable[[], np.ndarray | None] = lambda: None,
+        keeps_minimum: Callable[[Job], bool] = lambda _: False,
     ) -> None:
         self.state = state
         self.stmt = stmt
@@ -86,6 +87,7 @@ class JobSolver:
         self.victims_queue = victims_queue
         self.pending = pending  # jobs with pending pods, per queue in job order (the action's)
         self.ceiling = ceiling  # scenario.gpu_ceiling of the session as it is, or None if unknown
+        self.keeps_minimum = keeps_minimum  # victims that give only their pods beyond the gang minimum
         self.budget = budget or SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
 
     def solve(self, job: Job) -> bool:
@@ -157,7 +159,7 @@ class JobSolver:
         while not queue.empty():
             job = queue.pop()
             assert job is not None
-            chunk, more = job.tasks_to_evict()
+            chunk, more = job.tasks_to_evict(self.keeps_minimum(job))
             original = self.state.jobs[job.key]
             if any(t.key in recorded for t in chunk):
                 remaining = [t for t in job.tasks if t.key not in recorded]

@@ -153,7 +153,15 @@ class VictimSearchAction:
                 state.every_node()
                 victims = partial(self.victims, state, pool, job, request)
                 solver = JobSolver(
-                    state, stmt, self.name, self.validator(state, job), victims, pending, budget, ceiling.get
+                    state,
+                    stmt,
+                    self.name,
+                    self.validator(state, job),
+                    victims,
+                    pending,
+                    budget,
+                    ceiling.get,
+                    self.keeper(state, job),
                 )
                 if solver.solve(job):
                     stmt.commit()
@@ -195,6 +203,10 @@ class VictimSearchAction:
         """The victims queue for one search step (called afresh for every step)."""
         raise NotImplementedError
 
+    def keeper(self, state: SessionState, job: Job) -> VictimAccept:
+        """Which victims give only their surplus in ``job``'s search."""
+        return self.plugin_keeper(state, job)
+
     # ------------------------------------------------------------ what plugins registered
     def plugin_filter(self, state: SessionState, job: Job, kept_out: set[str] | None = None) -> VictimAccept:
         """The victim filters the session's plugins registered for this action, for ``job``: a
@@ -210,6 +222,21 @@ class VictimSearchAction:
             return True
 
         return accept
+
+    def plugin_keeper(self, state: SessionState, job: Job, kept_out: set[str] | None = None) -> VictimAccept:
+        """The minimum keepers the session's plugins registered for this action, for ``job``: a
+        victim keeps its minimum when one of them says so; ``kept_out`` collects what they say."""
+        keepers = [(hook.keeps_out, hook.make(state, job)) for hook in state.hooks.keepers_for(self.name)]
+
+        def keeps(victim: Job) -> bool:
+            for says, keeps_minimum in keepers:
+                if keeps_minimum(victim):
+                    if kept_out is not None:
+                        kept_out.add(says)
+                    return True
+            return False
+
+        return keeps
 
     def plugin_validator(self, state: SessionState, job: Job, refused: Refused | None = None) -> Validator:
         """The scenario validators the session's plugins registered for this action, asked in

@@ -134,8 +134,10 @@ def _all_jobs(state: SessionState) -> Iterable[Job]:
 
 
 def _candidate(state: SessionState, job: Job) -> bool:
+    # A semi-preemptible job may give its surplus: it is here, and the session's victim filters
+    # and minimum keepers (``coordinator.plugins.semipreemptible``) say how much it may give.
     return (
-        job.preemptible
+        (job.preemptible or job.semi_preemptible)
         and bool(job.active_allocated())
         # its queue was deleted (or left the tree) while it ran: no queue to reclaim from
         and state.queues.has(job.queue)

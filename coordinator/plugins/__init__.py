@@ -5,6 +5,7 @@ from coordinator.plugins.catalogue import hooks_for
 from coordinator.plugins.hooks import (
     KAI_KEYS,
     JobKeys,
+    MinimumKeeperHook,
     ScenarioValidatorHook,
     SessionHooks,
     VictimAccept,
@@ -14,6 +15,7 @@ from coordinator.plugins.hooks import (
 __all__ = [
     "KAI_KEYS",
     "JobKeys",
+    "MinimumKeeperHook",
     "ScenarioValidatorHook",
     "SessionHooks",
     "VictimAccept",

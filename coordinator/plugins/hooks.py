@@ -7,6 +7,8 @@ session, never a plugin by name. kai-ray does the same with these points:
 - ``job_keys``: the job order inside a queue (and its reverse, the victim order), composed from
   the job-order plugins in their configured order;
 - ``victim_filters[action]``: which running jobs a preemptor may take at all;
+- ``minimum_keepers[action]``: which of those may give only their pods beyond their gang
+  minimum, never the gang itself (a search then offers their surplus and stops there);
 - ``scenario_validators[action]``: what a whole victim scenario must also satisfy.
 
 Node-order plugins are the shards' band scorers (``placement.scorers``); the placement policy
@@ -16,7 +18,7 @@ carries which are on.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from coordinator.jobs import Job
@@ -65,6 +67,16 @@ class VictimFilterHook:
 
 
 @dataclass(frozen=True, slots=True)
+class MinimumKeeperHook:
+    """Which victims keep their gang minimum in one search: made per preemptor, asked per victim
+    job as it comes up (True: only its surplus may be taken)."""
+
+    plugin: str
+    keeps_out: str  # what a reason says of the pods it keeps ("semi-preemptible, ...")
+    make: Callable[[SessionState, Job], VictimAccept]
+
+
+@dataclass(frozen=True, slots=True)
 class ScenarioValidatorHook:
     """A check of whole scenarios for one search: made per preemptor, asked per scenario."""
 
@@ -79,9 +91,13 @@ class SessionHooks:
     job_keys: JobKeys
     victim_filters: Mapping[str, tuple[VictimFilterHook, ...]]  # action -> filters, in plugin order
     scenario_validators: Mapping[str, tuple[ScenarioValidatorHook, ...]]
+    minimum_keepers: Mapping[str, tuple[MinimumKeeperHook, ...]] = field(default_factory=dict)
 
     def filters_for(self, action: str) -> tuple[VictimFilterHook, ...]:
         return self.victim_filters.get(action, ())
+
+    def keepers_for(self, action: str) -> tuple[MinimumKeeperHook, ...]:
+        return self.minimum_keepers.get(action, ())
 
     def validators_for(self, action: str) -> tuple[ScenarioValidatorHook, ...]:
         return self.scenario_validators.get(action, ())

@@ -20,6 +20,8 @@ def _reclaim_rules(state: SessionState, reclaimer: Job) -> ScenarioCheck:
     # Queue allocations as they were before the search: the rules compare against them.
     frozen = QueueSnapshot(state.queues.allocated.copy(), state.queues.allocated_np.copy())
     config = state.config
+    preemptible = state.placing_preemptible(reclaimer)  # as the search starts: what it places is core or not
+    subject = state.protected_subject(reclaimer)
 
     def check(scenario: ScenarioView) -> str | None:
         request = np.zeros(3)
@@ -31,9 +33,10 @@ def _reclaim_rules(state: SessionState, reclaimer: Job) -> ScenarioCheck:
             frozen,
             reclaimer.queue,
             request,
-            reclaimer.preemptible,
+            preemptible,
             chunks,
             config.reclaimerSaturationMultiplier,
+            subject,
         )
 
     return check
