@@ -20,6 +20,7 @@ from coordinator.job_timers import JobClock
 from coordinator.replaceable import CoordinatorHost, HostGone, HostLink, ReplaceableCoordinator
 from coordinator.result_changes import ResultChange, ResultReceiver, ResultSender
 from coordinator.scheduler import run_session
+from coordinator.semi_preemptible import protected_pods
 from coordinator.session import SessionState
 from coordinator.shard_client import Answers, InProcessTransport, ShardClient, ShardTransport
 from coordinator.shard_set import ShardSet
@@ -52,5 +53,6 @@ __all__ = [
     "ShardsFailed",
     "SessionState",
     "Statement",
+    "protected_pods",
     "run_session",
 ]

@@ -2,7 +2,10 @@
 
 A PodGroup's ``status.resourcesStatus``: ``requested`` sums the requests of its live pods
 (pending or running), ``allocated`` those of its pods on a node (bound, running, terminating),
-``allocatedNonPreemptible`` the allocated part when the group is non-preemptible. A Queue's
+``allocatedNonPreemptible`` the allocated part when the group is non-preemptible (for a
+semi-preemptible group, the part its first ``minMember`` pods of each sub-group hold, the core the
+scheduler protects; KAI's design has the scheduler publish that amount for its controller to copy,
+where kai-ray is both and writes it here). A Queue's
 ``status`` sums its own PodGroups' and its child queues' figures, and lists ``childQueues``.
 Amounts are Kubernetes resource lists: ``cpu``, ``memory``, ``nvidia.com/gpu`` (fractions of a
 shared GPU included, as KAI adds them) and any other extended resource a pod requests; GPU
@@ -15,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from coordinator.semi_preemptible import protected_pods
 from kai_ray.model import Node, Pod, PodGroup, PodState, Queue
 
 GPU = "nvidia.com/gpu"
@@ -77,19 +81,30 @@ def pod_group_figures(
 ) -> dict[str, Figures]:
     """Per PodGroup key: ``pods`` are (pod, its group's key) for the scheduler's pods."""
     out: dict[str, Figures] = {key: Figures() for key in groups}
+    semi: dict[str, list[Pod]] = {}  # semi-preemptible groups' pods: their core is worked out below
     for pod, key in pods:
         figures = out.get(key)
         if figures is None or pod.state not in LIVE:
             continue
         for name, value in pod_amounts(pod, nodes, on_node=False).items():
             figures.requested[name] += value
-        if pod.state in (PodState.BINDING, PodState.RUNNING, PodState.RELEASING):
+        if _holds(pod):
             held = pod_amounts(pod, nodes, on_node=True)
             for name, value in held.items():
                 figures.allocated[name] += value
-                if not groups[key].preemptible:
+                if not groups[key].preemptible and not groups[key].semi_preemptible:
                     figures.allocated_np[name] += value
+            if groups[key].semi_preemptible:
+                semi.setdefault(key, []).append(pod)
+    for key, members in semi.items():
+        for pod in protected_pods(groups[key], members, _holds):
+            for name, value in pod_amounts(pod, nodes, on_node=True).items():
+                out[key].allocated_np[name] += value
     return out
+
+
+def _holds(pod: Pod) -> bool:
+    return pod.state in (PodState.BINDING, PodState.RUNNING, PodState.RELEASING)
 
 
 def queue_status(

@@ -7,10 +7,13 @@ from typing import Any
 import pytest
 
 from k8s_adapter.api import Response
+from k8s_adapter.resource_status import pod_group_figures, queue_status
 from k8s_adapter.status import Eviction, StatusWriter
+from kai_ray.model import Pod, PodGroup, PodState, Queue, ResourceVector
 from tests.adapter.fake_api import FakeApi, ok
 from tests.adapter.status_scenario import REASON, scenario
 
+GIB = 1024**3
 MESSAGE = "OverLimit: team-q quota has reached the allowable limit of GPUs."
 
 
@@ -212,3 +215,20 @@ def test_each_evicting_action_says_why_in_its_own_words(action: str, expected: s
     assert message.startswith(expected)
     others = {"preempt", "reclaim", "consolidation", "stalegangeviction", "runtimelimit"} - {action}
     assert all(message != messages.eviction(other, "team/v", "team/big", 3) for other in others)
+
+
+def test_a_semi_preemptible_groups_non_preemptible_figure_is_its_protected_minimum() -> None:
+    # Three replicas of one GPU run, two protected: the queue's non-preemptible allocation (what
+    # its quota must hold) is two GPUs, its allocation three.
+    group = PodGroup("team", "serve", "team-q", 50, False, min_member=2, semi_preemptible=True)
+    gpu = ResourceVector.of(cpu=1000, memory=GIB, gpu=1, pods=1)
+    pods = [
+        Pod("team", f"serve-{i}", state=PodState.RUNNING, node="n", requests=gpu, created=float(i), pod_group="serve")
+        for i in range(3)
+    ]
+    figures = pod_group_figures({group.key: group}, [(p, group.key) for p in pods], {})
+    status = figures[group.key].as_status()
+    assert status["allocated"]["nvidia.com/gpu"] == "3"
+    assert status["allocatedNonPreemptible"] == {"cpu": "2", "memory": str(2 * GIB), "nvidia.com/gpu": "2"}
+    queue = queue_status({"team-q": Queue("team-q")}, {group.key: group}, figures)["team-q"]
+    assert queue["allocatedNonPreemptible"] == status["allocatedNonPreemptible"]
