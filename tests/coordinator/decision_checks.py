@@ -11,6 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from coordinator.decisions import Decisions
+from coordinator.tasks import pod_order_key
 from kai_ray.model import ClusterSnapshot, Pod, PodGroup, PodState, Queue
 
 EPSILON = 1e-6
@@ -118,7 +119,9 @@ def _members(snapshot: ClusterSnapshot) -> dict[PodGroup, list[Pod]]:
 def check_queue_limits(snapshot: ClusterSnapshot, decisions: Decisions) -> None:
     """After the last placement into a queue's subtree the queue is within its limit (KAI checks the
     limit when it places, at every level); the same for non-preemptible work and the queue's quota.
-    A queue already over its limit in the input may stay over only if nothing was placed under it."""
+    A queue already over its limit in the input may stay over only if nothing was placed under it.
+    A semi-preemptible group's non-preemptible work is its core: per sub-group, the first minMember
+    of its placed pods in task order."""
     queues = {q.name: q for q in snapshot.queues}
     allocated: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     allocated_np: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
@@ -128,17 +131,19 @@ def check_queue_limits(snapshot: ClusterSnapshot, decisions: Decisions) -> None:
         path = _path(queues, group.queue)
         if not path or any(q.parent == path[0].name for q in snapshot.queues):
             continue  # a missing or non-leaf queue: its pods never get placed, checked elsewhere
+        core = {p.key for p in _core(group, pods, decisions)} if group.semi_preemptible else set()
         for pod in pods:
             decided = decisions.pods[pod.key]
             if decided.status not in PLACED:
                 continue
             amounts = _queue_amounts(pod)
             newly = decided.status in ("Binding", "Pipelined")
+            protected = pod.key in core if group.semi_preemptible else not group.preemptible
             for queue in path:
                 _add(allocated[queue.name], amounts)
                 if newly:
                     _add(placed_into[queue.name], amounts)
-                if not group.preemptible:
+                if protected:
                     _add(allocated_np[queue.name], amounts)
                     if newly:
                         _add(placed_np_into[queue.name], amounts)
@@ -154,6 +159,25 @@ def check_queue_limits(snapshot: ClusterSnapshot, decisions: Decisions) -> None:
                     f"queue {queue.name}: non-preemptible {name} {allocated_np[queue.name][r]} "
                     f"over quota {resource.quota}"
                 )
+
+
+def _pod_sets(group: PodGroup, pods: list[Pod]) -> dict[str, tuple[int, list[Pod]]]:
+    """Pod set name -> its minimum and its pods, as a session makes them."""
+    minimum = {s.name: s.min_member for s in group.sub_groups} or {"default": max(group.min_member, 1)}
+    out: dict[str, tuple[int, list[Pod]]] = {name: (m, []) for name, m in minimum.items()}
+    for pod in pods:
+        name = pod.subgroup if pod.subgroup in minimum else "default"
+        out.setdefault(name or "default", (0, []))[1].append(pod)
+    return out
+
+
+def _core(group: PodGroup, pods: list[Pod], decisions: Decisions) -> list[Pod]:
+    """The first minMember placed pods of each pod set, in KAI's task order."""
+    out: list[Pod] = []
+    for minimum, members in _pod_sets(group, pods).values():
+        placed = sorted((p for p in members if decisions.pods[p.key].status in PLACED), key=pod_order_key)
+        out.extend(placed[:minimum])
+    return out
 
 
 def _path(queues: dict[str, Queue], leaf: str) -> list[Queue]:
@@ -191,7 +215,7 @@ def check_evictions(snapshot: ClusterSnapshot, decisions: Decisions, retried: fr
         if action == "stalegangeviction":
             continue
         assert action in EVICTING_ACTIONS, action
-        assert group.preemptible, f"{action} evicted {key} of non-preemptible {group.key}"
+        assert group.preemptible or group.semi_preemptible, f"{action} evicted {key} of non-preemptible {group.key}"
         assert preemptor is not None and preemptor in groups, f"{action} evicted {key} for no job"
         winner = groups[preemptor]
         assert preemptor in retried or _placed_in_session(snapshot, decisions, winner), (
@@ -215,6 +239,27 @@ def check_evictions(snapshot: ClusterSnapshot, decisions: Decisions, retried: fr
         assert lost_place == bool(actions[key]), f"{key}: {pod.state} -> {decided.status}, evictions {actions[key]}"
         if actions[key] and actions[key][-1] == "consolidation":
             assert decided.status == "Pipelined", f"consolidation left {key} {decided.status}, not moved"
+    check_semi_preemptible_minimum(snapshot, decisions, actions)
+
+
+def check_semi_preemptible_minimum(
+    snapshot: ClusterSnapshot, decisions: Decisions, actions: dict[str, list[str]]
+) -> None:
+    """Reclaim, preempt and consolidation take only a semi-preemptible group's pods beyond its
+    minimum: a pod set they took pods from keeps minMember of the pods it ran when the session
+    opened (all of them, if it ran fewer) running where they ran."""
+    for group, pods in _members(snapshot).items():
+        if not group.semi_preemptible:
+            continue
+        for name, (minimum, members) in _pod_sets(group, pods).items():
+            taken = [p.key for p in members if any(a in EVICTING_ACTIONS for a in actions[p.key])]
+            if not taken:
+                continue
+            ran = [p for p in members if p.state in (PodState.RUNNING, PodState.BINDING)]
+            kept = [p for p in ran if decisions.pods[p.key].status == p.state.value and not actions[p.key]]
+            assert len(kept) >= min(minimum, len(ran)), (
+                f"{group.key}/{name}: {taken} taken, {len(kept)} of minMember {minimum} kept running"
+            )
 
 
 def _placed_in_session(snapshot: ClusterSnapshot, decisions: Decisions, group: PodGroup) -> bool:

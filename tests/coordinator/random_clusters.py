@@ -124,6 +124,8 @@ def job_specs(draw: st.DrawFn, index: int, leaves: list[str]) -> tuple[JobSpec, 
     kind = draw(st.sampled_from(("whole", "whole", "whole", "fraction", "cpu")))
     fraction = draw(st.sampled_from((0.5, 0.25))) if kind == "fraction" else None
     priority = draw(st.sampled_from((50, 75, 100, 125)))
+    # From the priority (thrice as often), preemptible, non-preemptible, semi-preemptible.
+    mode = draw(st.sampled_from(("priority", "priority", "priority", "preemptible", "non-preemptible", "semi")))
     sub_groups: list[tuple[str, int]] = []
     if pods >= 2 and draw(st.integers(0, 4)) == 0:
         firsts, seconds = (pods + 1) // 2, pods // 2  # pods are dealt round-robin to the two sub-groups
@@ -140,7 +142,8 @@ def job_specs(draw: st.DrawFn, index: int, leaves: list[str]) -> tuple[JobSpec, 
         cpu=draw(st.sampled_from((500, 2_000, 8_000))),
         memory=draw(st.sampled_from((GIB, 8 * GIB, 32 * GIB))),
         priority=priority,
-        preemptible=draw(st.sampled_from((None, None, None, True, False))),
+        preemptible={"preemptible": True, "non-preemptible": False}.get(mode),
+        semi_preemptible=mode == "semi",
         min_member=min_member,
         created=float(index),
         sub_groups=sub_groups,
