@@ -184,7 +184,7 @@ def _pod_group(job: Doc, name: str, queue: str, grace: float | None) -> Doc:
         "minMember": job["min_available"],
         "queue": queue,
         "priorityClassName": priority_class(job["priority"]),
-        "preemptibility": "preemptible" if job["preemptible"] else "non-preemptible",
+        "preemptibility": job.get("preemptibility") or ("preemptible" if job["preemptible"] else "non-preemptible"),
     }
     if job.get("subgroups"):
         spec["subGroups"] = [{"name": s["name"], "minMember": s["min_available"]} for s in job["subgroups"]]

@@ -28,6 +28,7 @@ from kai_ray.app.cli.schedule_cmd import decide
 from kai_ray.io.config import load_config
 from kai_ray.io.fairshare_input import load_fairshare_problem
 from kai_ray.io.snapshot_loader import load_snapshot
+from kai_ray.model import ClusterSnapshot
 from tests.conformance.kai_scenarios import (
     NAMESPACE,
     NOW,
@@ -81,8 +82,9 @@ def schedule_differences(scenario: Doc, pods: dict[str, Any], pod_keys: dict[str
     return differences
 
 
-@pytest.mark.parametrize("scenario", [_param(s) for s in ACTION_SCENARIOS])
-def test_action_scenario_decides_as_kai(scenario: Doc, tmp_path: Path) -> None:
+def run_action_scenario(scenario: Doc, tmp_path: Path) -> tuple[ClusterSnapshot, list[str]]:
+    """The scenario as the files ``kai-ray schedule`` reads (written to ``tmp_path``), one session
+    of its action, and what differs from the expected outcome."""
     given = action_input(scenario)
     snapshot_file, config_file = tmp_path / "snapshot.yaml", tmp_path / "config.yaml"
     snapshot_file.write_text(yaml.safe_dump_all(given.documents, sort_keys=False), encoding="utf-8")
@@ -92,8 +94,12 @@ def test_action_scenario_decides_as_kai(scenario: Doc, tmp_path: Path) -> None:
     snapshot = load_snapshot(snapshot_file, config.schedulerName)
     assert snapshot.report.warnings == (), "the converted snapshot should load cleanly"
     decisions = decide(snapshot, config, NOW.timestamp(), [scenario["action"]]).to_json()
+    return snapshot, schedule_differences(scenario, decisions["pods"], given.pod_keys)
 
-    differences = schedule_differences(scenario, decisions["pods"], given.pod_keys)
+
+@pytest.mark.parametrize("scenario", [_param(s) for s in ACTION_SCENARIOS])
+def test_action_scenario_decides_as_kai(scenario: Doc, tmp_path: Path) -> None:
+    _, differences = run_action_scenario(scenario, tmp_path)
     assert not differences, "\n".join(
         [scenario["origin"], scenario["description"], *differences, f"inputs: {tmp_path}"]
     )
