@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from kai_ray import labels as L
 from kai_ray.model import Pod, PodGroup, PriorityClass, SubGroup, TopologyConstraint
 from pod_grouper.grouping import ImplicitGroup
+
+GangShape = Literal["tree", "none", "sets"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +70,8 @@ def resolve_pod_group(
     priority = priority_of(
         raw.priority_class_name, classes, f"PodGroup {key}", warnings if missing is None else missing
     )
-    tree = _sub_group_tree(raw.min_member, raw.sub_groups, raw.min_sub_group)
-    preemptible, semi = _preemptibility(raw.preemptibility, priority, tree, f"PodGroup {key}", warnings)
+    shape = _gang_shape(raw.min_member, raw.sub_groups, raw.min_sub_group)
+    preemptible, semi = _preemptibility(raw.preemptibility, priority, shape, f"PodGroup {key}", warnings)
     return PodGroup(
         namespace=raw.namespace,
         name=raw.name,
@@ -115,8 +118,8 @@ def implicit_pod_group(
             f"(must be one of {', '.join(L.PREEMPTIBILITIES)})"
         )
         label = None
-    tree = _sub_group_tree(spec.min_member, spec.sub_groups, spec.min_sub_group)
-    preemptible, semi = _preemptibility(label, priority, tree, f"PodGroup {first.namespace}/{spec.name}", warnings)
+    shape = _gang_shape(spec.min_member, spec.sub_groups, spec.min_sub_group)
+    preemptible, semi = _preemptibility(label, priority, shape, f"PodGroup {first.namespace}/{spec.name}", warnings)
     return PodGroup(
         namespace=first.namespace,
         name=spec.name,
@@ -133,17 +136,22 @@ def implicit_pod_group(
     )
 
 
-def _preemptibility(value: str | None, priority: int, tree: bool, where: str, warnings: list[str]) -> tuple[bool, bool]:
+def _preemptibility(
+    value: str | None, priority: int, shape: GangShape, where: str, warnings: list[str]
+) -> tuple[bool, bool]:
     """Preemptible, semi-preemptible: a valid value decides, else the priority (below 100 is
-    preemptible). A semi-preemptible group with a sub-group tree runs as non-preemptible: which
-    whole sub-groups are its protected core is not settled in KAI (its design leaves automated
-    segments out for the same reason), and keeping all of it is the side that never evicts what
-    a user meant to protect."""
+    preemptible). A semi-preemptible gang of shape ``none`` protects nothing, so it is
+    preemptible, as KAI's design says of minMember 0. One of shape ``tree`` runs as
+    non-preemptible: which whole sub-groups are its protected core is not settled in KAI (its
+    design leaves automated segments out for the same reason), and keeping all of it is the side
+    that never evicts what a user meant to protect."""
     if value is None:
         return priority < L.PREEMPTIBLE_BELOW, False
     if value != L.SEMI_PREEMPTIBLE:
         return value == L.PREEMPTIBLE, False
-    if tree:
+    if shape == "none":
+        return True, False
+    if shape == "tree":
         warnings.append(
             f"{where}: semi-preemptible with minSubGroup or nested sub-groups is not supported; "
             "it runs as non-preemptible"
@@ -152,9 +160,12 @@ def _preemptibility(value: str | None, priority: int, tree: bool, where: str, wa
     return False, True
 
 
-def _sub_group_tree(min_member: int, sub_groups: tuple[SubGroup, ...], min_sub_group: int | None) -> bool:
-    """Whether the gang is a tree rather than pod sets side by side: a minSubGroup, nested
-    sub-groups, or a minMember above what the sub-groups need."""
+def _gang_shape(min_member: int, sub_groups: tuple[SubGroup, ...], min_sub_group: int | None) -> GangShape:
+    """What the gang is: a ``tree`` of sub-groups (a minSubGroup, nested sub-groups, or a
+    minMember above what the sub-groups need), ``none`` (a minimum of no pods) or ``sets`` (pod
+    sets side by side, each with its own minimum)."""
     if min_sub_group is not None or any(s.parent for s in sub_groups):
-        return True
-    return bool(sub_groups) and min_member > sum(s.min_member for s in sub_groups)
+        return "tree"
+    if sub_groups:
+        return "tree" if min_member > sum(s.min_member for s in sub_groups) else "sets"
+    return "none" if min_member <= 0 else "sets"

@@ -155,6 +155,12 @@ def test_semi_preemptible_with_a_sub_group_tree_runs_non_preemptible_with_a_warn
     )
 
 
+def test_semi_preemptible_with_a_minimum_of_no_pods_is_preemptible() -> None:
+    snapshot = load(m.pod_group("g", "q", min_member=0, preemptibility="semi-preemptible"))
+    group = group_named(snapshot, "g")
+    assert group.preemptible and not group.semi_preemptible
+
+
 def test_semi_preemptible_with_sub_groups_side_by_side_protects_each_minimum() -> None:
     manifest = m.pod_group("g", "q", min_member=3, preemptibility="semi-preemptible")
     manifest["spec"]["subGroups"] = [{"name": "leader", "minMember": 1}, {"name": "workers", "minMember": 2}]
