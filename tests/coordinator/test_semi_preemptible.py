@@ -62,8 +62,9 @@ def test_reclaim_takes_only_the_newest_pods_beyond_the_minimum() -> None:
 
 
 def test_reclaim_leaves_the_protected_pods_running_and_says_why_the_reclaimer_waits() -> None:
-    # team-a runs one pod beyond its minimum of 2; team-b deserves 2 GPUs and wants both. A
-    # preemptible job in team-a's place would lose all three pods.
+    # team-a's quota was lowered to 1 under a service running one pod beyond its minimum of 2;
+    # team-b deserves 2 GPUs and wants both. The one surplus pod is not enough, and the minimum
+    # stays even over quota (KAI's design); a preemptible job in its place loses its pods.
     snapshot = build(
         [node("n", gpu=3)],
         [queue("team-a", gpu_quota=1), queue("team-b", gpu_quota=2, created=1)],
