@@ -5,20 +5,14 @@ gang commit across shards.
 from the module that defines it. ``coordinator.fairshare`` has its own public names.
 """
 
-from coordinator.coordinator import (
-    BindIntent,
-    Coordinator,
-    CoordinatorLost,
-    CycleResult,
-    CycleStats,
-    EvictIntent,
-    ShardsFailed,
-)
+from coordinator.coordinator import Coordinator
 from coordinator.decisions import Decisions, PodDecision
 from coordinator.dra_session import ClaimGrant, DraView
+from coordinator.failures import CoordinatorLost, ShardsFailed
 from coordinator.job_timers import JobClock
 from coordinator.replaceable import CoordinatorHost, HostGone, HostLink, ReplaceableCoordinator
 from coordinator.result_changes import ResultChange, ResultReceiver, ResultSender
+from coordinator.results import BindIntent, CycleResult, CycleStats, EvictIntent
 from coordinator.scheduler import run_session
 from coordinator.semi_preemptible import protected_pods
 from coordinator.session import SessionState

@@ -37,6 +37,7 @@ from coordinator.actions.registry import build_actions
 from coordinator.binding import BindCommit, BindSink, ShardLost, check, retry_next_cycle
 from coordinator.cluster_model import ClusterModel
 from coordinator.decisions import Decisions, Settled, collect
+from coordinator.failures import CoordinatorLost, ShardsFailed
 from coordinator.job_timers import remember_clocks
 from coordinator.jobs import Job
 from coordinator.node_mirror import NodeMirror
@@ -67,27 +68,6 @@ EVICTION_ACTIONS = ("consolidation", "reclaim", "preempt")
 # coordinator, so once in a while is enough. It rides with the cycle's first batch to each shard,
 # ahead of that batch's own request, rather than costing a round trip of its own.
 EXPIRY_SWEEP_SECONDS = 30.0
-
-
-class ShardsFailed(RuntimeError):
-    """Shards went down during a cycle. They were replaced and rebuilt from the model, and every
-    reservation of the cycle was undone: nothing of it is bound. The next cycle schedules again."""
-
-    def __init__(self, message: str, shards: frozenset[int], phase: str) -> None:
-        super().__init__(message)
-        self.shards = shards
-        self.phase = phase
-
-
-class CoordinatorLost(RuntimeError):
-    """The coordinator went away with the call (its actor's process died). Nothing of the call
-    took effect that its caller has not seen. ``replaced``: a new coordinator, rebuilt from what
-    the caller told the lost one, decides from the next call; False: none could be started, and
-    the next call tries again."""
-
-    def __init__(self, message: str, replaced: bool) -> None:
-        super().__init__(message)
-        self.replaced = replaced
 
 
 class Coordinator:

@@ -22,7 +22,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from coordinator.cluster_model import ClusterModel
-from coordinator.coordinator import Coordinator, CoordinatorLost, CycleResult
+from coordinator.coordinator import Coordinator, CycleResult
+from coordinator.failures import CoordinatorLost
 from coordinator.result_changes import ResultChange, ResultReceiver, ResultSender
 from kai_ray.deltas import ClusterDeltas
 from placement.rows import NodeRows

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from coordinator.coordinator import CoordinatorLost
+from coordinator.failures import CoordinatorLost
 
 
 @dataclass(slots=True)

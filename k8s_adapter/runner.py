@@ -18,7 +18,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry
 
-from coordinator.coordinator import BindIntent, CoordinatorLost, CycleResult
+from coordinator.failures import CoordinatorLost
+from coordinator.results import BindIntent, CycleResult
 from k8s_adapter.api import KubeApi, KubeError, describe
 from k8s_adapter.binder import POD_GONE, POD_RECREATED, BindBackoff, Binder, BindRequest, FractionBind
 from k8s_adapter.cache import ClusterCache
