@@ -3,7 +3,7 @@
 An action scenario goes through what ``kai-ray schedule`` does: the snapshot and config files
 are read by the same readers, and ``schedule_cmd.decide`` runs the session on the in-process
 coordinator and shards. A fair-share scenario goes through the fair-share reader and
-``fairshare_cmd.divide_problem``. The decisions are then judged as KAI's tests judge them:
+``fairshare_view.divide_problem``. The decisions are then judged as KAI's tests judge them:
 
 - every pod of the snapshot is in the output with one of KAI's statuses, and no other pod is;
 - every pod the KAI test asserted has the status it expected, on the node it expected (if any);
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kai_ray.app.cli.fairshare_cmd import divide_problem, division_json
+from kai_ray.app.cli.fairshare_view import divide_problem, division_json
 from kai_ray.app.cli.schedule_cmd import decide
 from kai_ray.io.config import load_config
 from kai_ray.io.fairshare_input import load_fairshare_problem
