@@ -18,9 +18,11 @@ from collections import Counter
 from pathlib import Path
 
 from tests.oracle.cases import write_case
-from tests.oracle.clusters import FOCI, Case, generate
+from tests.oracle.clusters import FOCI, generate
 from tests.oracle.compare import check
+from tests.oracle.contended import CONTENDED_FOCI
 from tests.oracle.harness import Oracle, OracleUnavailable, ensure_built
+from tests.oracle.manifests import Case
 from tests.oracle.shrink import shrink
 
 
@@ -35,7 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=2000, help="clusters to compare (default 2000)")
     parser.add_argument("--first", type=int, default=0, help="first seed (default 0)")
     parser.add_argument("--seeds", help="comma-separated seeds instead of --first/--count")
-    parser.add_argument("--focus", choices=FOCI, help="one focus for every seed (default: by seed)")
+    parser.add_argument(
+        "--focus",
+        choices=(*FOCI, *CONTENDED_FOCI, "contended"),
+        help="one focus for every seed (default: by seed; contended: one of the contended foci by seed)",
+    )
     parser.add_argument("--shrink", action="store_true", help="shrink each mismatch to a small case")
     parser.add_argument("--out", type=Path, help="write shrunk mismatches as case files here")
     args = parser.parse_args(argv)
@@ -69,11 +75,11 @@ def main(argv: list[str] | None = None) -> int:
                     write_case(args.out / f"{small.case_id}.yaml", small, kai, ray, diffs)
     seconds = time.monotonic() - started
     columns = ("same", "equivalent", "kai-varies", "deliberate", "mismatch", "kai-hang", "kai-crash")
-    print("\n" + f"{'focus':<20}" + "".join(f"{c:>12}" for c in columns))
-    for focus in FOCI:
+    print("\n" + f"{'focus':<26}" + "".join(f"{c:>12}" for c in columns))
+    for focus in (*FOCI, *CONTENDED_FOCI):
         row = [table[(focus, c)] for c in columns]
         if any(row):
-            print(f"{focus:<20}" + "".join(f"{n:>12}" for n in row))
+            print(f"{focus:<26}" + "".join(f"{n:>12}" for n in row))
     for name, count in sorted(deliberate.items()):
         print(f"deliberate difference {name}: {count}")
     total = sum(table.values())

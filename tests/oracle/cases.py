@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from tests.oracle.clusters import Case
+from tests.oracle.manifests import Case
 
 CASES = Path(__file__).resolve().parent / "cases"
 

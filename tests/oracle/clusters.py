@@ -9,7 +9,8 @@ and their reservation pod slots included), so the cluster is one a real schedule
 have left behind.
 
 The seed also picks a *focus* (``FOCI``): the action whose situations the cluster is
-steered towards, so that each action meets clusters where it has something to do.
+steered towards, so that each action meets clusters where it has something to do. The
+``CONTENDED_FOCI`` draw full clusters with deeper queue trees instead (``contended.py``).
 
 Times avoid the edges: runtimes and staleness ages are never within a minute or 20 s of
 the thresholds they are compared with, so a few seconds of wall-clock drift in the oracle
@@ -19,63 +20,26 @@ cannot tip a decision.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from tests.coordinator.random_clusters import _NodeRoom as Room  # the same first-fit packer
+from tests.oracle.contended import CONTENDED_FOCI, generate_contended
+from tests.oracle.manifests import (
+    GIB,
+    NODE_KINDS,
+    PRIORITY_CLASSES,
+    Case,
+    Doc,
+    Job,
+    node,
+    pod_group,
+    pods,
+    priority_classes,
+    queue,
+)
 
-NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
-GIB = 2**30
 FOCI = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction", "all")
 EVICTING = ("consolidation", "reclaim", "preempt", "all")  # foci whose actions pick victims
 ALL_ACTIONS = "allocate,consolidation,reclaim,preempt,stalegangeviction"
-PRIORITY_CLASSES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
-NODE_KINDS = {  # name: (gpus, cpu millicores, memory GiB)
-    "gpu8": (8, 64_000, 512),
-    "gpu4": (4, 32_000, 256),
-    "gpu2": (2, 16_000, 128),
-    "cpu": (0, 32_000, 128),
-}
-
-Doc = dict[str, Any]
-
-
-@dataclass
-class Case:
-    seed: int
-    focus: str
-    documents: list[Doc]
-    config: Doc
-    actions: str
-    now: str = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-    @property
-    def case_id(self) -> str:
-        return f"seed-{self.seed}-{self.focus}"
-
-
-def stamp(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _node(name: str, kind: str, pool: str, pods: int, gpu_memory: int) -> Doc:
-    gpus, cpu, memory = NODE_KINDS[kind]
-    allocatable = {"cpu": f"{cpu}m", "memory": f"{memory}Gi", "pods": str(pods)}
-    labels = {"pool": pool, "node-kind": kind}
-    if gpus:
-        allocatable["nvidia.com/gpu"] = str(gpus)
-        labels["nvidia.com/gpu.memory"] = str(gpu_memory)
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "status": {
-            "allocatable": allocatable,
-            "capacity": dict(allocatable),
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
 
 
 def _resources(rng: random.Random, kind: str) -> Doc:
@@ -98,56 +62,20 @@ def _queues(rng: random.Random, focus: str) -> tuple[list[Doc], list[str]]:
     leaves = rng.randint(2 if focus == "reclaim" else 1, 4)
     docs: list[Doc] = []
     for i in range(departments):
-        docs.append(_queue(f"dept{i}", None, rng.choice((100, 100, 200)), _resources(rng, "department"), i))
+        docs.append(queue(f"dept{i}", None, rng.choice((100, 100, 200)), _resources(rng, "department"), i))
     names = []
     for i in range(leaves):
         parent = f"dept{rng.randrange(departments)}" if departments else None
         names.append(f"q{i}")
         priority = rng.choice((100, 100, 100, 50, 200))
-        docs.append(_queue(f"q{i}", parent, priority, _resources(rng, "leaf"), departments + i))
+        docs.append(queue(f"q{i}", parent, priority, _resources(rng, "leaf"), departments + i))
         if rng.random() < 0.15:
             spec = docs[-1]["spec"]
             spec[rng.choice(("preemptMinRuntime", "reclaimMinRuntime"))] = rng.choice(("5m", "30m"))
     return docs, names
 
 
-def _queue(name: str, parent: str | None, priority: int, resources: Doc, order: int) -> Doc:
-    spec: Doc = {"priority": priority, "resources": resources}
-    if parent:
-        spec["parentQueue"] = parent
-    created = stamp(datetime(2025, 1, 1, tzinfo=UTC) + timedelta(seconds=order))
-    return {
-        "apiVersion": "scheduling.run.ai/v2",
-        "kind": "Queue",
-        "metadata": {"name": name, "creationTimestamp": created},
-        "spec": spec,
-    }
-
-
-@dataclass
-class _Job:
-    name: str
-    queue: str
-    priority_class: str
-    preemptibility: str | None
-    pods: int
-    min_member: int
-    shape: str  # whole | fraction | cpu
-    gpus: int
-    fraction: float | None
-    cpu: int
-    memory: int
-    age_minutes: int
-    running: int
-    releasing: int
-    affinity_pool: str | None = None
-    sub_groups: list[tuple[str, int]] = field(default_factory=list)
-    runtime_minutes: int | None = None  # since kai.scheduler/last-start-timestamp
-    stale_seconds: int | None = None  # since kai.scheduler/stale-podgroup-timestamp
-    placed: list[tuple[str, str]] = field(default_factory=list)  # (node, gpu group) of running/releasing pods
-
-
-def _job(rng: random.Random, index: int, leaves: list[str], focus: str, shapes: tuple[str, ...]) -> _Job:
+def _job(rng: random.Random, index: int, leaves: list[str], focus: str, shapes: tuple[str, ...]) -> Job:
     pods = rng.choice((1, 1, 1, 2, 2, 3, 4))
     shape = rng.choice(shapes)
     if focus == "consolidation" and rng.random() < 0.6:
@@ -172,7 +100,7 @@ def _job(rng: random.Random, index: int, leaves: list[str], focus: str, shapes: 
         # Shared-GPU pods are never victims here: KAI v0.12's books for a shared GPU whose pods
         # are evicted or moved in a victim search go out of balance (a case file pins one).
         preemptibility = "non-preemptible"
-    job = _Job(
+    job = Job(
         name=f"j{index}",
         queue=rng.choice(leaves),
         priority_class=rng.choice(classes),
@@ -198,7 +126,7 @@ def _job(rng: random.Random, index: int, leaves: list[str], focus: str, shapes: 
     return job
 
 
-def _place(rng: random.Random, job: _Job, rooms: dict[str, Room], pools: dict[str, str]) -> None:
+def _place(rng: random.Random, job: Job, rooms: dict[str, Room], pools: dict[str, str]) -> None:
     order = sorted(rooms)
     rng.shuffle(order)
     if job.affinity_pool:
@@ -209,61 +137,6 @@ def _place(rng: random.Random, job: _Job, rooms: dict[str, Room], pools: dict[st
             if group is not None:
                 job.placed.append((name, group))
                 break
-
-
-def _pod_group(job: _Job) -> Doc:
-    created = NOW - timedelta(minutes=job.age_minutes)
-    annotations: Doc = {}
-    if job.runtime_minutes is not None and job.placed:
-        annotations["kai.scheduler/last-start-timestamp"] = stamp(NOW - timedelta(minutes=job.runtime_minutes))
-    if job.stale_seconds is not None:
-        annotations["kai.scheduler/stale-podgroup-timestamp"] = stamp(NOW - timedelta(seconds=job.stale_seconds))
-    spec: Doc = {"minMember": job.min_member, "queue": job.queue, "priorityClassName": job.priority_class}
-    if job.preemptibility:
-        spec["preemptibility"] = job.preemptibility
-    if job.sub_groups:
-        spec["subGroups"] = [{"name": n, "minMember": m} for n, m in job.sub_groups]
-    meta: Doc = {"name": job.name, "namespace": "default", "creationTimestamp": stamp(created)}
-    if annotations:
-        meta["annotations"] = annotations
-    return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": meta, "spec": spec}
-
-
-def _pods(job: _Job) -> list[Doc]:
-    docs = []
-    created = stamp(NOW - timedelta(minutes=job.age_minutes))
-    for i in range(job.pods):
-        requests: Doc = {"cpu": f"{job.cpu}m", "memory": str(job.memory)}
-        annotations: Doc = {"pod-group-name": job.name}
-        labels: Doc = {"kai.scheduler/queue": job.queue}
-        container: Doc = {"name": "main", "image": "busybox", "resources": {"requests": requests}}
-        if job.gpus:
-            requests["nvidia.com/gpu"] = str(job.gpus)
-            container["resources"]["limits"] = {"nvidia.com/gpu": str(job.gpus)}
-        if job.fraction is not None:
-            annotations["gpu-fraction"] = str(job.fraction)
-        if job.sub_groups:
-            labels["kai.scheduler/subgroup-name"] = job.sub_groups[i % len(job.sub_groups)][0]
-        spec: Doc = {"schedulerName": "kai-scheduler", "containers": [container]}
-        if job.affinity_pool:
-            term = {"matchExpressions": [{"key": "pool", "operator": "In", "values": [job.affinity_pool]}]}
-            spec["affinity"] = {
-                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
-            }
-        meta: Doc = {"name": f"{job.name}-{i}", "namespace": "default", "creationTimestamp": created}
-        status: Doc = {"phase": "Pending"}
-        if i < len(job.placed):
-            node, group = job.placed[i]
-            spec["nodeName"] = node
-            status = {"phase": "Running"}
-            if group:
-                labels["runai-gpu-group"] = group
-            if i >= job.running:
-                meta["deletionTimestamp"] = stamp(NOW - timedelta(seconds=5))
-        meta["labels"] = labels
-        meta["annotations"] = annotations
-        docs.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status})
-    return docs
 
 
 # The plugins kai-ray leaves out when a config turns them off (kai_ray.plugins.SWITCHABLE).
@@ -298,21 +171,24 @@ def _plugins(rng: random.Random) -> Doc:
 
 
 def generate(seed: int, focus: str | None = None) -> Case:
+    """The cluster of ``seed``; ``focus`` one of ``FOCI`` or ``CONTENDED_FOCI`` (by seed when
+    None), or "contended": one of ``CONTENDED_FOCI`` by seed."""
+    if focus == "contended":
+        focus = CONTENDED_FOCI[seed % len(CONTENDED_FOCI)]
+    if focus in CONTENDED_FOCI:
+        return generate_contended(seed, focus)
     rng = random.Random(seed)
     focus = focus or FOCI[seed % len(FOCI)]
-    documents: list[Doc] = [
-        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
-        for n, v in PRIORITY_CLASSES.items()
-    ]
+    documents: list[Doc] = priority_classes()
     rooms: dict[str, Room] = {}
     pools: dict[str, str] = {}
     for i in range(rng.randint(2, 6)):
         kind = rng.choice(("gpu8", "gpu8", "gpu4", "gpu4", "gpu2", "cpu"))
         name, pool = f"node-{i}", rng.choice(("a", "b"))
-        pods = 110  # generous: pod-slot accounting differs on purpose (a case file pins it)
-        documents.append(_node(name, kind, pool, pods, rng.choice((40960, 81920))))
+        slots = 110  # generous: pod-slot accounting differs on purpose (a case file pins it)
+        documents.append(node(name, kind, pool, slots, rng.choice((40960, 81920))))
         gpus, cpu, memory = NODE_KINDS[kind]
-        rooms[name] = Room(cpu, memory * GIB, gpus, pods)
+        rooms[name] = Room(cpu, memory * GIB, gpus, slots)
         pools[name] = pool
     queue_docs, leaves = _queues(rng, focus)
     documents.extend(queue_docs)
@@ -325,7 +201,7 @@ def generate(seed: int, focus: str | None = None) -> Case:
             _place(rng, job, rooms, pools)
         if job.runtime_minutes is not None and not job.placed:
             job.runtime_minutes = None
-        documents.append(_pod_group(job))
-        documents.extend(_pods(job))
+        documents.append(pod_group(job))
+        documents.extend(pods(job))
     config, actions = _config(rng, focus)
     return Case(seed, focus, documents, config, actions)

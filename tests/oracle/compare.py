@@ -26,8 +26,8 @@ from kai_ray.deltas import ClusterDeltas
 from kai_ray.io.config import config_from_mapping
 from kai_ray.io.fields import parse_time
 from kai_ray.io.snapshot_loader import snapshot_from_documents
-from tests.oracle.clusters import Case, Doc
 from tests.oracle.harness import Oracle, OracleCrash, OracleTimeout
+from tests.oracle.manifests import Case, Doc
 
 Outcome = dict[str, Any]
 

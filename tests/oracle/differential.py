@@ -5,7 +5,9 @@
 Not collected by the default run (the file name does not start with ``test_``). The first
 run builds the harness into the cache outside the repository (minutes); later runs start
 in seconds. ``KAI_RAY_ORACLE_SEEDS`` sets how many seeded clusters each focus gets (default
-100, so 600 in all); ``python -m tests.oracle`` is the long run.
+100, so 600 in all) and ``KAI_RAY_ORACLE_CONTENDED_SEEDS`` how many each contended focus gets
+(default 20, so 80: full clusters cost more, and the long run covers them by the thousand);
+``python -m tests.oracle`` is the long run.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from kai_ray.model import ClusterSnapshot
 from tests.oracle.cases import case_files, decisions, load_case
 from tests.oracle.clusters import FOCI, generate
 from tests.oracle.compare import check
+from tests.oracle.contended import CONTENDED_FOCI
 from tests.oracle.harness import Oracle, OracleUnavailable, ensure_built
 
 SEEDS = int(os.environ.get("KAI_RAY_ORACLE_SEEDS", "100"))
+CONTENDED_SEEDS = int(os.environ.get("KAI_RAY_ORACLE_CONTENDED_SEEDS", "20"))
 AGREE = ("same", "equivalent", "kai-varies")  # kai-ray gave (one of) KAI's answers
 NOT_COMPARED = ("kai-hang", "kai-crash")  # KAI's session never ended, or its code panicked
 
@@ -47,10 +51,18 @@ def oracle() -> Iterator[Oracle]:
 
 @pytest.mark.parametrize("focus", FOCI)
 def test_seeded_clusters_are_decided_as_kai_decides(oracle: Oracle, focus: str) -> None:
-    first = FOCI.index(focus) * 100_000
+    _compare_seeds(oracle, focus, FOCI.index(focus) * 100_000, SEEDS)
+
+
+@pytest.mark.parametrize("focus", CONTENDED_FOCI)
+def test_contended_clusters_are_decided_as_kai_decides(oracle: Oracle, focus: str) -> None:
+    _compare_seeds(oracle, focus, (len(FOCI) + CONTENDED_FOCI.index(focus)) * 100_000, CONTENDED_SEEDS)
+
+
+def _compare_seeds(oracle: Oracle, focus: str, first: int, count: int) -> None:
     unexplained = []
     counts: dict[str, int] = {}
-    for seed in range(first, first + SEEDS):
+    for seed in range(first, first + count):
         case = generate(seed, focus)
         result, diffs, _, _ = check(oracle, case)
         kind = result.split(":")[0]
@@ -59,7 +71,7 @@ def test_seeded_clusters_are_decided_as_kai_decides(oracle: Oracle, focus: str) 
             unexplained.append(f"seed {seed}: {'; '.join(diffs[:3])}")
     hint = f"shrink with: python -m tests.oracle --focus {focus} --seeds <seed> --shrink --out DIR"
     assert not unexplained, f"{counts}; {hint}\n" + "\n".join(unexplained)
-    compared = SEEDS - sum(counts.get(k, 0) for k in NOT_COMPARED)
+    compared = count - sum(counts.get(k, 0) for k in NOT_COMPARED)
     assert sum(counts.get(k, 0) for k in AGREE) >= 0.8 * compared, counts  # the comparison is not vacuous
 
 

@@ -11,7 +11,7 @@ import copy
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from tests.oracle.clusters import Case, Doc
+from tests.oracle.manifests import Case, Doc
 
 StillFails = Callable[[Case], bool]
 
