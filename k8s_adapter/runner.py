@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -21,12 +20,13 @@ from prometheus_client import CollectorRegistry
 from coordinator.failures import CoordinatorLost
 from coordinator.results import BindIntent, CycleResult
 from k8s_adapter.api import KubeApi, KubeError, describe
-from k8s_adapter.binder import POD_GONE, POD_RECREATED, BindBackoff, Binder, BindRequest, FractionBind
+from k8s_adapter.bind_sender import BindSender
+from k8s_adapter.binder import BindBackoff, Binder
 from k8s_adapter.cache import ClusterCache
-from k8s_adapter.claims import ClaimBind, allocation_json
 from k8s_adapter.coordinator_health import CoordinatorHealth
 from k8s_adapter.decision_log import DecisionLog
-from k8s_adapter.evictor import Evictor, EvictRequest
+from k8s_adapter.evict_sender import EvictSender
+from k8s_adapter.evictor import Evictor
 from k8s_adapter.explain import group_notes
 from k8s_adapter.gpu_sharing import ReservationService, ReservationSettings, gpu_groups_of
 from k8s_adapter.job_clocks import JobClockWriter
@@ -37,11 +37,9 @@ from k8s_adapter.metrics import SchedulerMetrics
 from k8s_adapter.problems import problem_events
 from k8s_adapter.reflector import Reflector
 from k8s_adapter.startup import StartupClock
-from k8s_adapter.status import Eviction, StatusWriter, describe_evictions
+from k8s_adapter.status import StatusWriter
 from k8s_adapter.usage_feeds import UsageFeed
-from kai_ray import labels as L
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.model import PodState
 from pod_grouper.live import DEFER_SECONDS, PodGrouper
 
 log = logging.getLogger(__name__)
@@ -113,12 +111,13 @@ class SchedulerLoop:
         self._next_reservation_sweep = 0.0
         self.evictor = Evictor(api, mode=eviction_mode, mark=mark_disruption_target)
         self.status = StatusWriter(api, component=cache.scheduler_name)
+        self.evictions = EvictSender(self.evictor, self.status, cache, self.metrics)
         self.bind_backoff = bind_backoff or BindBackoff()
         self.clocks = JobClockWriter(api)
         self.usage = usage  # time-based fair share (None: no usage, KAI's default)
-        self._binding: set[str] = set()  # pods whose bind is in flight
-        self.grouper = PodGrouper(api, self._binding, self.clocks, defer=DEFER_SECONDS)
         self.pod_grouper = pod_grouper  # off: no PodGroup creates or pod patches (the chart may not grant them)
+        self.binds = BindSender(self.binder, self.status, self.bind_backoff, cache, self.metrics, pod_grouper)
+        self.grouper = PodGrouper(api, self.binds.in_flight, self.clocks, defer=DEFER_SECONDS)
         kinds = WATCHED + (DRA_WATCHED if dra else ())
         self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event, on_page=cache.on_page) for kind in kinds]
         self.state = LoopState()
@@ -129,7 +128,6 @@ class SchedulerLoop:
         self._in_flight: set[asyncio.Task[None]] = set()
         self._explaining: asyncio.Task[None] | None = None
         self._grouping: asyncio.Task[None] | None = None  # the pod grouper's pass in flight
-        self._evicting: dict[str, Eviction] = {}  # pod -> what its eviction events will say, until evicted
 
     def stop(self) -> None:
         self._stop.set()
@@ -356,84 +354,12 @@ class SchedulerLoop:
         if not self.leadership.is_leader():  # fencing: the lease may have moved during the cycle
             await self._locked(coordinator.bind_failed, [b.pod for b in binds])
             return
-        requests = [self._bind_request(b) for b in binds]
-        pods = [r.pod for r in requests]
-        self._binding.update(pods)
-        try:
-            results = await self.binder.bind_all(requests)
-        finally:
-            self._binding.difference_update(pods)
-        nodes = {b.pod: b.node for b in binds}
-        uids = {r.pod: r.uid for r in requests}
-        await self.status.bound([(r.pod, uids[r.pod], nodes[r.pod], r.ok, r.reason) for r in results])
-        failed = [r.pod for r in results if not r.ok]
-        clock = time.monotonic()
-        for result in results:
-            if result.ok:
-                self.bind_backoff.bound(result.pod)
-            elif result.reason not in (POD_GONE, POD_RECREATED):
-                until = self.bind_backoff.failed(result.pod, result.reason, clock)
-                self.cache.hold_back(result.pod, until, result.reason)
-        if failed:
-            await self._locked(coordinator.bind_failed, failed)
-        self.state.binds += len(results) - len(failed)
-        now = time.time()
-        created = [self.cache.pods.get(r.pod) for r in results if r.ok]
-        waited = [now - pod.created for pod in created if pod is not None]
-        self.metrics.observe_binds(len(results) - len(failed), len(failed), waited)
-
-    def _bind_request(self, bind: BindIntent) -> BindRequest:
-        pod = self.cache.pods.get(bind.pod)
-        fraction = None
-        if pod is not None and pod.gpu_share is not None and bind.gpu_groups:
-            node = self.cache.nodes.get(bind.node)
-            portion = pod.gpu_share.accepted_portion(node.gpu_memory_mib if node is not None else 0.0)
-            fraction = FractionBind(f"{portion:.2f}", pod.gpu_share.devices > 1)
-        class_configs = (
-            {name: json.loads(c.config_json) for name, c in self.cache.dra.classes.items()} if bind.claims else {}
-        )
-        claims = tuple(
-            ClaimBind(g.claim.split("/", 1)[1], allocation_json(g.allocation), class_configs) for g in bind.claims
-        )
-        # A bare pod's own PodGroup name rides on the binding (the pod grouper need not PATCH it).
-        group = self.cache.own_group(bind.pod) if self.pod_grouper else None
-        annotations = ((L.POD_GROUP_ANNOTATION, group),) if group else ()
-        uid = pod.uid if pod is not None else ""
-        return BindRequest(bind.pod, uid, bind.node, bind.gpu_groups, fraction, claims, annotations)
+        bound = await self.binds.send(binds, lambda failed: self._locked(coordinator.bind_failed, failed))
+        self.state.binds += bound  # after the await: sends overlap, and each must add to the latest count
 
     async def _evict(self, outcome: CycleResult) -> None:
-        requests = [EvictRequest(e.pod, e.action, e.preemptor, self._uid(e.pod)) for e in outcome.evictions]
-        self._evicting.update(describe_evictions(outcome, self.cache))
-        if requests or self.evictor.waiting:
-            report = await self.evictor.evict_all(requests, self._still_wanted)
-            self.state.evictions += len(report.evicted)
-            sent = [self._evicting.pop(pod) for pod in report.evicted if pod in self._evicting]
-            for eviction in sent:
-                namespace, _, name = eviction.group.partition("/")
-                self.metrics.observe_eviction(eviction.action, name, namespace, eviction.group_uid)
-            for pod in (*report.failed, *report.dropped):
-                self._evicting.pop(pod, None)
-            await self.status.evicted(sent)
-
-    def _uid(self, pod: str) -> str:
-        record = self.cache.pods.get(pod)
-        return record.uid if record is not None else ""
-
-    def _still_wanted(self, request: EvictRequest) -> str | None:
-        """Why an eviction must not be sent now (None: send it): the state it was decided on is gone."""
-        victim = self.cache.pod_now(request.pod)
-        if victim is None:
-            return "the pod is gone"
-        if request.uid and victim.uid != request.uid:
-            return "the pod was re-created since"
-        if victim.state not in (PodState.RUNNING, PodState.BINDING):
-            return f"the pod is {victim.state.value} already"
-        if request.preemptor is None:
-            return None
-        members = (self.cache.pod_now(p) for p in self.cache.members(request.preemptor))
-        if not any(m is not None and m.state in (PodState.PENDING, PodState.PIPELINED) for m in members):
-            return f"{request.preemptor}, which it made room for, no longer waits"
-        return None
+        evicted = await self.evictions.send(outcome)
+        self.state.evictions += evicted  # after the await (see _bind)
 
     async def _explain(self, outcome: CycleResult) -> None:
         """Conditions and events from the cycle, with what the adapter knows better: malformed

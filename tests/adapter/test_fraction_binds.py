@@ -28,8 +28,8 @@ async def test_a_gpu_memory_request_gets_its_portion_of_the_nodes_device_memory(
     loop = env.loop()
     async with running(loop):
         await until(lambda: "default/mem" in loop.cache.pods and "kwok-node-0" in loop.cache.nodes)
-        mem = loop._bind_request(BindIntent("default/mem", "kwok-node-0", ("g",), "r"))
-        wide = loop._bind_request(BindIntent("default/wide", "kwok-node-0", ("g1", "g2"), "r"))
+        mem = loop.binds.request(BindIntent("default/mem", "kwok-node-0", ("g",), "r"))
+        wide = loop.binds.request(BindIntent("default/wide", "kwok-node-0", ("g1", "g2"), "r"))
         # 20000 MiB of an 81920 MiB device is 0.2441...: KAI rounds up to hundredths.
         assert mem.fraction is not None and mem.fraction.portion == "0.25" and not mem.fraction.multi
         assert wide.fraction is not None and wide.fraction.portion == "0.30" and wide.fraction.multi
