@@ -349,6 +349,20 @@ class ClusterCache:
                 del self._raw_ungrouped[pod]
                 self._ungrouped_dirty = True
 
+    def _own_group_gone(self, group: str) -> None:
+        """The PodGroup object ``group`` was deleted: a bare pod of ours that names it as its own
+        group (``pod-group-name: pg-<pod>-<uid>``) is grouped as if it named none, as a pod read
+        afresh with that annotation and no such object is (``_upsert_pod``), and as a snapshot of
+        the same objects groups it; not left in a group that no longer exists."""
+        for member in list(self._groups.members.get(group, ())):
+            pod = self.pods.get(member)
+            if (
+                pod is not None
+                and pod.scheduler_name == self.scheduler_name
+                and pod.pod_group == own_group_name(pod, self.owners.get(member, ()))
+            ):
+                self._groups.place(member, group, True)
+
     def own_group(self, key: str) -> str | None:
         """The PodGroup name a bind of pod ``key`` may annotate it with: its own group's, for a bare
         pod of ours grouped alone that names no other group (None otherwise)."""
@@ -383,6 +397,7 @@ class ClusterCache:
             self._groups.touch_all(self.raw_groups)
         elif kind is POD_GROUPS:
             self._groups.touch([key])
+            self._own_group_gone(key)
         elif kind is QUEUES:
             self._queues_dirty = True
         elif kind is NODES:

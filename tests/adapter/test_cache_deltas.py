@@ -130,3 +130,26 @@ async def test_the_pod_grouper_forgets_pods_that_left_its_work_list() -> None:
     assert await grouper.group(pods) == 0  # annotated already; the watch has not shown it yet
     assert await grouper.group(pods[:1]) == 0 and len(grouper.done) == 1
     assert await grouper.group([]) == 0 and not grouper.done
+
+
+def test_a_bare_pod_whose_own_group_object_is_deleted_stays_in_an_implicit_group() -> None:
+    """A bound bare pod names the group the pod grouper made for it; that PodGroup is deleted and
+    the pod keeps running. It is grouped as if it named none (as a restart, or a snapshot of the
+    same objects, groups it): its queue still counts it, rather than a group that is gone."""
+    cache = ClusterCache()
+    cache.on_list(POD_GROUPS, [group("pg-p-u-p", queue="q")])
+    running = member("p", "pg-p-u-p")
+    running["spec"]["nodeName"], running["status"]["phase"] = "n1", "Running"
+    cache.on_list(PODS, [running])
+    first = cache.take_deltas()
+    assert [g.key for g in first.pod_groups_upserted] == ["ns/pg-p-u-p"]
+    cache.on_event(POD_GROUPS, "DELETED", group("pg-p-u-p", queue="q"))
+    deltas = cache.take_deltas()
+    assert deltas.pod_groups_removed == ()  # the same group, made from the pod: nothing to send
+    assert all(g.key == "ns/pg-p-u-p" and g.queue == "q" for g in deltas.pod_groups_upserted)
+    # A pod that names another group (not its own) is left where it was: waiting for that object.
+    cache.on_list(POD_GROUPS, [group("g", queue="q")])
+    cache.on_list(PODS, [running, member("other", "g")])
+    cache.take_deltas()
+    cache.on_event(POD_GROUPS, "DELETED", group("g", queue="q"))
+    assert cache.take_deltas().pod_groups_removed == ("ns/g",)
