@@ -345,9 +345,25 @@ class Statement:
 
 def _drop(task: Task, holding: Holding) -> None:
     """Remove this very holding: a pod moved in the session holds on two nodes, and holdings
-    compare by value (numpy vectors), so list.remove would compare arrays."""
+    compare by value (numpy vectors), so list.remove would compare arrays. Failing that, one
+    equal to it: an eviction taken back holds again with a new, equal holding (``_swap``), and a
+    placement made before that eviction in the same statement is undone after it."""
     for i, held in enumerate(task.holdings):
         if held is holding:
             del task.holdings[i]
             return
+    for i, held in enumerate(task.holdings):
+        if _same_hold(held, holding):
+            del task.holdings[i]
+            return
     raise ValueError(f"{task.key} does not hold {holding}")
+
+
+def _same_hold(a: Holding, b: Holding) -> bool:
+    return (a.pod, a.node, a.kind, a.shares, a.created_groups) == (
+        b.pod,
+        b.node,
+        b.kind,
+        b.shares,
+        b.created_groups,
+    ) and np.array_equal(a.vector, b.vector)
