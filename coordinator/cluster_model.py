@@ -61,6 +61,9 @@ class ClusterModel:
         self.assumed: dict[str, Pod] = {}  # bound by us, not yet seen bound by the watch
         self.nodes: dict[str, Node] = {}
         self.pods: dict[str, Pod] = {}
+        # Pods held by a scheduling gate: no session places them, so they are kept apart from
+        # ``pods`` (and from the shards) until the gate goes (coordinator/admission.py decides them).
+        self.gated: dict[str, Pod] = {}
         self.pod_groups: dict[str, PodGroup] = {}
         self.queues: dict[str, Queue] = {}
         self.unusable_queues: dict[str, str] = {}  # left out of the tree: name -> why
@@ -99,6 +102,8 @@ class ClusterModel:
         if deltas:
             self.version += 1
         pods = tuple(self._keep_assumption(pod) for pod in deltas.pods_upserted)
+        if any(pod.gated for pod in pods):
+            pods = self._hold_gated(pods)
         if deltas.nodes_upserted or deltas.nodes_removed:
             self.nodes_version += 1
         if deltas.queues_upserted or deltas.queues_removed:
@@ -115,6 +120,7 @@ class ClusterModel:
         for name in deltas.nodes_removed:
             self.nodes.pop(name, None)
         for pod in pods:
+            self.gated.pop(pod.key, None)  # its gates are gone: a pod like any other from now on
             self.pods[pod.key] = pod
             self._pod_written(pod.key)
             if pod.resource_claims:
@@ -122,6 +128,7 @@ class ClusterModel:
             else:
                 self.claiming_pods.discard(pod.key)
         for key in deltas.pods_removed:
+            self.gated.pop(key, None)
             self.pods.pop(key, None)
             self._pod_written(key)
             self.claiming_pods.discard(key)
@@ -149,6 +156,16 @@ class ClusterModel:
             self.queue_usage = dict(deltas.queue_usage)
             self.queues_version += 1
         return replace(deltas, pods_upserted=pods)
+
+    def _hold_gated(self, pods: tuple[Pod, ...]) -> tuple[Pod, ...]:
+        """Set the gated pods aside; the others go on. Gates are only ever removed, so a gated pod
+        was never in ``pods``; should it be (a snapshot's churn), it leaves as if deleted."""
+        for pod in pods:
+            if pod.gated:
+                self.gated[pod.key] = pod
+                if self.pods.pop(pod.key, None) is not None:
+                    self._pod_written(pod.key)
+        return tuple(pod for pod in pods if not pod.gated)
 
     def _pods_on(self, nodes: set[str], skip: set[str]) -> tuple[Pod, ...]:
         """Pods this model still places on ``nodes``: a node that was deleted and registers again

@@ -34,6 +34,7 @@ from functools import partial
 from coordinator.actions import VictimLists
 from coordinator.actions.allocate import explain_unplaced
 from coordinator.actions.registry import build_actions
+from coordinator.admission import admit, with_gated
 from coordinator.binding import BindCommit, BindSink, ShardLost, check, retry_next_cycle
 from coordinator.cluster_model import ClusterModel
 from coordinator.decisions import Decisions, Settled, collect
@@ -206,6 +207,10 @@ class Coordinator:
         result.decisions = collect(state, stmt.evictions, self.settled, stmt.touched)
         for job_key, why in result.refused.items():
             retry_next_cycle(state, job_key, why, result)
+        if self.model.gated:  # judged on the queues as this session leaves them
+            admission = admit(state, self.model.gated, self.model.pod_groups)
+            result.decisions = with_gated(result.decisions, admission)
+            result.ungates = admission.ungate
         result.pod_queues, result.pod_jobs = self.pod_maps.of(state)
         result.not_ready_jobs = not_ready_gangs(state, stmt.touched)
         result.search_skipped = dict(state.searches.skipped)

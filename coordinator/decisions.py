@@ -21,6 +21,8 @@ class PodDecision:
     gpu_groups: tuple[str, ...] = ()
     reason: str = ""
     claims: tuple[tuple[str, tuple[str, ...]], ...] = ()  # DRA claims allocated now: name, device keys
+    gate: str = ""  # a gated pod: held | removing | foreign (coordinator/admission.py)
+    gates: tuple[str, ...] = ()  # its spec.schedulingGates
 
 
 @dataclass(slots=True)
@@ -44,6 +46,8 @@ def _pod_json(decision: PodDecision) -> dict[str, Any]:
         out["reason"] = decision.reason
     if decision.claims:
         out["claims"] = {name: list(devices) for name, devices in decision.claims}
+    if decision.gates:
+        out["schedulingGates"] = {"names": list(decision.gates), "state": decision.gate}
     return out
 
 

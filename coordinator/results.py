@@ -56,3 +56,4 @@ class CycleResult:
     paused_jobs: frozenset[str] = frozenset()  # jobs whose victim search waits out a backoff
     refused: dict[str, str] = field(default_factory=dict)  # job -> why a shard refused its binds
     job_clocks: dict[str, JobClock] = field(default_factory=dict)  # pod groups whose timestamps changed
+    ungates: list[str] = field(default_factory=list)  # gated pods whose queue has room: remove kai-ray's gate

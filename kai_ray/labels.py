@@ -28,6 +28,10 @@ STALENESS_GRACE_ANNOTATION = "kai.scheduler/staleness-grace-period"
 LAST_EVICTION_ANNOTATION = "kai.scheduler/last-eviction-timestamp"
 PREEMPTION_DELAY_ANNOTATION = "kai.scheduler/preemption-delay"
 EXPECTED_RUNTIME_ANNOTATION = "kai.scheduler/expected-runtime"  # beyond KAI: the name of its PR #941
+# KAI's queue-admission gate (its design's locked name): a pod created with it waits, hidden from
+# cluster autoscalers, until the scheduler removes it for a queue with room (docs/admission-gating.md).
+ADMISSION_GATE = "kai.scheduler/queue-admission"
+ADMITTED_ANNOTATION = "kai.scheduler/queue-admitted-timestamp"  # stamped when the gate is removed
 KUBEFLOW_ROLE_LABEL = "training.kubeflow.org/job-role"
 RAY_NODE_TYPE_LABEL = "ray.io/node-type"
 

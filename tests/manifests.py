@@ -105,6 +105,7 @@ def pod(
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
     priority_class_name: str | None = None,
+    gates: tuple[str, ...] = (),
 ) -> Manifest:
     requests: dict[str, str] = {"cpu": cpu, "memory": memory}
     if gpu:
@@ -123,6 +124,8 @@ def pod(
         spec["nodeName"] = node_name
     if priority_class_name is not None:
         spec["priorityClassName"] = priority_class_name
+    if gates:
+        spec["schedulingGates"] = [{"name": gate} for gate in gates]
     manifest: Manifest = {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -270,6 +270,7 @@ def parse_pod(reader: ObjectReader, lenient: list[str] | None = None) -> Pod:
         is_leader=_is_leader(pod_labels),
         priority_class_name=reader.get("spec.priorityClassName") or pod_labels.get(L.PRIORITY_CLASS_LABEL) or None,
         resource_claims=parse_pod_claims(reader),
+        scheduling_gates=_gates(reader.get("spec.schedulingGates")),
     )
 
 
@@ -354,4 +355,13 @@ def _common_pod(reader: ObjectReader) -> Pod | None:
         is_leader=_is_leader(pod_labels),
         priority_class_name=spec.get("priorityClassName") or pod_labels.get(L.PRIORITY_CLASS_LABEL) or None,
         resource_claims=claims,
+        scheduling_gates=_gates(spec.get("schedulingGates")) if "schedulingGates" in spec else (),
     )
+
+
+def _gates(value: object) -> tuple[str, ...]:
+    """``spec.schedulingGates`` as names. The API server validates the list (each an object with a
+    unique name); a snapshot entry that is not one still counts, so a gated pod is never bound."""
+    if not value or not isinstance(value, list):
+        return ()
+    return tuple(str(gate.get("name") or "") if isinstance(gate, dict) else str(gate) for gate in value)

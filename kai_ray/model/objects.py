@@ -138,10 +138,17 @@ class Pod:
     is_leader: bool = False  # kubeflow master/launcher or ray head: placed first
     priority_class_name: str | None = None
     resource_claims: tuple[PodClaim, ...] = ()  # DRA: spec.resourceClaims, resolved names where known
+    scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates: names; no scheduler may bind it while any is left
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def gated(self) -> bool:
+        """Held back from every scheduler: gated and not bound (the API server refuses a binding
+        while any gate is left, and a bound pod cannot have gated)."""
+        return bool(self.scheduling_gates) and self.node is None
 
     @property
     def is_fractional(self) -> bool:

@@ -99,11 +99,16 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         print_json(decisions.to_json())
         return 0
-    rows = [
+    headers = ["pod", "status", "node", "gpu groups", "reason"]
+    rows: list[list[object]] = [
         [key, d.status, d.node, ",".join(d.gpu_groups) or None, d.reason or None]
         for key, d in sorted(decisions.pods.items())
     ]
-    print(format_table(["pod", "status", "node", "gpu groups", "reason"], rows))
+    if any(d.gates for d in decisions.pods.values()):  # the column only where some pod is gated
+        headers.insert(2, "gate")
+        for row, (_, d) in zip(rows, sorted(decisions.pods.items()), strict=True):
+            row.insert(2, f"{d.gate}: {','.join(d.gates)}" if d.gates else None)
+    print(format_table(headers, rows))
     counts = Counter(d.status for d in decisions.pods.values())
     print("\n" + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     queue_rows = [
