@@ -4,7 +4,9 @@
   PriorityClass (an unknown class is 403, as the Priority admission plugin answers); requests
   default to limits; containers must have a name and an image.
 - Update: the spec is immutable except container images, tolerations, activeDeadlineSeconds and
-  removing scheduling gates; ``spec.nodeName`` is set only through ``pods/binding``.
+  removing scheduling gates (adding one is refused, as is creating a bound pod with gates; a pod
+  created gated starts with ``PodScheduled=False``, reason ``SchedulingGated``); ``spec.nodeName``
+  is set only through ``pods/binding``.
 - Binding: optional uid precondition (409 on mismatch), 409 when already bound, terminating or
   still gated (``spec.schedulingGates``).
   Like upstream, the target node is not required to exist; such a pod simply never starts.
@@ -73,6 +75,17 @@ class PodStrategy(Strategy):
             container.setdefault("terminationMessagePolicy", "File")
         self._resolve_priority(reg, obj)
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj)}
+        if _gates(spec):  # what autoscalers read as "not waiting for a node"
+            obj["status"]["conditions"] = [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "SchedulingGated",
+                    "message": "Scheduling is blocked due to non-empty scheduling gates",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": reg.clock.timestamp(),
+                }
+            ]
 
     def _resolve_priority(self, reg: Registry, pod: Obj) -> None:
         spec = pod["spec"]
@@ -114,7 +127,7 @@ class PodStrategy(Strategy):
             seen.add(name)
             if not container.get("image") and old is None:
                 causes.append((f"spec.containers[{i}].image", "Required value"))
-        return causes + pod_resource_causes(obj)
+        return causes + _gate_causes(obj, old) + pod_resource_causes(obj)
 
     def prepare_update(self, reg: Registry, rt: ResourceType, new: Obj, old: Obj, subresource: str) -> None:
         if subresource:
@@ -152,6 +165,29 @@ class PodStrategy(Strategy):
             },
         }
         return reg.store.replace(rt, terminating)
+
+
+def _gates(spec: Obj) -> list[str]:
+    gates = spec.get("schedulingGates") or []
+    return [str(g.get("name", "")) if isinstance(g, dict) else str(g) for g in gates]
+
+
+def _gate_causes(obj: Obj, old: Obj | None) -> Causes:
+    """The API server's rules for gates: set only at creation and never on a pod created bound;
+    afterwards they can only be removed."""
+    spec = obj.get("spec") or {}
+    gates = _gates(spec)
+    if old is None:
+        if gates and spec.get("nodeName"):
+            return [("spec.nodeName", "Forbidden: cannot be set until all schedulingGates have been cleared")]
+        return []
+    before = set(_gates(old.get("spec") or {}))
+    added = [gate for gate in gates if gate not in before]
+    if added:
+        return [
+            ("spec.schedulingGates", f"Forbidden: only deletion is allowed, but found new scheduling gate '{added[0]}'")
+        ]
+    return []
 
 
 def _fixed_spec(spec: Obj) -> Obj:
