@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from coordinator.decisions import Decisions, PodDecision
 from coordinator.queue_state import QueueState
@@ -136,13 +137,15 @@ def _with_reserved(state: SessionState) -> QueueState:
 
 
 def _admitted_at(pod: Pod) -> float | None:
+    """When kai-ray removed the pod's gate (RFC 3339, as it writes KAI's other timestamps)."""
     text = pod.annotations.get(L.ADMITTED_ANNOTATION)
     if not text:
         return None
     try:
-        return float(text)
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        return None
+        return None  # not ours to refuse: the pod just reserves nothing
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 def _in_order(state: SessionState, members: Mapping[str, list[Pod]]) -> list[str]:

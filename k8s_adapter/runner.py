@@ -38,6 +38,7 @@ from k8s_adapter.problems import problem_events
 from k8s_adapter.reflector import Reflector
 from k8s_adapter.startup import StartupClock
 from k8s_adapter.status import StatusWriter
+from k8s_adapter.ungate_sender import UngateSender
 from k8s_adapter.usage_feeds import UsageFeed
 from kai_ray.deltas import ClusterDeltas
 from pod_grouper.live import DEFER_SECONDS, PodGrouper
@@ -45,7 +46,19 @@ from pod_grouper.live import DEFER_SECONDS, PodGrouper
 log = logging.getLogger(__name__)
 PAGE_POLL_SECONDS = 0.05  # while the pods are listed: how often their pages so far are decoded
 RESERVATION_SWEEP_SECONDS = 60.0  # a full reservation-pod clean-up, besides the one per finished sharer
-LOOP_STEPS = ("apply", "group", "usage", "cycle", "bind", "evict", "clocks", "status", "metrics", "reservations")
+LOOP_STEPS = (
+    "apply",
+    "group",
+    "usage",
+    "cycle",
+    "bind",
+    "ungate",
+    "evict",
+    "clocks",
+    "status",
+    "metrics",
+    "reservations",
+)
 
 
 class CoordinatorLike(Protocol):
@@ -117,6 +130,7 @@ class SchedulerLoop:
         self.usage = usage  # time-based fair share (None: no usage, KAI's default)
         self.pod_grouper = pod_grouper  # off: no PodGroup creates or pod patches (the chart may not grant them)
         self.binds = BindSender(self.binder, self.status, self.bind_backoff, cache, self.metrics, pod_grouper)
+        self.ungates = UngateSender(api, cache)
         self.grouper = PodGrouper(api, self.binds.in_flight, self.clocks, defer=DEFER_SECONDS)
         kinds = WATCHED + (DRA_WATCHED if dra else ())
         self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event, on_page=cache.on_page) for kind in kinds]
@@ -268,6 +282,9 @@ class SchedulerLoop:
         rest = outcome.binds[outcome.streamed :]
         if rest:
             self._background(self._step("bind", lambda: self._bind(coordinator, rest)))
+        if outcome.ungates:  # like binds, beside the next cycle: the pods are only judged again if it fails
+            ungates = outcome.ungates
+            self._background(self._step("ungate", lambda: self.ungates.send(ungates)))
         await self._step("evict", lambda: self._evict(outcome))
         if outcome.job_clocks or self.clocks.retry or self.clocks.waiting:
             groups, live = self.cache.raw_groups, outcome.decisions.pod_groups  # every job of the session

@@ -62,7 +62,7 @@ def test_one_cycle_admits_only_what_fits_together_in_the_session_order(kai_ray: 
 
 def test_running_work_and_pending_admitted_pods_count_against_the_room(kai_ray: RunCli, tmp_path: Path) -> None:
     running = m.pod("run", "q", gpu=2, group="run", node_name="n1", phase="Running")
-    stamp = {"kai.scheduler/queue-admitted-timestamp": "1767398000"}  # 400 s before NOW
+    stamp = {"kai.scheduler/queue-admitted-timestamp": "2026-01-02T23:53:20Z"}  # 400 s before NOW
     admitted = m.pod("adm", "q", gpu=2, group="adm", annotations=stamp)
     # The admitted pod does not fit the node (a node selector no node has): pending, its demand reserved.
     admitted["spec"]["nodeSelector"] = {"zone": "nowhere"}
