@@ -87,6 +87,7 @@ class Coordinator:
         self.pod_maps = PodMaps()  # each pod's queue and job, kept while no pod or job changes
         self._closing_seconds = 0.0  # what the last session took after its actions (see _run_cycle)
         self.settled = Settled()  # decisions that follow from records alone (decisions.collect)
+        self.victim_lists = VictimLists()  # the victim searches' sorted jobs, kept across cycles
         # Where a cycle hands its binds as their jobs are committed (the live loop sends them at
         # once); None: they are only in the cycle's result. Called on the cycle's thread.
         self.bind_sink: BindSink | None = None
@@ -172,10 +173,7 @@ class Coordinator:
         stats = CycleStats()
         state = self._open_session(now, stats)
         searches = state.searches
-        # Shared by the session's victim-search actions. Carrying them into the next cycle is off:
-        # a fresh-clone run of the live churn test found a long-lived coordinator deciding
-        # differently from a fresh one, not yet explained (docs/performance.md).
-        searches.lists = VictimLists()
+        searches.lists = self.victim_lists
         searches.paused = paused
         searches.paused_reasons = self.search_backoff.reasons(paused)
         if self.config.sessionTimeBudget:

@@ -143,7 +143,6 @@ class Task:
         is worked out only if a session asks (most placed pods are never touched, and a session
         moved onto every node's row would otherwise work it out for every pod of the cluster)."""
         self._holdings, self._holds_on = [], table
-        _ = self.holdings  # worked out now: kept eager until the live churn difference is explained
 
     def forget_holdings(self) -> None:
         if self._holdings or self._holds_on is not None:
