@@ -96,6 +96,9 @@ class SessionState:
     # beyond what allocate placed, so a cycle whose actions find nothing to search never pays
     # for copying every node's row and re-holding every running pod on it.
     every_node: Callable[[], None] = field(default=lambda: None)
+    # The session was moved onto every node's row (``session_rebase``): its untouched tasks know
+    # their holdings there lazily, and nothing else of theirs changed.
+    rebased: bool = False
     searches: VictimSearches = field(default_factory=VictimSearches)  # the victim searches' record
 
     @property

@@ -154,12 +154,19 @@ class SessionCache:
 
     def close(self, state: SessionState, touched: set[str]) -> None:
         """The session is over: the next open resets only the jobs (and their tasks) it may have
-        changed. A session that held every placed pod on a table changed every task; so does one
-        with aging or a runtime policy, which set every job's boost or mark."""
-        if len(state.table) or self.config.jobAging is not None or self.config.expectedRuntimeExceeded != "ignore":
+        changed. A session opened on a table that holds every placed pod changed every task; so
+        does one with aging or a runtime policy, which set every job's boost or mark. A session
+        moved onto every node's row later (a victim search) left its untouched tasks as they
+        were but for their holdings on that table, which are forgotten here: a pass that sets two
+        fields per task, where resetting every task would read every pod record again."""
+        opened_on_rows = len(state.table) and not state.rebased
+        if opened_on_rows or self.config.jobAging is not None or self.config.expectedRuntimeExceeded != "ignore":
             self.to_reset = None
-        else:
-            self.to_reset = state.maybe_changed_keys(touched)
+            return
+        self.to_reset = state.maybe_changed_keys(touched)
+        if state.rebased:
+            for task in self.tasks.values():
+                task.forget_holdings()
 
     # ------------------------------------------------------------------ tasks
     def _tasks(

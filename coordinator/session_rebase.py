@@ -45,6 +45,7 @@ def rebase_session(state: SessionState, table: NodeTable, picks: Mapping[str, Pi
             )
     _carry_claims(old, table)
     state.table = table
+    state.rebased = True
     state.placer = make_placer(state.placer_type, table, state.config)
 
 
