@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from coordinator.dra_session import DraView
+from coordinator.gpu_request import node_quota_gpus, requested_gpus
 from coordinator.job_timers import apply_timers
 from coordinator.jobs import Job, PodSet
 from coordinator.min_runtime import MinRuntimes
@@ -31,7 +32,7 @@ from kai_ray.model import ClusterSnapshot, Pod, PodGroup, ResourceVector, Topolo
 from placement.diagnosis import Diagnosis
 from placement.dra_demand import ClaimDemand
 from placement.node_table import Holding, NodeTable
-from placement.placer import PlacementPolicy, Placer
+from placement.placer import Mask, PlacementPolicy, Placer
 from placement.pod_holds import pod_hold
 from placement.shapes import ResourceSchema, TaskShape
 
@@ -56,7 +57,9 @@ class SessionState:
     jobs_by_task: dict[str, Job]
     all_pods: Mapping[str, Pod]  # every pod of the cluster, by key
     pod_notes: dict[str, str] = field(default_factory=dict)  # why a pod is not schedulable at all
-    min_gpu_memory: float = 100.0
+    # The distinct GPU memory sizes (MiB per GPU) of the cluster's nodes: the per-node capacity
+    # predicate asks a different amount on each (``coordinator/gpu_request.py``).
+    gpu_memory_kinds: tuple[float, ...] = ()
     last_start: dict[str, float] = field(default_factory=dict)
     remote_diagnoses: dict[TaskShape, Diagnosis] = field(default_factory=dict)  # nodes outside this table
     placer_type: type[Placer] = Placer  # how pods find nodes (benchmarks swap in a full scan)
@@ -185,11 +188,10 @@ class SessionState:
         return (diagnosis.merged(remote) if remote is not None else diagnosis).describe(shape)
 
     def requested_quota(self, task: Task) -> Quota:
-        """What a pending pod asks of its queue (KAI converts GPU memory with the smallest GPU)."""
+        """What a pending pod asks of its queue (``requested_gpus``: a GPU-memory request asks
+        no GPUs until a node is chosen)."""
         pod = task.pod
-        gpu = pod.requests.gpu
-        if pod.gpu_share is not None:
-            gpu += pod.gpu_share.quota_gpus(self.min_gpu_memory)
+        gpu = requested_gpus(pod)
         if pod.resource_claims:
             gpu += self.claim_gpus(task)
         return (gpu, pod.requests.cpu, pod.requests.memory)
@@ -231,6 +233,39 @@ class SessionState:
             job.queue, request, self.placing_preemptible(job), limits, self.protected_subject(job)
         )
 
+    def quota_rows(self, job: Job, task: Task) -> Mask | None:
+        """The table rows where KAI's per-node capacity predicate lets ``task`` go, as its
+        queues stand now (None: every row). Nodes differ only by their GPUs' memory here."""
+        if self.queues.never_full(job.queue, self.placing_preemptible(job)):
+            return None
+        pod = task.pod
+        refused = [
+            mib
+            for mib in self.gpu_memory_kinds
+            if not self.capacity(job, (node_quota_gpus(pod, mib), pod.requests.cpu, pod.requests.memory)).ok
+        ]
+        if not refused:
+            return None
+        return ~np.isin(self.table.gpu_mem, refused)
+
+    def quota_may_refuse(self, job: Job, tasks: Sequence[Task]) -> bool:
+        """Whether the per-node predicate could refuse some node to one of ``tasks`` placed in
+        turn: each pod's largest per-node amount and the most it can then hold, summed, fail the
+        capacity check. Placements that do not look at every node (the shards' streams) are
+        right only when it cannot."""
+        if self.queues.never_full(job.queue, self.placing_preemptible(job)):
+            return False
+        worst = [0.0, 0.0, 0.0]
+        for task in tasks:
+            pod = task.pod
+            worst[0] += max(
+                (max(node_quota_gpus(pod, mib), accepted_on(task, mib)[0]) for mib in self.gpu_memory_kinds),
+                default=0.0,
+            )
+            worst[1] += pod.requests.cpu
+            worst[2] += pod.requests.memory
+        return not self.capacity(job, worst).ok
+
     def job_allocated(self, job: Job) -> np.ndarray:
         def compute() -> np.ndarray:
             total = np.zeros(3)
@@ -258,8 +293,6 @@ def open_session(
         table = NodeTable(ResourceSchema.covering(vectors), sorted(snapshot.nodes, key=lambda n: n.name))
     else:
         table.widen(grown_schema(table.schema, vectors))
-    gpu_mems = [n.gpu_memory_mib for n in snapshot.nodes if n.allocatable.gpu > 0]
-    min_gpu_memory = min(gpu_mems) if gpu_mems else 100.0
     device_mib = {n.name: n.gpu_memory_mib for n in snapshot.nodes}
     dra = DraView.of(snapshot.dra, snapshot.nodes) if snapshot.dra else DraView()
     users = dra.users(snapshot.pods, lambda p: task_status(p).active_used) if dra else {}
@@ -284,7 +317,7 @@ def open_session(
         tasks=tasks,
         jobs_by_task={},
         all_pods={p.key: p for p in snapshot.pods},
-        min_gpu_memory=min_gpu_memory,
+        gpu_memory_kinds=tuple(sorted({n.gpu_memory_mib for n in snapshot.nodes})),
         placer_type=placer_type,
         unusable_queues=snapshot.unusable_queues,
         topologies={t.name: t for t in snapshot.topologies},

@@ -20,6 +20,7 @@ import numpy as np
 
 from coordinator.cluster_model import ChangeLog, ClusterModel
 from coordinator.fairshare import QueueTree, divide, usage_array
+from coordinator.gpu_request import requested_gpus
 from coordinator.job_timers import apply_timers
 from coordinator.jobs import Job, PodSet
 from coordinator.min_runtime import MinRuntimes
@@ -90,11 +91,7 @@ class SessionCache:
         config = self.config
         self.opens += 1
         changes = model.take_changes()
-        unit = self.nodes.min_gpu_memory
         nodes_changed = self.nodes.refresh(model)
-        if self.nodes.min_gpu_memory != unit:  # pending GPU-memory requests count in its units
-            self.totals.clear()
-            self.unsummed = set(self.jobs)
         if self.model_seen is not model or nodes_changed or self.to_reset is None:
             changes = None  # read every record
         self.model_seen = model
@@ -127,7 +124,7 @@ class SessionCache:
             opened=(id(self), self.opens),
             positions=self.positions,
             largest_node_gpus=self.nodes.largest_gpus,
-            min_gpu_memory=self.nodes.min_gpu_memory,
+            gpu_memory_kinds=self.nodes.gpu_memory_kinds,
             placer_type=placer_type,
             unusable_queues=model.unusable_queues,
             topologies=dict(model.topologies),
@@ -209,8 +206,7 @@ class SessionCache:
         if pod.scheduler_name != self.config.schedulerName:
             self._drop_task(key, dirty)
             if pod.node in self.nodes.ready and task_status(pod).active_used:
-                share = pod.gpu_share.quota_gpus(self.nodes.min_gpu_memory) if pod.gpu_share else 0.0
-                self.foreign[key] = (pod.requests.gpu + share, pod.requests.cpu, pod.requests.memory)
+                self.foreign[key] = (requested_gpus(pod), pod.requests.cpu, pod.requests.memory)
             else:
                 self.foreign.pop(key, None)
             return False
@@ -412,8 +408,7 @@ class SessionCache:
 
     def _requested(self, task: Task) -> tuple[float, float, float]:
         pod = task.pod
-        gpu = pod.requests.gpu + (pod.gpu_share.quota_gpus(self.nodes.min_gpu_memory) if pod.gpu_share else 0.0)
-        return (gpu, pod.requests.cpu, pod.requests.memory)
+        return (requested_gpus(pod), pod.requests.cpu, pod.requests.memory)
 
 
 def _same_shape(old: Pod, new: Pod) -> bool:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from coordinator.fairshare import QueueSpec, QueueTree, divide, usage_array
+from coordinator.gpu_request import requested_gpus
 from coordinator.jobs import Job
 from coordinator.queue_state import QueueState
 from coordinator.semi_preemptible import core_quota_at_open
@@ -98,7 +99,6 @@ def divisible_total(state: SessionState, snapshot: ClusterSnapshot) -> np.ndarra
             continue
         if not task_status(pod).active_used:
             continue
-        gpu = pod.requests.gpu + (pod.gpu_share.quota_gpus(state.min_gpu_memory) if pod.gpu_share else 0.0)
-        total -= (gpu, pod.requests.cpu, pod.requests.memory)
+        total -= (requested_gpus(pod), pod.requests.cpu, pod.requests.memory)
     total[0] += state.dra.gpu_devices  # DRA GPUs are GPUs of the cluster too (KAI)
     return total

@@ -40,7 +40,11 @@ def allocate_job(
     if job.tree is not None:  # the coordinator opens such sessions on every node's row
         return _allocate_tree(state, stmt, job, tasks, pipeline_only, allowed, checkpoint)
     if stmt.source is not None and allowed is None and not pipeline_only:
-        return _place_from_streams(state, stmt, job, tasks, checkpoint)
+        if not state.quota_may_refuse(job, tasks):
+            return _place_from_streams(state, stmt, job, tasks, checkpoint)
+        # The shards pick a pod's best node without the per-node capacity predicate, which may
+        # refuse the pod the nodes with small GPUs here: it places on every node's row instead.
+        state.every_node()
     for placed, task in enumerate(tasks):
         problem = state.claim_problem(task)
         if problem:  # KAI's DRA PreFilter: the pod cannot go anywhere
@@ -49,7 +53,8 @@ def allocate_job(
             stmt.rollback(checkpoint)
             return False
         shape = state.shape_for(task)
-        choice = state.placer.best_node(shape, pipeline_only=pipeline_only, allowed=allowed)
+        nodes = within_quota(state, job, task, allowed)
+        choice = state.placer.best_node(shape, pipeline_only=pipeline_only, allowed=nodes)
         if choice is None:
             if not pipeline_only:
                 job.fit_errors["allocate"] = _task_failure(state, job, task, placed, shape)
@@ -61,6 +66,15 @@ def allocate_job(
         claims = state.claims_of(task) if task.pod.resource_claims else None
         stmt.place(task, choice, state.accepted_quota(task, choice.node), claims)
     return True
+
+
+def within_quota(state: SessionState, job: Job, task: Task, allowed: Mask | None) -> Mask | None:
+    """``allowed`` narrowed to the nodes where KAI's per-node capacity predicate lets the task go
+    (its queues' limits and non-preemptible quota, with its portion of that node's GPU)."""
+    rows = state.quota_rows(job, task)
+    if rows is None:
+        return allowed
+    return rows if allowed is None else rows & allowed
 
 
 def _uneviction_fits(state: SessionState, stmt: Statement, task: Task, choice: Choice, shape: TaskShape) -> bool:
@@ -155,10 +169,11 @@ class AllocateAction:
     def execute(self, state: SessionState, stmt: Statement) -> None:
         order = JobOrder(state.queues, lambda j: state.job_request(j, real=False), keys=state.hooks.job_keys)
         order.push_all(eligible_jobs(state, pending_only=True))
-        streams = stmt.source is not None
         later: dict[tuple[str, bool], list[float]] = {}  # queue allocations of simple placements, summed
         while not order.empty():
-            alone = streams and order.alone()
+            # The shards place while the session has no node's row; a job the per-node capacity
+            # predicate may refuse some nodes moves it onto every row (``allocate_job``).
+            alone = stmt.source is not None and order.alone()
             if not alone:
                 _add_allocations(state, later)
             job = order.pop_alone() if alone else order.pop()
@@ -221,6 +236,8 @@ def _place_single_pod(
         if not verdict.ok:
             job.fit_errors["allocate"] = f"{verdict.reason}: {verdict.message}"
             return True
+        if state.quota_may_refuse(job, [task]):  # the general path checks it node by node
+            return False
     source = state.source
     assert source is not None
     pick = source.take(task.shape)

@@ -22,7 +22,7 @@ from coordinator.tasks import Task
 from coordinator.topology import Mask
 from coordinator.topology_select import Demand, NodeSet, demand_of, leaf_anchors, subset_nodes
 from kai_ray.model import TopologyConstraint
-from placement.domain_index import best_in
+from placement.domain_index import Rows, best_in
 
 
 @dataclass(slots=True)
@@ -116,7 +116,8 @@ class TreeAllocation:
             return False
         shape = state.shape_for(task)
         for rows in candidate.parts():
-            choice = best_in(placer, shape, rows, self.pipeline_only)
+            quota = state.quota_rows(self.job, task)  # KAI's per-node capacity predicate
+            choice = best_in(placer, shape, rows if quota is None else Rows.of(rows.mask & quota), self.pipeline_only)
             if choice is not None:
                 claims = state.claims_of(task) if task.pod.resource_claims else None
                 self.stmt.place(task, choice, state.accepted_quota(task, choice.node), claims)
