@@ -20,6 +20,7 @@ from typing import Any
 from unittest import mock
 
 from coordinator.actions.solver import JobSolver
+from coordinator.job_order import ROOT, JobOrder
 from coordinator.tasks import Status, Task
 from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.deltas import ClusterDeltas
@@ -164,6 +165,14 @@ def _evict_twice(solver: JobSolver, task: Task, preemptor: str) -> None:
     stmt.undo_log.append(lambda: stmt.queues.add_allocation(job.queue, task.accepted, job.preemptible, sign=1.0))
 
 
+def _department_parent(order: JobOrder, node: int) -> int:
+    """KAI v0.12's job order knows two levels: a leaf queue's parent (a "department"), and one
+    heap of every department, whatever queues are above them."""
+    tree = order.queues.tree
+    parent = int(tree.parent[node])
+    return parent if parent >= 0 and tree.is_leaf(node) else ROOT
+
+
 DELIBERATE: dict[str, Callable[[], AbstractContextManager[object]]] = {
     # KAI v0.12 puts every preemptible job of another queue in reclaim's victims queue and only
     # validates the pods it really evicts, so reclaim may move (re-place) pods of a queue within
@@ -181,6 +190,10 @@ DELIBERATE: dict[str, Callable[[], AbstractContextManager[object]]] = {
     # its resources off its queue twice: a later capacity check then passes on a queue over its
     # limit. kai-ray evicts a pod once.
     "evict-once": lambda: mock.patch("coordinator.actions.solver.JobSolver._evict", _evict_twice),
+    # KAI v0.12's job order (``buildActiveJobOrderPriorityQueues``) puts each leaf queue's parent
+    # in one heap of departments and never compares the levels above them; kai-ray orders the
+    # queue tree from its top, at any depth.
+    "job-order-two-levels": lambda: mock.patch("coordinator.job_order.JobOrder._parent", _department_parent),
 }
 
 
