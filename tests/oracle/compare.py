@@ -19,8 +19,11 @@ from contextlib import AbstractContextManager
 from typing import Any
 from unittest import mock
 
+import numpy as np
+
 from coordinator.actions.solver import JobSolver
 from coordinator.job_order import ROOT, JobOrder
+from coordinator.jobs import Job
 from coordinator.tasks import Status, Task
 from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.deltas import ClusterDeltas
@@ -165,6 +168,21 @@ def _evict_twice(solver: JobSolver, task: Task, preemptor: str) -> None:
     stmt.undo_log.append(lambda: stmt.queues.add_allocation(job.queue, task.accepted, job.preemptible, sign=1.0))
 
 
+_FEASIBLE_NODES = JobSolver._feasible_nodes
+
+
+def _feasible_by_kai_books(solver: JobSolver, job: Job) -> set[str]:
+    """KAI books a pipelined fraction that opens a GPU group against the node's releasing GPUs
+    even when the GPU was idle: its idle count stays above zero (and releasing goes below), so
+    the node stays a feasible node for GPU jobs after its last free GPU is taken this way."""
+    nodes = _FEASIBLE_NODES(solver, job)
+    table = solver.state.table
+    for row in np.flatnonzero(table.present).tolist():
+        if any(usage.waits_on_releasing_device for usage in table.groups[row].values()):
+            nodes.add(table.names[row])
+    return nodes
+
+
 def _department_parent(order: JobOrder, node: int) -> int:
     """KAI v0.12's job order knows two levels: a leaf queue's parent (a "department"), and one
     heap of every department, whatever queues are above them."""
@@ -194,6 +212,12 @@ DELIBERATE: dict[str, Callable[[], AbstractContextManager[object]]] = {
     # in one heap of departments and never compares the levels above them; kai-ray orders the
     # queue tree from its top, at any depth.
     "job-order-two-levels": lambda: mock.patch("coordinator.job_order.JobOrder._parent", _department_parent),
+    # KAI v0.12 takes a GPU opened by a pipelined fraction off the node's releasing GPUs, idle
+    # or not (``addSharedTaskResourcesPerPodGroup`` in
+    # ``pkg/scheduler/api/node_info/gpu_sharing_node_info.go``); kai-ray off the GPU it took.
+    "pipelined-fraction-books": lambda: mock.patch(
+        "coordinator.actions.solver.JobSolver._feasible_nodes", _feasible_by_kai_books
+    ),
 }
 
 
