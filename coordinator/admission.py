@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from coordinator.decisions import Decisions, PodDecision
+from coordinator.gpu_request import requested_gpus
 from coordinator.queue_state import QueueState
 from coordinator.session import Quota, SessionState
 from coordinator.tasks import Status
@@ -69,7 +70,7 @@ def admit(state: SessionState, gated: Mapping[str, Pod], groups: Mapping[str, Po
         verdict = _verdict(state, queues, group, pods) if group is not None else f"PodGroup {key} does not exist"
         if verdict is None:
             assert group is not None
-            queues.add_allocation(group.queue, _request(state, pods), _preemptible(group))
+            queues.add_allocation(group.queue, _request(pods), _preemptible(group))
             out.ungate.extend(p.key for p in pods)
             why = f"SchedulingGated: queue {group.queue} has room; removing the gate {L.ADMISSION_GATE}"
             out.pods.update((p.key, _pending(p, why, REMOVING)) for p in pods)
@@ -102,7 +103,7 @@ def _verdict(state: SessionState, queues: QueueState, group: PodGroup, pods: lis
     if not queues.is_leaf(group.queue):
         return f"queue {group.queue} is not a leaf queue; jobs must name a leaf queue"
     subject = "non-preemptible job" if not group.semi_preemptible else "the job's non-preemptible minimum"
-    verdict = queues.check_capacity(group.queue, _request(state, pods), _preemptible(group), subject=subject)
+    verdict = queues.check_capacity(group.queue, _request(pods), _preemptible(group), subject=subject)
     return None if verdict.ok else f"{verdict.reason}: {verdict.message}"
 
 
@@ -111,10 +112,10 @@ def _preemptible(group: PodGroup) -> bool:
     return group.preemptible and not group.semi_preemptible
 
 
-def _request(state: SessionState, pods: list[Pod]) -> Quota:
+def _request(pods: list[Pod]) -> Quota:
     gpu = cpu = memory = 0.0
     for pod in pods:
-        gpu += pod.requests.gpu + (pod.gpu_share.quota_gpus(state.min_gpu_memory) if pod.gpu_share else 0.0)
+        gpu += requested_gpus(pod)  # as a job's own capacity check counts it, before any node is chosen
         cpu += pod.requests.cpu
         memory += pod.requests.memory
     return (gpu, cpu, memory)

@@ -93,3 +93,12 @@ def test_the_text_output_shows_the_gate_column_only_when_a_pod_is_gated(kai_ray:
     assert f"removing: {GATE}" in gated[2]
     plain = schedule(kai_ray, m.write(tmp_path / "p.yaml", cluster(*job("a", 1, gates=()))), "-o", "text")
     assert "gate" not in plain.out.splitlines()[0].split()
+
+
+def test_a_gated_gpu_memory_pod_is_judged_like_any_other(kai_ray: RunCli, tmp_path: Path) -> None:
+    """A GPU-memory request asks its queue no GPUs until a node is chosen (as KAI counts it): the
+    gate of such a pod comes off while its queue is below its limit."""
+    group, pod = job("mem", 0)
+    pod["metadata"]["annotations"]["gpu-memory"] = "2000"
+    decided = pods(decisions(kai_ray, tmp_path, cluster(group, pod), "-o", "json"))["mem"]
+    assert decided["schedulingGates"] == {"names": [GATE], "state": "removing"}
