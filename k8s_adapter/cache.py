@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from k8s_adapter.api import JSON
@@ -37,6 +37,7 @@ from k8s_adapter.kinds import (
     TOPOLOGIES,
     Kind,
 )
+from k8s_adapter.pod_membership import PodMembership
 from k8s_adapter.problems import ObjectKey, Problem
 from kai_ray import labels as L
 from kai_ray.deltas import ClusterDeltas
@@ -47,8 +48,7 @@ from kai_ray.io.parse_kai import parse_pod_group, parse_priority_class, parse_qu
 from kai_ray.io.parse_topology import parse_topology
 from kai_ray.io.queue_tree import classify_queues
 from kai_ray.model import Node, Pod, PodGroup, PodState, PriorityClass, Queue, Topology
-from pod_grouper.group_index import GroupIndex
-from pod_grouper.grouping import OwnerRef, implicit_group, needs_pod_grouper, own_group_name
+from pod_grouper.grouping import OwnerRef
 from pod_grouper.pod_groups import RawPodGroup
 
 log = logging.getLogger(__name__)
@@ -74,15 +74,12 @@ class ClusterCache:
         self.raw_groups: dict[str, RawPodGroup] = {}
         self.queues: dict[str, Queue] = {}
         self.classes: dict[str, PriorityClass] = {}
-        self.owners: dict[str, tuple[OwnerRef, ...]] = {}
         self.topologies: dict[str, Topology] = {}
         self.dra = DraCache()  # ResourceSlices, DeviceClasses, ResourceClaims (with `run --dra`)
         self.decode_errors = 0
-        self._raw_ungrouped: dict[str, JSON] = {}
-        self._ungrouped_dirty = False
         self._problems: dict[ObjectKey, Problem] = {}
         self._invalid_queues: dict[str, str] = {}
-        self._groups = GroupIndex()
+        self.membership = PodMembership(scheduler_name)
         self._held: dict[str, tuple[float, str]] = {}  # pods kept from the coordinator for now
         self._changed: dict[str, set[str]] = {"Node": set(), "Pod": set(), "Queue": set(), "Topology": set()}
         self._removed: dict[str, set[str]] = {"Node": set(), "Pod": set(), "Topology": set()}
@@ -90,7 +87,6 @@ class ClusterCache:
         self._sent_queues: set[str] = set()
         self._sent_unusable: dict[str, str] = {}
         # Views for readers on the event loop: replaced as a whole, never changed in place.
-        self.ungrouped_view: tuple[JSON, ...] = ()
         self.problems_view: Mapping[ObjectKey, Problem] = {}
         self.held_view: Mapping[str, tuple[float, str]] = {}
 
@@ -124,7 +120,7 @@ class ClusterCache:
 
     def ungrouped(self) -> list[JSON]:
         """Our live pods that name no PodGroup yet (raw objects): the pod grouper's work list."""
-        return list(self.ungrouped_view)
+        return list(self.membership.ungrouped_view)
 
     def pod_now(self, key: str) -> PodNow | None:
         """The pod as the newest event says, applied to the records or not; None once it is gone."""
@@ -143,12 +139,11 @@ class ClusterCache:
     def pod_groups(self) -> Mapping[str, PodGroup]:
         """Every PodGroup as last handed to the coordinator, explicit and implicit, by key (for
         status); replaced by each batch that changes one, never changed in place."""
-        return self._groups.sent
+        return self.membership.index.sent
 
     def members(self, group: str) -> list[str]:
         """Pods of PodGroup ``group`` as of the last deltas."""
-        index = self._groups
-        return sorted({*index.members.get(group, ()), *index.implicit_members.get(group, ())})
+        return self.membership.members(group)
 
     # ------------------------------------------------------------------ deltas (off the event loop)
     def take_deltas(self, now: float | None = None) -> ClusterDeltas:
@@ -192,7 +187,9 @@ class ClusterCache:
             self.dra.classes = dict(self.dra.classes)
 
     def _deltas(self) -> ClusterDeltas:
-        groups_up, groups_down = self._groups.changes(self.raw_groups, self.pods, self.owners, self.classes)
+        groups_up, groups_down = self.membership.index.changes(
+            self.raw_groups, self.pods, self.membership.owners, self.classes
+        )
         queues_up, queues_down, unusable = self._queue_changes()
         changed, removed = self._changed, self._removed
         deltas = ClusterDeltas(
@@ -229,11 +226,9 @@ class ClusterCache:
                 self._removed["Pod"].discard(key)
 
     def _refresh_views(self, holds: Mapping[str, object]) -> None:
-        if self._ungrouped_dirty:
-            self._ungrouped_dirty = False
-            self.ungrouped_view = tuple(self._raw_ungrouped.values())
+        self.membership.refresh_view()
         problems = dict(self._problems)
-        for key, warnings in self._groups.warnings.items():
+        for key, warnings in self.membership.index.warnings.items():
             raw = self.raw_groups.get(key)
             if raw is not None:
                 meta = {"name": raw.name, "namespace": raw.namespace, "uid": raw.uid}
@@ -281,15 +276,15 @@ class ClusterCache:
                 self._queues_dirty = True
             elif kind is POD_GROUPS:
                 self.raw_groups[key] = parse_pod_group(reader, warnings)
-                self._groups.touch([key])
-                self._object_came(key)
+                self.membership.index.touch([key])
+                self.membership.object_came(key)
             elif kind is TOPOLOGIES:
                 self.topologies[key] = parse_topology(reader)
                 self._changed["Topology"].add(key)
                 self._removed["Topology"].discard(key)
             elif kind is PRIORITY_CLASSES:
                 self.classes[key] = parse_priority_class(reader)
-                self._groups.touch_all(self.raw_groups)
+                self.membership.index.touch_all(self.raw_groups)
         except InputError as exc:
             self._refuse(kind, obj, key, str(exc))
             return
@@ -303,74 +298,16 @@ class ClusterCache:
             self._delete(PODS, key)  # its GPU is counted through the shared group it reserves
             return
         pod = parse_pod(reader, warnings)
-        owners = self.owners[key] = _owner_refs(obj)
-        ours = pod.scheduler_name == self.scheduler_name
-        # A bare pod the binding annotated with its own group (``runner``: the bind carries the
-        # annotation the pod grouper would PATCH) before that PodGroup was created stays the
-        # one-pod gang it was scheduled as, and on the grouper's list, until the object comes.
-        awaits_object = (
-            ours
-            and bool(pod.pod_group)
-            and f"{pod.namespace}/{pod.pod_group}" not in self.raw_groups
-            and pod.pod_group == own_group_name(pod, owners)
-        )
-        if pod.pod_group and not awaits_object:
-            self._groups.place(key, f"{pod.namespace}/{pod.pod_group}", False)
-        elif ours and not needs_pod_grouper(owners):
-            if not pod.pod_group:
-                pod = replace(pod, pod_group=implicit_group(pod, owners).name)
-            self._groups.place(key, f"{pod.namespace}/{pod.pod_group}", True)
-        else:
-            self._groups.place(key, None, False)
-        if (
-            ours
-            and (awaits_object or not reader.get(f"metadata.annotations.{L.POD_GROUP_ANNOTATION}"))
-            and pod.state.value
-            in (
-                "Pending",
-                "Running",
-            )
-        ):
-            self._raw_ungrouped[key] = obj  # the pod grouper needs owners, labels, priority class
-            self._ungrouped_dirty = True
-        elif self._raw_ungrouped.pop(key, None) is not None:
-            self._ungrouped_dirty = True
+        pod = self.membership.place(key, pod, obj, _owner_refs(obj), self.raw_groups)
         self.pods[key] = pod
         if pod.state is not PodState.PENDING and self._held.pop(key, None) is not None:
             self._removed["Pod"].discard(key)  # bound (or finished) after all: it must be counted
         self._changed["Pod"].add(key)
         self._removed["Pod"].discard(key)
 
-    def _object_came(self, group: str) -> None:
-        """PodGroup ``group`` exists now: its pods that already name it leave the grouper's list."""
-        for pod in self._groups.implicit_members.get(group, ()):
-            obj = self._raw_ungrouped.get(pod)
-            if obj is not None and ((obj.get("metadata") or {}).get("annotations") or {}).get(L.POD_GROUP_ANNOTATION):
-                del self._raw_ungrouped[pod]
-                self._ungrouped_dirty = True
-
-    def _own_group_gone(self, group: str) -> None:
-        """The PodGroup object ``group`` was deleted: a bare pod of ours that names it as its own
-        group (``pod-group-name: pg-<pod>-<uid>``) is grouped as if it named none, as a pod read
-        afresh with that annotation and no such object is (``_upsert_pod``), and as a snapshot of
-        the same objects groups it; not left in a group that no longer exists."""
-        for member in list(self._groups.members.get(group, ())):
-            pod = self.pods.get(member)
-            if (
-                pod is not None
-                and pod.scheduler_name == self.scheduler_name
-                and pod.pod_group == own_group_name(pod, self.owners.get(member, ()))
-            ):
-                self._groups.place(member, group, True)
-
     def own_group(self, key: str) -> str | None:
-        """The PodGroup name a bind of pod ``key`` may annotate it with: its own group's, for a bare
-        pod of ours grouped alone that names no other group (None otherwise)."""
-        pod = self.pods.get(key)
-        if pod is None or pod.scheduler_name != self.scheduler_name:
-            return None
-        name = own_group_name(pod, self.owners.get(key, ()))
-        return name if name is not None and pod.pod_group == name else None
+        """The PodGroup name a bind of pod ``key`` may annotate it with (``PodMembership.own_group``)."""
+        return self.membership.own_group(key, self.pods.get(key))
 
     def _refuse(self, kind: Kind, obj: JSON, key: str, message: str) -> None:
         """An object that cannot be read: what was known of it goes, and the problem is recorded
@@ -394,10 +331,10 @@ class ClusterCache:
         if self._store(kind).pop(key, None) is None:
             return
         if kind is PRIORITY_CLASSES:
-            self._groups.touch_all(self.raw_groups)
+            self.membership.index.touch_all(self.raw_groups)
         elif kind is POD_GROUPS:
-            self._groups.touch([key])
-            self._own_group_gone(key)
+            self.membership.index.touch([key])
+            self.membership.object_gone(key, self.pods)
         elif kind is QUEUES:
             self._queues_dirty = True
         elif kind is NODES:
@@ -407,10 +344,7 @@ class ClusterCache:
             self._removed["Topology"].add(key)
             self._changed["Topology"].discard(key)
         elif kind is PODS:
-            self.owners.pop(key, None)
-            if self._raw_ungrouped.pop(key, None) is not None:
-                self._ungrouped_dirty = True
-            self._groups.place(key, None, False)
+            self.membership.forget(key)
             self._held.pop(key, None)
             self._removed["Pod"].add(key)
             self._changed["Pod"].discard(key)

@@ -66,7 +66,7 @@ def _batch(cache: ClusterCache, changed: int, version: int, pods: int, full: boo
         cache.on_event(PODS, "MODIFIED", event)
     per_event = (time.perf_counter() - started) / max(changed, 1)
     if full:
-        cache._groups.touch_all(cache.raw_groups)  # the baseline: every group resolved again
+        cache.membership.index.touch_all(cache.raw_groups)  # the baseline: every group resolved again
     started = time.perf_counter()
     deltas = cache.take_deltas()
     return per_event, time.perf_counter() - started, len(deltas.pods_upserted) + len(deltas.pod_groups_upserted)

@@ -39,13 +39,13 @@ def test_a_changed_pod_resolves_only_its_own_group() -> None:
     first = cache.take_deltas()
     assert len(first.pod_groups_upserted) == 50 and len(first.pods_upserted) == 50
     resolved: list[str] = []
-    original = cache._groups._resolve
+    original = cache.membership.index._resolve
 
     def counting(key: str, *args: Any) -> Any:
         resolved.append(key)
         return original(key, *args)
 
-    cache._groups._resolve = counting  # type: ignore[method-assign]
+    cache.membership.index._resolve = counting  # type: ignore[method-assign]
     running = member("p7", "g7")
     running["spec"]["nodeName"], running["status"]["phase"] = "n1", "Running"
     cache.on_event(PODS, "MODIFIED", running)

@@ -319,7 +319,7 @@ def still_moving(loop: SchedulerLoop, recorder: Recorder, caught_up: bool) -> li
         f"evictions waiting {sorted(loop.evictor.waiting)}": not loop.evictor.waiting,
         f"pods held back {sorted(loop.cache.held_view)}": not loop.cache.held_view,
         "watch events not yet taken": loop.cache.pending_events() == 0,
-        f"{len(loop.cache.ungrouped_view)} pods not grouped": not loop.cache.ungrouped_view,
+        f"{len(loop.cache.membership.ungrouped_view)} pods not grouped": not loop.cache.membership.ungrouped_view,
         "the watches have not delivered everything": caught_up,
     }
     moving = [what for what, fine in checks.items() if not fine]
