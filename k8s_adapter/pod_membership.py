@@ -17,7 +17,7 @@ from k8s_adapter.api import JSON
 from kai_ray import labels as L
 from kai_ray.model import Pod
 from pod_grouper.group_index import GroupIndex
-from pod_grouper.grouping import OwnerRef, implicit_group, needs_pod_grouper, own_group_name
+from pod_grouper.grouping import OwnerRef, awaits_own_group, implicit_group, needs_pod_grouper, own_group_name
 from pod_grouper.pod_groups import RawPodGroup
 
 
@@ -37,12 +37,7 @@ class PodMembership:
         the implicit group's name where it belongs to one."""
         self.owners[key] = owners
         ours = pod.scheduler_name == self.scheduler_name
-        awaits_object = (
-            ours
-            and bool(pod.pod_group)
-            and f"{pod.namespace}/{pod.pod_group}" not in groups
-            and pod.pod_group == own_group_name(pod, owners)
-        )
+        awaits_object = ours and awaits_own_group(pod, owners, groups)
         if pod.pod_group and not awaits_object:
             self.index.place(key, f"{pod.namespace}/{pod.pod_group}", False)
         elif ours and not needs_pod_grouper(owners):

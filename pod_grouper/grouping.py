@@ -6,7 +6,7 @@ the caller passes the pod and the chain of its owners, nearest first.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,17 @@ def own_group_name(pod: Pod, owners: tuple[OwnerRef, ...]) -> str | None:
     name = _name(pod.name, pod.uid)
     grouped = implicit_group(pod, owners)
     return name if grouped.name == name and grouped.subgroup is None else None
+
+
+def awaits_own_group(pod: Pod, owners: tuple[OwnerRef, ...], existing: Container[str]) -> bool:
+    """Whether the pod names its own group (``own_group_name``: the binding annotated it) whose
+    object is not among ``existing`` (not created yet, or deleted). Such a pod is grouped as if it
+    named none, by the live cache and the snapshot loader alike."""
+    return (
+        bool(pod.pod_group)
+        and f"{pod.namespace}/{pod.pod_group}" not in existing
+        and pod.pod_group == own_group_name(pod, owners)
+    )
 
 
 def needs_pod_grouper(owners: tuple[OwnerRef, ...]) -> bool:

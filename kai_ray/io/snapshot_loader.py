@@ -27,7 +27,14 @@ from kai_ray.io.parse_kai import parse_pod_group, parse_priority_class, parse_qu
 from kai_ray.io.parse_topology import parse_topology
 from kai_ray.io.queue_tree import classify_queues
 from kai_ray.model import ClusterSnapshot, LoadReport, Node, Pod, PodGroup, PodState, PriorityClass, Queue, Topology
-from pod_grouper.grouping import WORKLOAD_DOC_KINDS, ImplicitGroup, OwnerRef, implicit_group, own_group_name, top_owner
+from pod_grouper.grouping import (
+    WORKLOAD_DOC_KINDS,
+    ImplicitGroup,
+    OwnerRef,
+    awaits_own_group,
+    implicit_group,
+    top_owner,
+)
 from pod_grouper.pod_groups import RawPodGroup, implicit_pod_group, resolve_pod_group
 
 
@@ -235,10 +242,7 @@ def _resolve_groups(
     for key, pod in list(pods.items()):
         if pod.scheduler_name != scheduler_name:
             continue
-        # A bare pod that names its own group (the binding annotated it) whose object is not there
-        # (not created yet, or deleted) is grouped as if it named none, as the live loop groups it.
-        own = pod.pod_group and f"{pod.namespace}/{pod.pod_group}" not in raw_groups
-        if pod.pod_group and not (own and pod.pod_group == own_group_name(pod, owners.get(key, ()))):
+        if pod.pod_group and not awaits_own_group(pod, owners.get(key, ()), raw_groups):
             continue
         chain, top_doc = top_owner(pod.namespace, owners.get(key, ()), workloads)
         revision = pod.labels.get("serving.knative.dev/revision")
