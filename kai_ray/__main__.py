@@ -1,5 +1,5 @@
 """``python -m kai_ray`` is the same as the ``kai-ray`` command."""
 
-from kai_ray.app.cli.main import main
+from kai_ray.app.cli.main import entry
 
-raise SystemExit(main())
+entry()

@@ -124,4 +124,4 @@ def test_the_package_builds_from_the_context_alone(context: set[str], tmp_path: 
         entry_points = (sdist.extractfile(metadata) or io.BytesIO()).read().decode()
     modules = {p for p in tracked(*RUNTIME_PACKAGES) if p.endswith((".py", ".yaml", ".md", "py.typed"))}
     assert modules - names == set()
-    assert "kai-ray = kai_ray.app.cli.main:main" in entry_points
+    assert "kai-ray = kai_ray.app.cli.main:entry" in entry_points

@@ -9,7 +9,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser = subparsers.add_parser("fairshare", help="divide resources between queues (no nodes or pods)")
     parser.add_argument("file", help="fair-share input YAML/JSON (format: docs/architecture.md#fair-share-input)")
     parser.add_argument("-o", "--output", choices=("json", "text"), default="json")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, one_shot=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -36,7 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, skip_teardown: bool = False) -> int:
+    """Run one command. With ``skip_teardown`` (the installed program, never a caller in the same
+    process), a command that only reads input and prints an answer ends the process as soon as
+    its output is flushed (``exit_now``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -48,8 +52,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    if skip_teardown and getattr(args, "one_shot", False):
+        exit_now(code)
     return code
 
 
+def exit_now(code: int) -> NoReturn:
+    """End the process without freeing what it built. On a large snapshot the model is millions
+    of objects, and the interpreter's teardown frees them one by one (0.3-0.5 s of ``kai-ray
+    schedule`` on 500 full nodes and 4,000 jobs) after the answer is already printed. A one-shot
+    command holds nothing that needs closing: no files open for writing, no child processes."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        pass  # the reader went away (``| head``): the answer was not wanted
+    os._exit(code)
+
+
+def entry() -> NoReturn:
+    """The ``kai-ray`` program."""
+    raise SystemExit(main(skip_teardown=True))
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import signal
@@ -106,10 +105,14 @@ def run(args: argparse.Namespace) -> int:
         uvloop.install()
     except ImportError:  # pragma: no cover - uvloop is a dependency; asyncio's loop works too
         pass
+    import asyncio  # here, not at the top: the one-shot commands never pay for it
+
     return asyncio.run(_main(args, config))
 
 
 async def _main(args: argparse.Namespace, config: object) -> int:
+    import asyncio
+
     from k8s_adapter.api import connect
     from k8s_adapter.cache import ClusterCache
     from k8s_adapter.gpu_sharing import ReservationSettings

@@ -36,7 +36,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--ray-shards", type=int, metavar="N", help="run the session on N shard actors on Ray instead (same decisions)"
     )
     parser.add_argument("-o", "--output", choices=("json", "text"), default="json")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, one_shot=True)
 
 
 def _actions(text: str | None) -> tuple[str, ...] | None:
