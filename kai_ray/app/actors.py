@@ -31,7 +31,7 @@ from shards.shard import Shard
 
 
 def ensure_ray(num_cpus: int | None = None, address: str | None = None) -> None:
-    """Start (or join, with ``address`` / RAY_ADDRESS) a Ray instance, quietly."""
+    """Start a Ray instance of this process's own (or join one, with ``address`` / RAY_ADDRESS), quietly."""
     import ray
 
     if ray.is_initialized():
@@ -46,8 +46,12 @@ def ensure_ray(num_cpus: int | None = None, address: str | None = None) -> None:
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
         ray.init(address=address, log_to_driver=False, configure_logging=False)
-    else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        return
+    # Without an address Ray joins any instance already running on this machine (the newest, if
+    # several): a second kai-ray, or a test run beside a simulation, would share the first one's
+    # instance and lose its actors when the first one ends and shuts it down. "local" always
+    # starts one of our own; joining is what RAY_ADDRESS (or ``address``) is for.
+    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
 # Each shard actor asks Ray for a sliver of a CPU. Not to reserve one (a shard works only while the
