@@ -56,6 +56,9 @@ class NodeTable:
         self.index: dict[str, int] = {}
         self.labels: list[dict[str, str]] = []
         self.taints: list[tuple[Taint, ...]] = []
+        # One tuple per distinct set of taints, shared by the rows that carry it: pools of nodes
+        # carry the same few, and rows sent to another process then pickle each set once.
+        self._taint_sets: dict[tuple[Taint, ...], tuple[Taint, ...]] = {}
         self.alloc = np.zeros((0, width))
         self.held = np.zeros((3, 0, width))
         self.idle = np.zeros((0, width))
@@ -141,7 +144,7 @@ class NodeTable:
         self.index[node.name] = row
         self.names[row] = node.name
         self.labels[row] = dict(node.labels)
-        self.taints[row] = node.taints
+        self.taints[row] = self._shared_taints(node.taints)
         self.groups[row] = {}
         self.alloc[row] = self.schema.vector(node.allocatable)
         self.held[:, row] = 0.0
@@ -156,7 +159,7 @@ class NodeTable:
             self.index[node.name] = start + offset
             self.names.append(node.name)
             self.labels.append(dict(node.labels))
-            self.taints.append(node.taints)
+            self.taints.append(self._shared_taints(node.taints))
             self.groups.append({})
         width = self.schema.width
         alloc = np.array([self.schema.vector(n.allocatable) for n in new]).reshape(len(new), width)
@@ -175,11 +178,14 @@ class NodeTable:
         self.room_future = np.concatenate([self.room_future, np.full(len(new), -1, dtype=np.int64)])
         self.room_idle = np.concatenate([self.room_idle, np.full(len(new), -1, dtype=np.int64)])
 
+    def _shared_taints(self, taints: tuple[Taint, ...]) -> tuple[Taint, ...]:
+        return self._taint_sets.setdefault(taints, taints)
+
     def update_node(self, node: Node) -> None:
         """New labels, taints, readiness or allocatable for an existing node; holdings stay."""
         row = self.index[node.name]
         self.labels[row] = dict(node.labels)
-        self.taints[row] = node.taints
+        self.taints[row] = self._shared_taints(node.taints)
         self.ready[row] = node.ready
         self.unschedulable[row] = node.unschedulable
         self.present[row] = True

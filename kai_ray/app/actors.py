@@ -1,6 +1,7 @@
 """Ray at the edges: the plain ``Shard`` and ``Coordinator`` classes as Ray actors.
 
-This is the only module that imports Ray. ``RayTransport`` delivers the shard client's
+This is the only module that imports Ray. Every call's arguments and answer travel packed
+(``kai_ray.app.wire``). ``RayTransport`` delivers the shard client's
 batches to shard actors (every round is one ``ray.get`` per shard, all submitted at once)
 and reports an actor that died, or failed a batch, as ``ShardDown``; ``RemoteCoordinator``
 gives callers the same methods as ``Coordinator`` while the work happens in the
@@ -24,6 +25,7 @@ from typing import Any
 from coordinator.coordinator import Coordinator
 from coordinator.replaceable import CoordinatorHost, HostGone, ReplaceableCoordinator
 from coordinator.shard_set import ShardSet
+from kai_ray.app.wire import pack, unpack
 from kai_ray.config import SchedulerConfig
 from placement.placer import PlacementPolicy
 from shards.protocol import Batch, BatchReply, ShardDown
@@ -81,6 +83,10 @@ class ShardActor(Shard):
 
         tune_gc_for_long_runs()
         super().__init__(*args, **kwargs)
+
+    def handle_packed(self, batch: bytes) -> bytes:
+        """``handle``, its batch and answer packed (``kai_ray.app.wire``)."""
+        return pack(self.handle(unpack(batch)))
 
     def ray_node_id(self) -> str:
         """The Ray node this actor runs on."""
@@ -156,11 +162,11 @@ class RayTransport:
         import ray
         from ray.exceptions import RayActorError, RayError
 
-        refs = {sid: self.handles[sid].handle.remote(batch) for sid, batch in batches.items()}
+        refs = {sid: self.handles[sid].handle_packed.remote(pack(batch)) for sid, batch in batches.items()}
         out: dict[int, BatchReply | ShardDown] = {}
         for sid, ref in refs.items():
             try:
-                out[sid] = ray.get(ref)
+                out[sid] = unpack(ray.get(ref))
             except RayActorError as error:  # the actor's process is gone, or unreachable
                 self._lost(sid)
                 out[sid] = ShardDown(sid, type(error).__name__)
@@ -222,6 +228,10 @@ class _CoordinatorHost(CoordinatorHost):
 
         return str(ray.get_runtime_context().get_node_id()), self._transport.ray_nodes()
 
+    def call_packed(self, method: str, args: bytes) -> bytes:
+        """One of the host's methods, its arguments and answer packed (``kai_ray.app.wire``)."""
+        return pack(getattr(self, method)(*unpack(args)))
+
 
 class _RayHostLink:
     """A ``HostLink`` to a new coordinator actor."""
@@ -234,7 +244,7 @@ class _RayHostLink:
         from ray.exceptions import RayActorError
 
         try:
-            return ray.get(getattr(self._handle, method).remote(*args))
+            return unpack(ray.get(self._handle.call_packed.remote(method, pack(args))))
         except RayActorError as error:
             raise HostGone(type(error).__name__) from error
 
