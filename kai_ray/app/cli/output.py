@@ -39,6 +39,34 @@ def warn(message: str) -> None:
     print(f"kai-ray: warning: {message}", file=sys.stderr)
 
 
+# A warning that more objects than this share the same words for is said once, naming a few.
+SHARED_WARNING_LINES = 5
+NAMED_IN_SHARED_WARNING = 3
+
+
+def warn_each(messages: Sequence[str]) -> None:
+    """Every warning, in order; those of the form "<Kind> <name>: <words>" that many objects of
+    one kind share are one line with the count and the first few names (500 PodGroups naming a
+    missing PriorityClass should not bury the one warning that differs)."""
+    shared: dict[tuple[str, str], list[str]] = {}
+    for message in messages:
+        subject, _, words = message.partition(": ")
+        kind, _, name = subject.partition(" ")
+        if words and name and " " not in name:
+            shared.setdefault((kind, words), []).append(name)
+    said: set[tuple[str, str]] = set()
+    for message in messages:
+        subject, _, words = message.partition(": ")
+        key = (subject.partition(" ")[0], words)
+        names = shared.get(key, [])
+        if len(names) <= SHARED_WARNING_LINES:
+            warn(message)
+        elif key not in said:
+            said.add(key)
+            first = ", ".join(names[:NAMED_IN_SHARED_WARNING])
+            warn(f"{len(names)} {key[0]}s ({first} and {len(names) - NAMED_IN_SHARED_WARNING} more): {words}")
+
+
 def warn_about(config: SchedulerConfig) -> None:
     """What the config asks that kai-ray does not do (plugins it cannot turn off, arguments it
     reads elsewhere): said once, at start, never dropped silently."""

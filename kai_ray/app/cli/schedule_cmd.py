@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kai_ray.app.cli.output import format_table, print_json, warn, warn_about
+from kai_ray.app.cli.output import format_table, print_json, warn_about, warn_each
 from kai_ray.config import DEFAULT_ACTIONS, SchedulerConfig
 from kai_ray.errors import InputError
 from kai_ray.io.config import config_from_mapping, load_config
@@ -91,8 +91,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--now: bad timestamp {args.now!r}") from None
     snapshot = load_snapshot(args.snapshot, config.schedulerName)
     warn_about(config)
-    for warning in snapshot.report.warnings:
-        warn(warning)
+    warn_each(snapshot.report.warnings)
     if args.ray_shards is not None and args.ray_shards < 1:
         raise InputError(f"--ray-shards: needs at least one shard actor, got {args.ray_shards}")
     decisions = decide(snapshot, config, now, actions, args.shards, args.ray_shards)
