@@ -26,7 +26,7 @@ from coordinator.coordinator import Coordinator, CycleResult
 from coordinator.failures import CoordinatorLost
 from coordinator.result_changes import ResultChange, ResultReceiver, ResultSender
 from kai_ray.deltas import ClusterDeltas
-from placement.rows import NodeRows
+from placement.rows import NodeHolds
 from shards.protocol import ShardInfo
 
 log = logging.getLogger(__name__)
@@ -74,8 +74,8 @@ class CoordinatorHost:
     def bind_failed(self, pods: Sequence[str]) -> None:
         self.coordinator.bind_failed(pods)
 
-    def node_rows(self) -> list[NodeRows]:
-        return self.coordinator.shards.every_row()
+    def node_holds(self) -> list[NodeHolds]:
+        return self.coordinator.shards.every_hold()
 
     def resize(self, shards: int) -> int:
         return self.coordinator.shards.resize(shards)
@@ -157,10 +157,10 @@ class ReplaceableCoordinator:
             self.model.forget_bind(pod)
         self._call("bind_failed", list(pods))
 
-    def node_rows(self) -> list[NodeRows]:
-        """Every node as the host's shards hold it (the simulator's accounting check reads it)."""
-        rows: list[NodeRows] = self._call("node_rows")
-        return rows
+    def node_holds(self) -> list[NodeHolds]:
+        """What every node holds as the host's shards have it (the simulator's accounting check)."""
+        holds: list[NodeHolds] = self._call("node_holds")
+        return holds
 
     def resize(self, shards: int) -> int:
         moved: int = self._call("resize", shards)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar, cast
 
 from kai_ray.model import Node, Pod, Topology
-from placement.rows import NodeRows
+from placement.rows import NodeHolds, NodeRows
 from placement.topology_domains import DomainReport
 from shards.handover import ShardHandover
 from shards.messages import ClaimHold, NodeDevices, PrepareItem, PrepareReply, RowChanges, ShardDeltas
@@ -39,6 +39,7 @@ from shards.protocol import (
     Domains,
     Expire,
     HandOver,
+    HoldsOf,
     Load,
     Prepare,
     Round,
@@ -194,6 +195,9 @@ class ShardClient:
 
     def rows(self, shards: Sequence[int], names: tuple[str, ...] | None = None) -> Answers[NodeRows]:
         return cast(Answers[NodeRows], self._each({sid: RowsOf(names) for sid in shards}))
+
+    def holds(self, shards: Sequence[int]) -> Answers[NodeHolds]:
+        return cast(Answers[NodeHolds], self._each(dict.fromkeys(shards, HoldsOf())))
 
     def domains(self, shards: Sequence[int], topologies: Sequence[Topology]) -> Answers[list[DomainReport]]:
         asked = Domains(tuple(topologies))

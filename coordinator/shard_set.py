@@ -17,7 +17,7 @@ from coordinator.cluster_model import ClusterModel
 from coordinator.shard_client import Answers, ShardClient, ShardTransport
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import Pod, Topology
-from placement.rows import NodeRows
+from placement.rows import NodeHolds, NodeRows
 from placement.topology_domains import DomainReport
 from shards import partitioner
 from shards.messages import ClaimHold, NodeDevices, PrepareItem, PrepareReply, RowChanges, ShardDeltas
@@ -136,6 +136,14 @@ class ShardSet:
         """Every shard's rows, in shard order, for checks and baselines outside a cycle (a shard
         that does not answer is an error here, not a lost cycle)."""
         answers = self.rows()
+        if answers.down:
+            raise RuntimeError(f"shards {sorted(answers.down)} did not answer")
+        return [answers.replies[sid] for sid in sorted(answers.replies)]
+
+    def every_hold(self) -> list[NodeHolds]:
+        """What every node holds, per shard in shard order: ``every_row`` without labels, taints
+        and devices, for the checks that recount usage (the simulator's, each cycle)."""
+        answers = self.client.holds(self.ids)
         if answers.down:
             raise RuntimeError(f"shards {sorted(answers.down)} did not answer")
         return [answers.replies[sid] for sid in sorted(answers.replies)]

@@ -18,7 +18,7 @@ from placement.dra_devices import Allocation, DeviceBook, Held
 from placement.node_table import Holding, Kind, NodeTable, Vector
 from placement.placer import Choice, Mask, PlacementPolicy, Placer
 from placement.pod_holds import pod_hold
-from placement.rows import NodeRows, export_rows, load_rows, merge_rows, table_from_rows
+from placement.rows import NodeHolds, NodeRows, export_holds, export_rows, load_rows, merge_rows, table_from_rows
 from placement.shape_index import ShapeIndex
 from placement.shapes import CPU, GPU, MEMORY, PODS, Constraints, ResourceSchema, TaskShape
 from placement.topology_domains import DomainCache, DomainReport, domain_report
@@ -42,6 +42,7 @@ __all__ = [
     "Holding",
     "Kind",
     "Mask",
+    "NodeHolds",
     "NodeRows",
     "NodeTable",
     "PlacementPolicy",
@@ -56,6 +57,7 @@ __all__ = [
     "claim_demand",
     "claim_key",
     "domain_report",
+    "export_holds",
     "export_rows",
     "load_rows",
     "merge_rows",

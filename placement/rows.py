@@ -56,6 +56,28 @@ class NodeRows:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class NodeHolds:
+    """What some nodes hold, and nothing else: for checks outside a cycle (the simulator's
+    recount of every node's usage each cycle), which need neither labels nor taints."""
+
+    names: list[str]
+    held: npt.NDArray[np.float64]  # (3, n, width), as ``NodeRows.held``
+    schema: ResourceSchema
+    groups: dict[int, dict[str, GroupState]]  # row -> its shared GPUs, for rows that have any
+
+
+def export_holds(table: NodeTable) -> NodeHolds:
+    """Every present node's holds."""
+    index = np.flatnonzero(table.present)
+    groups = {
+        i: {g: (u.active, u.releasing, u.pipelined, u.owns_slot) for g, u in table.groups[r].items()}
+        for i, r in enumerate(index.tolist())
+        if table.groups[r]
+    }
+    return NodeHolds([table.names[r] for r in index], table.held[:, index].copy(), table.schema, groups)
+
+
 def export_rows(table: NodeTable, rows: Sequence[int] | npt.NDArray[np.int64]) -> NodeRows:
     """Copy ``rows`` of ``table`` (present nodes only make sense to send)."""
     index = np.asarray(rows, dtype=np.int64)

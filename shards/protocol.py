@@ -51,6 +51,11 @@ class RowsOf:
 
 
 @dataclass(frozen=True, slots=True)
+class HoldsOf:
+    """What every node holds, without the rest of its row; reply: ``NodeHolds``."""
+
+
+@dataclass(frozen=True, slots=True)
 class Domains:
     """This shard's nodes' domains in each of these Topologies; reply: ``list[DomainReport]``."""
 
@@ -132,6 +137,7 @@ ShardRequest = (
     ApplyDeltas
     | Load
     | RowsOf
+    | HoldsOf
     | Domains
     | Changes
     | Round

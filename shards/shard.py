@@ -19,7 +19,7 @@ from kai_ray.model import Node, Pod, ResourceVector, Topology
 from placement.node_table import Holding, Kind, NodeTable
 from placement.placer import PlacementPolicy, Placer
 from placement.pod_holds import pod_hold
-from placement.rows import NodeRows, export_rows
+from placement.rows import NodeRows, export_holds, export_rows
 from placement.shapes import ResourceSchema
 from placement.topology_domains import DomainCache, DomainReport
 from shards.dra_claims import apply_dra
@@ -37,6 +37,7 @@ from shards.protocol import (
     Domains,
     Expire,
     HandOver,
+    HoldsOf,
     Load,
     Prepare,
     Round,
@@ -109,6 +110,8 @@ class Shard(TwoPhase):
                 return None
             case RowsOf(names=names):
                 return self.rows(None if names is None else list(names))
+            case HoldsOf():
+                return export_holds(self.table)
             case Changes(stamp=stamp, incarnation=incarnation):
                 return self.changes(stamp, incarnation)
             case Prepare(items=items, now=now):

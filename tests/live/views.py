@@ -30,7 +30,7 @@ from kai_ray.app.sim import accounting
 from kai_ray.config import SchedulerConfig
 from kai_ray.io.snapshot_loader import snapshot_from_documents
 from kai_ray.model import ClusterSnapshot
-from placement.rows import export_rows
+from placement.rows import export_holds
 
 Obj = dict[str, Any]
 KINDS = (
@@ -65,9 +65,8 @@ def fresh_decisions(items: list[Obj], config_path: Path, workdir: Path) -> dict[
 
 
 def node_differences(coordinator: Coordinator, snapshot: ClusterSnapshot, config: SchedulerConfig) -> list[str]:
-    running = accounting.from_rows(coordinator.shards.every_row())
-    table = open_session(snapshot, config, 0.0).table
-    fresh = accounting.from_rows([export_rows(table, [table.index[n.name] for n in snapshot.nodes])])
+    running = accounting.from_holds(coordinator.shards.every_hold())
+    fresh = accounting.from_holds([export_holds(open_session(snapshot, config, 0.0).table)])
     counted = accounting.from_pods(snapshot.pods, [n.name for n in snapshot.nodes])
     out = [f"running vs fresh session: {d}" for d in accounting.differences(running, fresh)]
     out += [f"running vs recount from pods: {d}" for d in accounting.differences(running, counted)]

@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from kai_ray.model import Pod, PodState
 from placement.node_table import Kind
-from placement.rows import NodeRows
+from placement.rows import NodeHolds
 from placement.shapes import CPU, GPU, MEMORY, PODS
 
 TOLERANCE = 1e-6
@@ -52,17 +52,17 @@ def from_pods(pods: Iterable[Pod], nodes: Iterable[str]) -> Usage:
     return Usage(names, amounts, shared)
 
 
-def from_rows(parts: Sequence[NodeRows]) -> Usage:
+def from_holds(parts: Sequence[NodeHolds]) -> Usage:
     """What the scheduler holds per node: its shards' active and releasing holds."""
-    names = [name for rows in parts for name in rows.names]
-    blocks = [(rows.held[Kind.ACTIVE] + rows.held[Kind.RELEASING])[:, COLUMNS] for rows in parts]
+    names = [name for holds in parts for name in holds.names]
+    blocks = [(holds.held[Kind.ACTIVE] + holds.held[Kind.RELEASING])[:, COLUMNS] for holds in parts]
     amounts = np.concatenate(blocks) if blocks else np.zeros((0, len(COLUMNS)))
     shared: dict[str, set[str]] = {}
-    for rows in parts:
-        for name, groups in zip(rows.names, rows.groups, strict=True):
+    for holds in parts:
+        for row, groups in holds.groups.items():
             held = {g for g, (active, releasing, _, _) in groups.items() if active + releasing > 0}
             if held:
-                shared[name] = held
+                shared[holds.names[row]] = held
     return Usage(names, amounts, shared)
 
 

@@ -59,7 +59,7 @@ from kai_ray.app.sim.usage import SimUsage
 from kai_ray.app.sim.workload import NAMESPACE, PRIORITY_CLASSES, JobSpec, Workload
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import DraObjects, Node, Pod, PodState, ResourceClaim
-from placement.rows import NodeRows
+from placement.rows import NodeHolds
 
 KINDS = {
     kind.name: kind
@@ -74,8 +74,8 @@ class Scheduler(Protocol):
         """Apply the changes, then run one scheduling cycle."""
         ...
 
-    def node_rows(self) -> list[NodeRows]:
-        """Every node as the shards hold it (for the accounting check)."""
+    def node_holds(self) -> list[NodeHolds]:
+        """What every node holds as the shards have it (for the accounting check)."""
         ...
 
 
@@ -88,8 +88,8 @@ class InProcess:
     def step(self, deltas: ClusterDeltas, now: float, actions: Sequence[str] | None = None) -> CycleResult:
         return self.coordinator.step(deltas, now, actions)
 
-    def node_rows(self) -> list[NodeRows]:
-        return self.coordinator.shards.every_row()
+    def node_holds(self) -> list[NodeHolds]:
+        return self.coordinator.shards.every_hold()
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,7 +353,7 @@ class Simulation:
 
     def _check_accounting(self, now: float) -> None:
         """The shards' holds against a recount from the pods (binds of this cycle included)."""
-        held = accounting.from_rows(self.scheduler.node_rows())
+        held = accounting.from_holds(self.scheduler.node_holds())
         problems = accounting.differences(held, accounting.from_pods(self.pods.values(), self.nodes))
         self.metrics.accounting_errors.extend(f"t={now:.0f}s {problem}" for problem in problems)
 
