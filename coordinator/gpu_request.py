@@ -11,28 +11,36 @@ one of that node's GPUs the pod would take, rounded up to hundredths (``GetRequi
 That is where a ``gpu-memory`` pod's queue limit is checked: it may fit a queue's limit on a
 large GPU and not on a small one. What the pod then holds of its queue is
 ``coordinator.session.accepted_on``.
+
+MIG instances count in both as their profiles' GPUs (``nvidia.com/mig-3g.20gb`` is three), and
+the per-node predicate asks a MIG pod's whole request on every node.
 """
 
 from __future__ import annotations
 
 import math
 
-from kai_ray.model import Pod
+from kai_ray.model import Pod, mig_gpus, mig_instances
 
 
 def requested_gpus(pod: Pod) -> float:
-    """The pod's GPUs as its request counts them (none for a ``gpu-memory`` request)."""
+    """The pod's GPUs as its request counts them (none for a ``gpu-memory`` request; MIG
+    instances as their profiles' GPUs, ``kai_ray.model.mig``)."""
+    gpus = pod.requests.gpu + mig_gpus(pod.requests.scalars)
     share = pod.gpu_share
     if share is None or share.fraction is None:
-        return pod.requests.gpu
-    return pod.requests.gpu + share.devices * share.fraction
+        return gpus
+    return gpus + share.devices * share.fraction
 
 
 def node_quota_gpus(pod: Pod, device_mib: float) -> float:
     """The GPUs KAI's per-node capacity predicate asks of the pod's queues on a node whose GPUs
     have ``device_mib`` each: the memory the pod takes of one of them, as a portion rounded up to
     hundredths. One device only, and a whole-GPU pod counts one GPU whatever its count; the job's
-    own capacity check, made before any node is tried, already counts its request in full."""
+    own capacity check, made before any node is tried, already counts its request in full.
+    A pod asking for MIG instances asks its whole request here, whatever the node."""
+    if mig_instances(pod.requests.scalars):
+        return requested_gpus(pod)
     share = pod.gpu_share
     if share is None:
         memory = device_mib if pod.requests.gpu > 0 else 0.0

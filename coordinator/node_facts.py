@@ -6,6 +6,7 @@ pod's queues a different portion on each) and the most GPUs any node has."""
 from __future__ import annotations
 
 from coordinator.cluster_model import ClusterModel
+from kai_ray.model import mig_gpus
 
 
 class NodeFacts:
@@ -15,7 +16,7 @@ class NodeFacts:
         self.ready: set[str] = set()  # ready nodes
         self.ready_total = [0.0, 0.0, 0.0]  # their allocatable GPU, CPU, memory
         self.gpu_memory_kinds: tuple[float, ...] = ()  # the distinct MiB per GPU, ascending
-        self.largest_gpus = 0.0  # the most GPUs any node has
+        self.largest_gpus = 0.0  # the most whole GPUs (nvidia.com/gpu) any node has
 
     def refresh(self, model: ClusterModel) -> bool:
         """Work the facts out again if any node changed since the last call; whether one did."""
@@ -31,7 +32,7 @@ class NodeFacts:
             largest = max(largest, allocatable.gpu)
             if node.ready:
                 ready.add(name)
-                gpu += allocatable.gpu
+                gpu += allocatable.gpu + mig_gpus(allocatable.scalars)  # KAI counts MIG instances as GPUs
                 cpu += allocatable.cpu
                 memory += allocatable.memory
         self.gpu_memory_kinds = tuple(sorted(set(device_mib.values())))

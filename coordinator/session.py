@@ -28,7 +28,7 @@ from coordinator.tasks import DEFAULT_SUBGROUP, Status, Task, task_status
 from coordinator.victim_searches import VictimSearches
 from kai_ray import labels as L
 from kai_ray.config import SchedulerConfig
-from kai_ray.model import ClusterSnapshot, Pod, PodGroup, ResourceVector, Topology
+from kai_ray.model import ClusterSnapshot, Pod, PodGroup, ResourceVector, Topology, mig_gpus
 from placement.diagnosis import Diagnosis
 from placement.dra_demand import ClaimDemand
 from placement.node_table import Holding, NodeTable
@@ -420,9 +420,10 @@ def _build_tree_job(state: SessionState, group: PodGroup, tasks: list[Task]) -> 
 
 
 def accepted_on(task: Task, device_mib: float) -> Quota:
-    """What a placed pod holds of its queue, with its fraction measured on its node's GPUs."""
+    """What a placed pod holds of its queue, with its fraction measured on its node's GPUs and
+    its MIG instances as their profiles' GPUs."""
     pod = task.pod
-    gpu = pod.requests.gpu
+    gpu = pod.requests.gpu + mig_gpus(pod.requests.scalars)
     share = pod.gpu_share
     if share is not None:
         gpu += share.devices * share.accepted_portion(max(device_mib, 1.0))

@@ -14,7 +14,7 @@ from coordinator.jobs import Job
 from coordinator.queue_state import QueueState
 from coordinator.semi_preemptible import core_quota_at_open
 from coordinator.tasks import Status, Task, task_status
-from kai_ray.model import ClusterSnapshot, Queue
+from kai_ray.model import ClusterSnapshot, Queue, mig_gpus
 
 if TYPE_CHECKING:
     from coordinator.session import Quota, SessionState
@@ -89,11 +89,13 @@ def add_queue_sums(row: list[float], job: Job, requested: Callable[[Task], Quota
 
 
 def divisible_total(state: SessionState, snapshot: ClusterSnapshot) -> np.ndarray:
-    """Ready nodes' allocatable minus what other schedulers' pods use (KAI's proportion total)."""
+    """Ready nodes' allocatable (MIG instances as GPUs) minus what other schedulers' pods use
+    (KAI's proportion total)."""
     ready = {n.name: n for n in snapshot.nodes if n.ready}
     total = np.zeros(3)
     for node in ready.values():
-        total += (node.allocatable.gpu, node.allocatable.cpu, node.allocatable.memory)
+        allocatable = node.allocatable
+        total += (allocatable.gpu + mig_gpus(allocatable.scalars), allocatable.cpu, allocatable.memory)
     for pod in snapshot.pods:
         if pod.scheduler_name == state.config.schedulerName or pod.node not in ready:
             continue

@@ -16,6 +16,9 @@ GPU_MEMORY_ANNOTATION = "gpu-memory"
 GPU_FRACTION_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
 GPU_GROUP_LABEL = "runai-gpu-group"
 GPU_MEMORY_NODE_LABEL = "nvidia.com/gpu.memory"
+# KAI's default for its --mig-worker-node-label-key: "true" marks a MIG-enabled node.
+MIG_ENABLED_NODE_LABEL = "node-role.kubernetes.io/mig-enabled"
+MIG_STRATEGY_NODE_LABEL = "nvidia.com/mig.strategy"  # single | mixed, set by the GPU operator
 GPU_FRACTION_CONTAINER_ANNOTATION = "gpu-fraction-container-name"
 RECEIVED_RESOURCE_TYPE_ANNOTATION = "received-resource-type"  # Regular | Fraction, written when binding
 SHARED_GPU_CONFIGMAP_ANNOTATION = "runai/shared-gpu-configmap"  # name prefix of a fraction's ConfigMaps

@@ -15,6 +15,7 @@ from placement.domain_index import Rows, best_in
 from placement.dra_cel import SELECTORS
 from placement.dra_demand import ClaimDemand, ClaimSpec, RequestSpec, claim_demand, claim_key
 from placement.dra_devices import Allocation, DeviceBook, Held
+from placement.mig_nodes import mig_gpus_free
 from placement.node_table import Holding, Kind, NodeTable, Vector
 from placement.placer import Choice, Mask, PlacementPolicy, Placer
 from placement.pod_holds import pod_hold
@@ -61,6 +62,7 @@ __all__ = [
     "export_rows",
     "load_rows",
     "merge_rows",
+    "mig_gpus_free",
     "pod_hold",
     "table_from_rows",
     "tolerates_all",

@@ -14,6 +14,7 @@ from placement.shapes import TaskShape
 # and tools written against KAI's messages keep working.
 NO_NODES_FOUND = "no nodes with enough resources were found"
 NOT_ENOUGH = "node(s) didn't have enough resources: "
+NOT_ENOUGH_MIG = "node(s) didn't have enough of mig profile: "
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,13 +24,14 @@ import numpy as np
 import numpy.typing as npt
 
 from kai_ray.config import SchedulerConfig
-from kai_ray.model import GpuShare
+from kai_ray.model import GpuShare, mig_instances
 from placement.constraints import ConstraintMasks
-from placement.diagnosis import NOT_ENOUGH, Diagnosis
+from placement.diagnosis import NOT_ENOUGH, NOT_ENOUGH_MIG, Diagnosis
 from placement.dra_devices import Allocation
+from placement.mig_nodes import accepts, refusal_counts
 from placement.node_table import NodeTable
 from placement.scorers import BAND_SCORERS, PLACEMENT, Scoring, band_row, band_rows
-from placement.shapes import CPU, GPU, MEMORY, PODS, TaskShape
+from placement.shapes import CORE_COLUMNS, CPU, GPU, MEMORY, PODS, TaskShape
 
 if TYPE_CHECKING:
     from placement.shape_index import ShapeIndex
@@ -103,6 +104,9 @@ class Placer:
         table = self.table
         pick: Ints | slice = slice(None) if rows is None else rows
         admitted = self.masks.admitted(shape.constraints)[pick]
+        kinds = accepts(table, shape)
+        if kinds is not None:  # MIG nodes take only some kinds of GPU request
+            admitted = admitted & kinds[pick]
         if allowed is not None:
             admitted = admitted & allowed[pick]
         if shape.claims:  # DRA: only nodes whose free devices can take every claim
@@ -140,6 +144,9 @@ class Placer:
         (fits now, fits once releasing pods are gone, MiB per device for a fraction)."""
         table = self.table
         if not self.masks.admitted(shape.constraints)[row]:
+            return False, False, None
+        kinds = accepts(table, shape)
+        if kinds is not None and not kinds[row]:
             return False, False, None
         if shape.claims and not table.devices.fits(row, shape.claims):
             return False, False, None
@@ -310,7 +317,12 @@ class Placer:
         """Why nodes cannot take the pod right now, counted by the first filter each fails."""
         table = self.table
         present = table.present & ~exclude if exclude is not None else table.present.copy()
-        counts: dict[str, int] = {}
+        considered = int(present.sum())
+        # KAI's resource-type predicate runs before the node filters it takes from kube-scheduler.
+        counts = refusal_counts(table, shape, present)
+        kinds = accepts(table, shape)
+        if kinds is not None:
+            present &= kinds
         admitted = self.masks.admitted(shape.constraints)
         for why, n in self.masks.reasons(shape.constraints, present).items():
             counts[why] = n
@@ -333,6 +345,15 @@ class Placer:
             if short.any():
                 counts[label] = int(short.sum())
                 remaining &= ~short
+        for name, count in mig_instances(shape.request.scalars).items():
+            if name in table.schema.scalars:  # else no node here offers the profile at all
+                column = len(CORE_COLUMNS) + table.schema.scalars.index(name)
+                short = remaining & (table.future[:, column] + TOLERANCE < count)
+            else:
+                short = remaining.copy()
+            if short.any():
+                counts[NOT_ENOUGH_MIG + name] = int(short.sum())
+                remaining &= ~short
         if shape.share is not None:
             short = remaining & ~self.fit(shape).future
             if short.any():
@@ -345,7 +366,7 @@ class Placer:
         if shape.claims:
             for why, n in table.devices.turned_away(shape.claims, remaining)[0].items():
                 counts[why] = counts.get(why, 0) + n
-        return Diagnosis(int(present.sum()), counts, largest)
+        return Diagnosis(considered, counts, largest)
 
     def explain(self, shape: TaskShape) -> str:
         return self.diagnose(shape).describe(shape)

@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from placement.mig_nodes import mig_enabled
 from placement.node_table import NodeTable
 from placement.shapes import CPU, GPU, TaskShape
 
@@ -87,7 +88,8 @@ class NodeAvailability:
 
 
 class ResourceType:
-    """A CPU-only pod on a CPU-only node (GPU nodes are kept for GPU pods)."""
+    """A CPU-only pod on a CPU-only node (GPU nodes are kept for GPU pods). A MIG-enabled node
+    is a GPU node even when it offers no ``nvidia.com/gpu``."""
 
     name, points = "resourcetype", 10.0
 
@@ -95,10 +97,12 @@ class ResourceType:
         return scoring.shape.is_cpu_only
 
     def rows(self, scoring: Scoring, rows: Ints, now: Mask, mib: Ints | None) -> Mask:
-        return scoring.table.gpu_count[rows] <= 0
+        table = scoring.table
+        return (table.gpu_count[rows] <= 0) & ~mig_enabled(table)[rows]
 
     def row(self, scoring: Scoring, row: int, now: bool, mib: int | None) -> bool:
-        return bool(scoring.table.gpu_count[row] <= 0)
+        table = scoring.table
+        return bool(table.gpu_count[row] <= 0) and not mig_enabled(table)[row]
 
 
 class NodePlacement:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kai_ray.model import AffinityTerm, GpuShare, Pod, ResourceVector, Toleration
+from kai_ray.model import AffinityTerm, GpuShare, Pod, ResourceVector, Toleration, mig_instances
 from placement.dra_demand import ClaimDemand, ClaimSpec
 
 CORE_COLUMNS = ("cpu", "memory", "gpu", "pods")
@@ -122,6 +122,12 @@ class TaskShape:
 
     @property
     def wants_gpu(self) -> bool:
+        """Whole GPUs, a shared GPU or MIG instances (KAI's IsRequireAnyKindOfGPU)."""
+        return self.request.gpu > 0 or self.share is not None or bool(mig_instances(self.request.scalars))
+
+    @property
+    def needs_gpu_devices(self) -> bool:
+        """Whole GPUs or a shared GPU: only a node with ``nvidia.com/gpu`` can take it."""
         return self.request.gpu > 0 or self.share is not None
 
     @property

@@ -308,7 +308,7 @@ class _Watch:
             before: list[tuple[bool, Score]] = []
             for other in self.shapes:
                 # Cheap verdicts first: a node the shape may not use, or a GPU shape on a CPU node.
-                if (other.wants_gpu and not gpus) or not placer.masks.admitted(other.constraints)[row]:
+                if (other.needs_gpu_devices and not gpus) or not placer.masks.admitted(other.constraints)[row]:
                     before.append((False, (0.0, 0.0)))
                     continue
                 now, future, mib = placer.fit_row(other, row)

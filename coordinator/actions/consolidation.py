@@ -21,6 +21,7 @@ from coordinator.plugins import VictimAccept
 from coordinator.semi_preemptible import surplus_tasks
 from coordinator.session import SessionState
 from coordinator.tasks import Status, Task
+from kai_ray.model import mig_gpus
 from placement.shapes import GPU
 
 
@@ -63,7 +64,8 @@ def _enough_gpus(state: SessionState, job: Job) -> bool:
     """KAI's precheck: the cluster's free and freeing GPUs can hold what the job asks for."""
     table = state.table
     available = float(gpu_headroom_all(state.table)[table.present & table.ready].sum())
-    wanted = sum(t.pod.requests.gpu for t in job.tasks_to_allocate(real=False))
+    # KAI sums whole GPUs and MIG instances (as their profiles' GPUs) here, not fractions.
+    wanted = sum(t.pod.requests.gpu + mig_gpus(t.pod.requests.scalars) for t in job.tasks_to_allocate(real=False))
     return available >= wanted
 
 

@@ -1,6 +1,6 @@
-"""GPUs a victim search counts on a node: idle and releasing ones (shared GPUs included, as
-KAI sums them), what a pod asks of KAI's idle-GPU filter, and an upper bound of what any victim
-scenario could make available."""
+"""GPUs a victim search counts on a node: idle and releasing ones (shared GPUs and MIG
+instances included, as KAI sums them), what a pod asks of KAI's idle-GPU filter, and an upper
+bound of what any victim scenario could make available."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import numpy as np
 
 from coordinator.session import SessionState
 from coordinator.tasks import Task
+from placement import mig_gpus_free
 from placement.node_table import NodeTable
 from placement.shapes import GPU
 
@@ -17,7 +18,8 @@ from placement.shapes import GPU
 def required_gpus(task: Task) -> float:
     """The GPUs KAI's idle-GPU filter asks room for: whole devices, or a fraction times its
     devices (KAI's ResReq.GPUs(), in hundredths); a GPU-memory request asks none, its portion
-    being known only on a node."""
+    being known only on a node, and neither do MIG instances (KAI leaves them out of this sum
+    while it counts the nodes' free instances in)."""
     share = task.pod.gpu_share
     if share is None or share.fraction is None:
         return task.pod.requests.gpu
@@ -54,10 +56,10 @@ def gpu_headroom_all(table: NodeTable) -> np.ndarray:
     if known is not None and len(known[1]) == len(table):
         rows = np.flatnonzero(table.stamp > known[0])  # every change of a row stamps it (refresh)
         out = known[1].copy()  # callers may still hold the old answer
-        out[rows] = table.future[rows, GPU]
+        out[rows] = table.future[rows, GPU] + mig_gpus_free(table, rows)
     else:
         rows = np.arange(len(table))
-        out = table.future[:, GPU].astype(np.float64)
+        out = table.future[:, GPU] + mig_gpus_free(table, rows)
     groups = table.groups
     for row in rows.tolist():
         if groups[row]:
@@ -68,8 +70,9 @@ def gpu_headroom_all(table: NodeTable) -> np.ndarray:
 
 
 def gpu_headroom(table: NodeTable, row: int) -> float:
-    """Idle plus releasing GPUs of a node, partly free shared GPUs included (KAI's sums)."""
-    whole = float(table.future[row, GPU])
+    """Idle plus releasing GPUs of a node, partly free shared GPUs and free MIG instances
+    included (KAI's sums)."""
+    whole = float(table.future[row, GPU] + mig_gpus_free(table, np.array([row]))[0])
     device = int(table.gpu_mem[row]) or 1
     shared = 0.0
     for usage in table.groups[row].values():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,12 +23,14 @@ from kai_ray.model import (
     SelectorRequirement,
     Taint,
     Toleration,
+    is_mig_resource,
 )
 from kai_ray.quantity import QuantityError, plain
 
 # Pods of one workload tolerate the same taints: one (immutable) record per distinct toleration.
 _MAX_TOLERATIONS = 4096
 _TOLERATIONS: dict[tuple[str, str, str, str], Toleration] = {}
+_WHOLE = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.ParseInt takes in base 10
 
 
 def parse_node(reader: ObjectReader) -> Node:
@@ -247,6 +250,13 @@ def parse_pod(reader: ObjectReader, lenient: list[str] | None = None) -> Pod:
                 raise problem from None
             holds.append(f"{problem}; ignored")
     groups = _gpu_groups(pod_labels)
+    legacy = legacy_mig_annotation(annotations)
+    if legacy is not None and lenient is not None:
+        lenient.append(
+            f"Pod {reader.namespace}/{reader.name}: metadata.annotations.{legacy} marks a legacy MIG pod; KAI never "
+            "schedules such a pod and keeps MIG pods off a node that runs one, kai-ray does neither "
+            "and counts the pod by its resource requests"
+        )
     return Pod(
         namespace=reader.namespace,
         name=reader.name,
@@ -272,6 +282,13 @@ def parse_pod(reader: ObjectReader, lenient: list[str] | None = None) -> Pod:
         resource_claims=parse_pod_claims(reader),
         scheduling_gates=_gates(reader.get("spec.schedulingGates")),
     )
+
+
+def legacy_mig_annotation(annotations: Mapping[str, str]) -> str | None:
+    """The annotation that makes a pod a legacy MIG pod for KAI (a MIG profile's name with a
+    whole number: how MIG was once asked for), or None."""
+    found = [name for name, value in annotations.items() if is_mig_resource(name) and _WHOLE.fullmatch(value)]
+    return min(found) if found else None
 
 
 def _queue_label(pod_labels: Mapping[str, str]) -> str | None:
@@ -309,6 +326,7 @@ def _common_pod(reader: ObjectReader) -> Pod | None:
         L.TASK_PRIORITY_LABEL in pod_labels
         or L.GPU_FRACTION_ANNOTATION in pod_annotations
         or L.GPU_MEMORY_ANNOTATION in pod_annotations
+        or legacy_mig_annotation(pod_annotations) is not None
     ):
         return None
     if tolerations and not all(type(tol) is dict for tol in tolerations):

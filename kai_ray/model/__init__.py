@@ -16,6 +16,7 @@ from kai_ray.model.dra import (
     ResourceClaim,
     ResourceSlice,
 )
+from kai_ray.model.mig import MIG_PREFIX, is_mig_resource, mig_gpus, mig_instances, profile_gpus
 from kai_ray.model.objects import (
     UNLIMITED,
     AffinityTerm,
@@ -47,6 +48,7 @@ __all__ = [
     "EXACT_COUNT",
     "AttrValue",
     "GPU_RESOURCE",
+    "MIG_PREFIX",
     "QUEUE_RESOURCES",
     "UNLIMITED",
     "ZERO",
@@ -81,4 +83,8 @@ __all__ = [
     "TopologyConstraint",
     "TopologyLevel",
     "fairshare",
+    "is_mig_resource",
+    "mig_gpus",
+    "mig_instances",
+    "profile_gpus",
 ]

@@ -3,7 +3,8 @@
 Units are fixed so that every number can go straight into a numpy column:
 cpu in millicores, memory in bytes, gpu in devices (fractions allowed for
 queue accounting), pods as a count. Other extended resources (``example.com/fpga``,
-MIG profiles, ...) are carried by name in ``scalars``.
+MIG profiles, ...) are carried by name in ``scalars``; where KAI counts MIG instances as GPUs,
+``kai_ray.model.mig`` says how many.
 """
 
 from __future__ import annotations

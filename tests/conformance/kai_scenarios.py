@@ -45,6 +45,12 @@ def scenarios() -> list[Doc]:
     return list(corpus()["scenarios"])
 
 
+def own_cases(file_name: str) -> list[Doc]:
+    """kai-ray's own cases in this format (a file next to ``scenarios.json``)."""
+    cases: list[Doc] = json.loads(SCENARIOS.with_name(file_name).read_text(encoding="utf-8"))["scenarios"]
+    return cases
+
+
 def timestamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -159,6 +165,10 @@ def _node(node: Doc, gpu_memory_mib: int) -> Doc:
         "nvidia.com/gpu": str(number(node["gpu"])),
         "pods": str(node["max_pods"]),
     }
+    # MIG cases (mig.json): the instances the node offers by profile, and the device plugin's strategy.
+    amounts.update({profile: str(count) for profile, count in (node.get("mig") or {}).items()})
+    if node.get("mig_strategy"):
+        labels.update({"nvidia.com/mig.strategy": node["mig_strategy"], "node-role.kubernetes.io/mig-enabled": "true"})
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -212,6 +222,9 @@ def _pod(task: Doc, job: Doc, name: str, group: str, queues: dict[str, str]) -> 
         if task["gpu"] > 0:
             requests["nvidia.com/gpu"] = str(number(task["gpu"]))
             resources["limits"] = {"nvidia.com/gpu": requests["nvidia.com/gpu"]}
+        for profile, count in (task.get("mig") or {}).items():  # extended resources: limits equal requests
+            requests[profile] = str(count)
+            resources.setdefault("limits", {})[profile] = str(count)
         resources["requests"] = requests
         if task.get("gpu_fraction"):
             annotations["gpu-fraction"] = str(task["gpu_fraction"])

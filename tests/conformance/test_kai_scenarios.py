@@ -44,8 +44,16 @@ ACTION_SCENARIOS = [s for s in scenarios() if s["action"] != "fairshare"]
 FAIRSHARE_SCENARIOS = [s for s in scenarios() if s["action"] == "fairshare"]
 
 
-def _param(scenario: Doc) -> Any:
+def scenario_param(scenario: Doc) -> Any:
     return pytest.param(scenario, id=scenario["id"])
+
+
+def check_own_cases(cases: list[Doc]) -> None:
+    """kai-ray's own case files: every id unique, and only what ``schedule_differences`` judges expected."""
+    ids = [c["id"] for c in cases]
+    assert len(ids) == len(set(ids))
+    for case in cases:
+        assert {"jobs", "tasks"} >= set(case["expected"]), case["id"]
 
 
 def _shown(status: Any, node: Any) -> str:
@@ -97,7 +105,7 @@ def run_action_scenario(scenario: Doc, tmp_path: Path) -> tuple[ClusterSnapshot,
     return snapshot, schedule_differences(scenario, decisions["pods"], given.pod_keys)
 
 
-@pytest.mark.parametrize("scenario", [_param(s) for s in ACTION_SCENARIOS])
+@pytest.mark.parametrize("scenario", [scenario_param(s) for s in ACTION_SCENARIOS])
 def test_action_scenario_decides_as_kai(scenario: Doc, tmp_path: Path) -> None:
     _, differences = run_action_scenario(scenario, tmp_path)
     assert not differences, "\n".join(
@@ -110,7 +118,7 @@ def _close(got: Any, want: float) -> bool:
     return is_number and math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-6)
 
 
-@pytest.mark.parametrize("scenario", [_param(s) for s in FAIRSHARE_SCENARIOS])
+@pytest.mark.parametrize("scenario", [scenario_param(s) for s in FAIRSHARE_SCENARIOS])
 def test_fairshare_scenario_divides_as_kai(scenario: Doc, tmp_path: Path) -> None:
     problem_file = tmp_path / "fairshare.yaml"
     problem_file.write_text(yaml.safe_dump(fairshare_input(scenario), sort_keys=False), encoding="utf-8")

@@ -5,23 +5,17 @@ the design's (docs/semi-preemptible.md), not KAI's code's."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.conformance.kai_scenarios import Doc
-from tests.conformance.test_kai_scenarios import run_action_scenario
+from tests.conformance.kai_scenarios import Doc, own_cases
+from tests.conformance.test_kai_scenarios import check_own_cases, run_action_scenario, scenario_param
 
-CASES: list[Doc] = json.loads(Path(__file__).with_name("semi_preemptible.json").read_text("utf-8"))["scenarios"]
-
-
-def _param(case: Doc) -> Any:
-    return pytest.param(case, id=case["id"])
+CASES = own_cases("semi_preemptible.json")
 
 
-@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+@pytest.mark.parametrize("case", [scenario_param(c) for c in CASES])
 def test_semi_preemptible_case(case: Doc, tmp_path: Path) -> None:
     snapshot, differences = run_action_scenario(case, tmp_path)
     assert any(g.semi_preemptible for g in snapshot.pod_groups), "the case is about a semi-preemptible job"
@@ -29,7 +23,4 @@ def test_semi_preemptible_case(case: Doc, tmp_path: Path) -> None:
 
 
 def test_every_case_has_a_unique_id_and_asks_only_what_the_judge_checks() -> None:
-    ids = [c["id"] for c in CASES]
-    assert len(ids) == len(set(ids))
-    for case in CASES:
-        assert {"jobs", "tasks"} >= set(case["expected"]), case["id"]
+    check_own_cases(CASES)

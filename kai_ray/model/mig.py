@@ -1,0 +1,44 @@
+"""MIG instances as KAI counts them.
+
+A MIG-partitioned GPU is offered by the device plugin as extended resources named after the
+instance profile, ``nvidia.com/mig-<slices>g.<memory>gb``; pods ask for them by the same name.
+They stay named scalars for placement (a node has so many ``mig-1g.5gb`` free, like any other
+extended resource), but KAI also counts them as GPUs wherever it sums GPUs (queue quota, fair
+share, the cluster's capacity, idle-GPU filters): an instance of ``<n>g`` counts ``n`` GPUs. So
+``mig-1g.5gb`` is one GPU and ``mig-3g.20gb`` three, however small the slice. A name with the
+prefix that does not parse (``mig-1c.1g.5gb``, ...) is still a MIG resource for placement but
+counts no GPUs, as in KAI.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+MIG_PREFIX = "nvidia.com/mig-"
+_PROFILE = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
+
+
+def is_mig_resource(name: str) -> bool:
+    return name.startswith(MIG_PREFIX)
+
+
+def profile_gpus(name: str) -> int | None:
+    """The GPUs one instance of this MIG profile counts for (its compute slices), or None when
+    the name is not of the ``<n>g.<m>gb`` form (KAI then counts it as no GPUs)."""
+    match = _PROFILE.match(name)
+    return int(match.group(1)) if match else None
+
+
+def mig_instances(scalars: Mapping[str, float]) -> dict[str, float]:
+    """The MIG profiles among extended resources, with their counts."""
+    return {name: count for name, count in scalars.items() if is_mig_resource(name) and count}
+
+
+def mig_gpus(scalars: Mapping[str, float]) -> float:
+    """The GPUs these MIG instances count for in KAI's sums."""
+    total = 0.0
+    for name, count in scalars.items():
+        if is_mig_resource(name):
+            total += (profile_gpus(name) or 0) * count
+    return total

@@ -1,0 +1,168 @@
+"""MIG as a user of ``kai-ray schedule`` sees it: nodes that offer MIG instances by profile, pods
+that ask for them by name, where they go, why they wait, and what they count against their queue
+(an instance of ``<n>g`` is ``n`` GPUs, as KAI counts it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kai_ray.app.cli.schedule_cmd import decide
+from kai_ray.io.config import load_config
+from kai_ray.io.snapshot_loader import load_snapshot
+from kai_ray.model import mig_gpus, profile_gpus
+from tests.manifests import UNLIMITED_RESOURCES, Manifest, node, pod, pod_group, priority_class, queue, write
+
+NOW = 1_700_000_000.0
+MIXED = {"nvidia.com/mig.strategy": "mixed", "node-role.kubernetes.io/mig-enabled": "true"}
+
+
+def gpu_quota(gpus: float) -> dict[str, Any]:
+    return {**UNLIMITED_RESOURCES, "gpu": {"quota": gpus, "overQuotaWeight": 1, "limit": -1}}
+
+
+def mig_node(name: str, instances: dict[str, int], labels: dict[str, str] | None = None, gpu: int = 0) -> Manifest:
+    manifest = node(name, gpu=gpu, labels=labels)
+    manifest["status"]["allocatable"].update({f"nvidia.com/mig-{p}": str(n) for p, n in instances.items()})
+    return manifest
+
+
+def mig_pod(name: str, queue_name: str, profile: str, count: int = 1, **kwargs: Any) -> Manifest:
+    manifest = pod(name, queue_name, group=name, **kwargs)
+    resources = manifest["spec"]["containers"][0]["resources"]
+    resources["requests"][f"nvidia.com/mig-{profile}"] = str(count)
+    resources["limits"] = {f"nvidia.com/mig-{profile}": str(count)}
+    return manifest
+
+
+def schedule(tmp_path: Path, objects: list[Manifest], actions: tuple[str, ...] = ("allocate",)) -> dict[str, Any]:
+    """``kai-ray schedule`` on these objects, each pod in a PodGroup of its own name."""
+    groups = [
+        pod_group(
+            o["metadata"]["name"],
+            o["metadata"]["labels"]["kai.scheduler/queue"],
+            priority_class_name=o["spec"].get("priorityClassName"),
+        )
+        for o in objects
+        if o["kind"] == "Pod"
+    ]
+    snapshot_file = write(tmp_path / "snapshot.yaml", objects + groups)
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text("kValue: 0\n")
+    config = load_config(config_file)
+    snapshot = load_snapshot(snapshot_file, config.schedulerName)
+    result: dict[str, Any] = decide(snapshot, config, NOW, list(actions)).to_json()
+    result["warnings"] = snapshot.report.warnings
+    return result
+
+
+def test_a_profile_counts_its_compute_slices_as_gpus() -> None:
+    assert profile_gpus("nvidia.com/mig-1g.5gb") == 1
+    assert profile_gpus("nvidia.com/mig-3g.20gb") == 3
+    assert profile_gpus("nvidia.com/mig-7g.80gb") == 7
+    assert profile_gpus("nvidia.com/mig-1c.3g.20gb") is None  # not of KAI's form: no GPUs
+    assert mig_gpus({"nvidia.com/mig-1g.5gb": 2, "nvidia.com/mig-3g.20gb": 1, "example.com/fpga": 4}) == 5
+
+
+def test_a_mig_pod_binds_where_its_profile_is_free_and_holds_its_profiles_gpus_of_the_queue(tmp_path: Path) -> None:
+    out = schedule(
+        tmp_path,
+        [
+            queue("q", resources=gpu_quota(8)),
+            mig_node("a100-0", {"1g.5gb": 7}, MIXED),
+            mig_node("a100-1", {"3g.20gb": 2}, MIXED),
+            mig_pod("big", "q", "3g.20gb", 2),
+            mig_pod("small", "q", "1g.5gb"),
+        ],
+    )
+    assert out["pods"]["team/big"]["status"] == "Binding" and out["pods"]["team/big"]["node"] == "a100-1"
+    assert out["pods"]["team/small"]["node"] == "a100-0"
+    # Two 3g instances and one 1g held: 7 GPUs of the queue, which the 13 GPUs of the nodes'
+    # instances give it in full as its fair share (it asks no more).
+    assert out["queues"]["q"]["allocated"]["gpu"] == 7
+    assert out["queues"]["q"]["fairShare"]["gpu"] == 7
+
+
+def test_a_pod_waits_naming_the_profile_no_node_has_free(tmp_path: Path) -> None:
+    out = schedule(
+        tmp_path,
+        [
+            queue("q"),
+            mig_node("a100-0", {"1g.5gb": 1}, MIXED),
+            mig_pod("running", "q", "1g.5gb", node_name="a100-0", phase="Running"),
+            mig_pod("waiting", "q", "1g.5gb"),
+        ],
+    )
+    reason = out["pods"]["team/waiting"]["reason"]
+    assert out["pods"]["team/waiting"]["status"] == "Pending"
+    assert "1 node(s) didn't have enough of mig profile: nvidia.com/mig-1g.5gb" in reason
+
+
+def test_mig_strategies_keep_each_kind_of_gpu_request_to_its_nodes(tmp_path: Path) -> None:
+    single = {"nvidia.com/mig.strategy": "single", "node-role.kubernetes.io/mig-enabled": "true"}
+    out = schedule(
+        tmp_path,
+        [
+            queue("q"),
+            node("plain", gpu=0),
+            mig_node("mixed", {"1g.5gb": 1}, MIXED, gpu=4),
+            node("single", gpu=4, labels=single),
+            pod("whole", "q", gpu=1, group="whole"),
+            pod("fraction", "q", group="fraction", annotations={"gpu-fraction": "0.5"}),
+            mig_pod("sliced", "q", "1g.5gb"),
+        ],
+    )
+    pods = out["pods"]
+    assert pods["team/whole"]["node"] == "single"  # the mixed node refuses whole GPUs
+    assert pods["team/sliced"]["node"] == "mixed"
+    assert pods["team/fraction"]["status"] == "Pending"  # neither MIG node takes a fraction
+    reason = pods["team/fraction"]["reason"]
+    assert "1 non MIG jobs cant run on a node with MigStrategy='mixed'" in reason
+    assert "1 only whole gpu jobs can run on a node with MigStrategy='single'" in reason
+
+
+def test_a_mig_pod_never_goes_to_a_node_without_mig(tmp_path: Path) -> None:
+    out = schedule(tmp_path, [queue("q"), node("gpu-node", gpu=8), mig_pod("sliced", "q", "1g.5gb")])
+    assert out["pods"]["team/sliced"]["status"] == "Pending"
+    assert "1 MIG job cannot be scheduled on non-MIG node" in out["pods"]["team/sliced"]["reason"]
+
+
+def test_a_cpu_pod_prefers_a_cpu_node_to_a_mig_node(tmp_path: Path) -> None:
+    out = schedule(
+        tmp_path, [queue("q"), mig_node("a-mig", {"1g.5gb": 7}), node("b-cpu", gpu=0), pod("web", "q", group="web")]
+    )
+    assert out["pods"]["team/web"]["node"] == "b-cpu"
+
+
+def test_reclaim_frees_mig_instances_counted_as_gpus(tmp_path: Path) -> None:
+    """Two 3g.20gb instances are 6 GPUs of the cluster; each queue deserves 3. The queue running
+    both (6 GPUs, over its share) gives one up to the queue that asks for one (3 GPUs, its share)."""
+    deserves_three = gpu_quota(3)
+    out = schedule(
+        tmp_path,
+        [
+            priority_class("train", 50),
+            queue("greedy", resources=deserves_three),
+            queue("owed", resources=deserves_three),
+            mig_node("a100", {"3g.20gb": 2}, MIXED),
+            mig_pod("hog-0", "greedy", "3g.20gb", node_name="a100", phase="Running", priority_class_name="train"),
+            mig_pod("hog-1", "greedy", "3g.20gb", node_name="a100", phase="Running", priority_class_name="train"),
+            mig_pod("claim", "owed", "3g.20gb", priority_class_name="train"),
+        ],
+        actions=("reclaim",),
+    )
+    pods = out["pods"]
+    assert [pods[f"team/hog-{i}"]["status"] for i in range(2)].count("Releasing") == 1
+    assert pods["team/claim"]["status"] == "Pipelined" and pods["team/claim"]["node"] == "a100"
+
+
+def test_a_legacy_mig_annotation_is_a_warning(tmp_path: Path) -> None:
+    out = schedule(
+        tmp_path,
+        [
+            queue("q"),
+            mig_node("a100", {"1g.5gb": 1}),
+            pod("old", "q", group="old", annotations={"nvidia.com/mig-1g.5gb": "1"}),
+        ],
+    )
+    assert any("legacy MIG pod" in w and "team/old" in w for w in out["warnings"])

@@ -1,0 +1,77 @@
+"""Which nodes KAI counts as MIG nodes, which kind of GPU request each takes, and how many GPUs
+their free instances count for."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kai_ray.model import GpuShare, Node, ResourceVector
+from placement.mig_nodes import GpuKind, MigMode, accepts, gpu_kind, mig_gpus_free, mig_modes
+from placement.node_table import NodeTable
+from placement.shapes import ResourceSchema, TaskShape
+
+ENABLED = "node-role.kubernetes.io/mig-enabled"
+STRATEGY = "nvidia.com/mig.strategy"
+
+
+def table(*nodes: Node) -> NodeTable:
+    return NodeTable(ResourceSchema.covering([n.allocatable for n in nodes]), nodes)
+
+
+def mig_node(name: str, labels: dict[str, str], gpu: float = 0, **instances: float) -> Node:
+    scalars = {f"nvidia.com/mig-{k.replace('_', '.')}": v for k, v in instances.items()}
+    return Node(name, ResourceVector.of(cpu=8000, memory=2**34, gpu=gpu, pods=110, scalars=scalars), labels=labels)
+
+
+def test_the_label_decides_when_present_else_offering_mig_instances_does() -> None:
+    nodes = table(
+        mig_node("offers", {}, **{"1g_5gb": 7}),
+        mig_node("labelled-off", {ENABLED: "false"}, **{"1g_5gb": 7}),
+        mig_node("label-not-a-boolean", {ENABLED: "yes"}, **{"1g_5gb": 7}),
+        mig_node("labelled-on", {ENABLED: "True", STRATEGY: "mixed"}),
+        mig_node("single", {ENABLED: "1", STRATEGY: "single"}, gpu=8),
+        mig_node("odd-strategy", {ENABLED: "true", STRATEGY: "none"}, gpu=8),
+        mig_node("plain", {}, gpu=8),
+    )
+    assert [MigMode(m) for m in mig_modes(nodes)] == [
+        MigMode.ENABLED,
+        MigMode.NONE,
+        MigMode.NONE,
+        MigMode.MIXED,
+        MigMode.SINGLE,
+        MigMode.ENABLED,
+        MigMode.NONE,
+    ]
+
+
+def test_each_kind_of_request_goes_only_where_kai_lets_it() -> None:
+    nodes = table(
+        mig_node("plain", {}, gpu=8),
+        mig_node("mixed", {ENABLED: "true", STRATEGY: "mixed"}, **{"1g_5gb": 7}),
+        mig_node("single", {ENABLED: "true", STRATEGY: "single"}, gpu=8),
+        mig_node("enabled", {ENABLED: "true"}, gpu=8, **{"1g_5gb": 7}),
+    )
+    mig = TaskShape(ResourceVector.of(cpu=1000, scalars={"nvidia.com/mig-1g.5gb": 1}, pods=1))
+    whole = TaskShape(ResourceVector.of(cpu=1000, gpu=1, pods=1))
+    fraction = TaskShape(ResourceVector.of(cpu=1000, pods=1), GpuShare(fraction=0.5))
+    cpu = TaskShape(ResourceVector.of(cpu=1000, pods=1))
+    assert [gpu_kind(s) for s in (mig, whole, fraction, cpu)] == [
+        GpuKind.MIG,
+        GpuKind.WHOLE,
+        GpuKind.SHARED,
+        GpuKind.CPU_ONLY,
+    ]
+    assert list(accepts(nodes, mig)) == [False, True, False, True]  # type: ignore[arg-type]
+    assert list(accepts(nodes, whole)) == [True, False, True, True]  # type: ignore[arg-type]
+    assert list(accepts(nodes, fraction)) == [True, False, False, True]  # type: ignore[arg-type]
+    assert accepts(nodes, cpu) is None
+
+
+def test_requests_without_mig_cost_nothing_on_a_cluster_without_mig() -> None:
+    nodes = table(mig_node("a", {}, gpu=8), mig_node("b", {}, gpu=4))
+    assert accepts(nodes, TaskShape(ResourceVector.of(gpu=1, pods=1))) is None
+
+
+def test_free_instances_count_as_their_profiles_gpus() -> None:
+    nodes = table(mig_node("a", {}, **{"1g_5gb": 2, "3g_20gb": 2}), mig_node("b", {}, gpu=8))
+    assert list(mig_gpus_free(nodes, np.arange(2))) == [8.0, 0.0]
