@@ -1,16 +1,12 @@
 """KAI's node resource-type predicate: which kind of GPU request a node takes, by its MIG mode.
 
-A node is MIG-enabled when its ``node-role.kubernetes.io/mig-enabled`` label says so (a label
-that is there but is not a boolean says no), or, without the label, when it offers any
-``nvidia.com/mig-*`` resource. The device plugin's ``nvidia.com/mig.strategy`` label then says
-how its GPUs are offered: ``single`` (every GPU cut into one kind of instance and offered as
-``nvidia.com/gpu``: only whole-GPU pods go there), ``mixed`` (instances offered by profile: only
-pods asking for MIG profiles go there) or anything else (no rule beyond the resources). A pod
-asking for a MIG profile never goes to a node that is not MIG-enabled. CPU-only pods go
-anywhere. The refusals are KAI's fit-error messages, word for word.
-
-Modes depend on node labels and allocatable only, so they are worked out again only when the
-table's static epoch or schema moves.
+A node's mode (``kai_ray.model.MigMode``, from its labels and resources) is a column of the node
+table, worked out when the node is added or changes. ``single`` (every GPU cut into one kind of
+instance and offered as ``nvidia.com/gpu``) takes only whole-GPU pods, ``mixed`` (instances
+offered by profile) only pods asking for MIG profiles, a MIG-enabled node without a known
+strategy anything its resources allow. A pod asking for a MIG profile never goes to a node that
+is not MIG-enabled. CPU-only pods go anywhere. The refusals are KAI's fit-error messages, word
+for word.
 """
 
 from __future__ import annotations
@@ -22,8 +18,7 @@ import weakref
 import numpy as np
 import numpy.typing as npt
 
-from kai_ray import labels as L
-from kai_ray.model import is_mig_resource, profile_gpus
+from kai_ray.model import MigMode, is_mig_resource, profile_gpus
 from placement.node_table import NodeTable
 from placement.shapes import CORE_COLUMNS, ResourceSchema, TaskShape
 
@@ -32,13 +27,6 @@ Mask = npt.NDArray[np.bool_]
 NOT_MIG_NODE = "MIG job cannot be scheduled on non-MIG node"
 SINGLE_STRATEGY_ONLY_WHOLE = "only whole gpu jobs can run on a node with MigStrategy='single'"
 MIXED_STRATEGY_ONLY_MIG = "non MIG jobs cant run on a node with MigStrategy='mixed'"
-
-
-class MigMode(enum.IntEnum):
-    NONE = 0  # not MIG-enabled
-    ENABLED = 1  # MIG-enabled, no (known) strategy
-    SINGLE = 2
-    MIXED = 3
 
 
 class GpuKind(enum.Enum):
@@ -57,60 +45,19 @@ def gpu_kind(shape: TaskShape) -> GpuKind:
     return GpuKind.WHOLE if shape.request.gpu > 0 else GpuKind.CPU_ONLY
 
 
-def node_mode(labels: dict[str, str], offers_mig: bool) -> MigMode:
-    """One node's mode from its labels and whether it offers MIG resources."""
-    flag = labels.get(L.MIG_ENABLED_NODE_LABEL)
-    enabled = _parse_bool(flag) if flag is not None else offers_mig
-    if not enabled:
-        return MigMode.NONE
-    strategy = labels.get(L.MIG_STRATEGY_NODE_LABEL, "")
-    return {"single": MigMode.SINGLE, "mixed": MigMode.MIXED}.get(strategy, MigMode.ENABLED)
-
-
-def _parse_bool(text: str) -> bool:
-    # Go's strconv.ParseBool: these spellings are booleans, anything else is an error (= not MIG).
-    return text in ("1", "t", "T", "TRUE", "true", "True")
-
-
-class _Modes:
-    """One table's modes as of a static epoch and schema, with the rows each kind may use."""
-
-    def __init__(self, stamp: tuple[int, ResourceSchema], modes: npt.NDArray[np.int8]) -> None:
-        self.stamp = stamp
-        self.modes = modes
-        self.any_mig = bool(modes.any())
-        self.accepted: dict[GpuKind, Mask | None] = {}
-
-
-_MODES: weakref.WeakKeyDictionary[NodeTable, _Modes] = weakref.WeakKeyDictionary()
-
-
-def _modes_of(table: NodeTable) -> _Modes:
-    stamp = (table.static_epoch, table.schema)
-    known = _MODES.get(table)
-    if known is not None and known.stamp == stamp and len(known.modes) == len(table):
-        return known
-    columns = [len(CORE_COLUMNS) + j for j, name in enumerate(table.schema.scalars) if is_mig_resource(name)]
-    offers: Mask = np.zeros(len(table), dtype=bool)
-    if columns:
-        offers = np.asarray((table.alloc[:, columns] > 0).any(axis=1), dtype=bool)
-    modes = np.array(
-        [node_mode(table.labels[row], bool(offers[row])) if table.present[row] else 0 for row in range(len(table))],
-        dtype=np.int8,
-    )
-    modes.flags.writeable = False
-    known = _MODES[table] = _Modes(stamp, modes)
-    return known
-
-
 def mig_modes(table: NodeTable) -> npt.NDArray[np.int8]:
-    """Every row's ``MigMode`` (0 for an empty row). Shared until the table changes: read only."""
-    return _modes_of(table).modes
+    """Every row's ``MigMode`` (0 for an empty row)."""
+    return table.mig_mode
 
 
 def mig_enabled(table: NodeTable) -> Mask:
-    enabled: Mask = mig_modes(table) != MigMode.NONE
+    enabled: Mask = table.mig_mode != MigMode.NONE
     return enabled
+
+
+# Per table, the rows each kind of request may use, as of the table's static epoch (a node's mode
+# changes only with its labels or resources, which bump it). Only clusters with MIG nodes get here.
+_ACCEPTED: weakref.WeakKeyDictionary[NodeTable, dict[tuple[int, int, GpuKind], Mask]] = weakref.WeakKeyDictionary()
 
 
 def refusal(kind: GpuKind, mode: int) -> str | None:
@@ -128,20 +75,24 @@ def refusal(kind: GpuKind, mode: int) -> str | None:
 
 def accepts(table: NodeTable, shape: TaskShape) -> Mask | None:
     """Rows whose MIG mode takes ``shape``; None when every row does (the common case: a
-    cluster without MIG nodes and a pod that asks for no MIG profile). Placement asks this for
-    every fit, so the answer per kind of request is kept until the table changes: read only."""
+    cluster without MIG nodes and a pod that asks for no MIG profile, answered without a pass
+    over the rows). Read only."""
     kind = gpu_kind(shape)
     if kind is GpuKind.CPU_ONLY:
         return None
-    known = _modes_of(table)
-    if kind is not GpuKind.MIG and not known.any_mig:
+    modes = table.mig_mode
+    if kind is not GpuKind.MIG and not modes.any():
         return None
-    if kind not in known.accepted:
+    known = _ACCEPTED.setdefault(table, {})
+    key = (table.static_epoch, len(modes), kind)
+    mask = known.get(key)
+    if mask is None:
+        known.clear()  # an older epoch's masks are never asked again
         refused = [mode for mode in MigMode if refusal(kind, mode) is not None]
-        mask = ~np.isin(known.modes, refused)
+        mask = ~np.isin(modes, refused)
         mask.flags.writeable = False
-        known.accepted[kind] = mask
-    return known.accepted[kind]
+        known[key] = mask
+    return mask
 
 
 def refusal_counts(table: NodeTable, shape: TaskShape, rows: Mask) -> dict[str, int]:
@@ -150,7 +101,7 @@ def refusal_counts(table: NodeTable, shape: TaskShape, rows: Mask) -> dict[str, 
     counts: dict[str, int] = {}
     if kind is GpuKind.CPU_ONLY:
         return counts
-    modes = mig_modes(table)
+    modes = table.mig_mode
     for mode in MigMode:
         why = refusal(kind, mode)
         n = int((rows & (modes == mode)).sum())

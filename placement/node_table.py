@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from kai_ray.model import Node, Taint
+from kai_ray.model import Node, Taint, is_mig_resource, mig_instances, node_mig_mode
 from placement.dra_devices import DeviceBook
 from placement.gpu_groups import GroupUsage, summarize
-from placement.shapes import GPU, PODS, ResourceSchema
+from placement.shapes import CORE_COLUMNS, GPU, PODS, ResourceSchema
 
 Vector = npt.NDArray[np.float64]
 
@@ -67,6 +67,9 @@ class NodeTable:
         self.gpu_mem = np.zeros(0, dtype=np.int64)
         self.ready = np.zeros(0, dtype=bool)
         self.unschedulable = np.zeros(0, dtype=bool)
+        # Each node's MIG mode (``kai_ray.model.MigMode``), worked out when the node is added or
+        # changes: placement asks it for every GPU pod, and a session's table is a copy.
+        self.mig_mode = np.zeros(0, dtype=np.int8)
         self.present = np.zeros(0, dtype=bool)  # False for a removed node's row, until it is reused
         self.free_rows: list[int] = []
         self.name_rank = np.zeros(0, dtype=np.int64)
@@ -111,6 +114,11 @@ class NodeTable:
         table.gpu_count = table.alloc[:, GPU].copy()
         table.gpu_mem = np.asarray(gpu_mem, dtype=np.int64).copy()
         table.ready, table.unschedulable = np.asarray(ready, dtype=bool).copy(), np.asarray(unschedulable, dtype=bool)
+        mig_columns = [len(CORE_COLUMNS) + j for j, name in enumerate(schema.scalars) if is_mig_resource(name)]
+        table.mig_mode = np.array(
+            [node_mig_mode(table.labels[row], bool((table.alloc[row, mig_columns] > 0).any())) for row in range(n)],
+            dtype=np.int8,
+        ).reshape(n)
         table.present = np.ones(n, dtype=bool)
         table.version = np.zeros(n, dtype=np.int64)
         table.stamp = np.zeros(n, dtype=np.int64)
@@ -151,6 +159,7 @@ class NodeTable:
         self.gpu_count[row] = self.alloc[row, GPU]
         self.gpu_mem[row] = int(node.gpu_memory_mib)
         self.ready[row], self.unschedulable[row], self.present[row] = node.ready, node.unschedulable, True
+        self.mig_mode[row] = _mig_mode(node)
         self.refresh(row)
 
     def _append(self, new: list[Node]) -> None:
@@ -171,6 +180,7 @@ class NodeTable:
         self.gpu_mem = np.concatenate([self.gpu_mem, np.array([int(n.gpu_memory_mib) for n in new], dtype=np.int64)])
         self.ready = np.concatenate([self.ready, np.array([n.ready for n in new], dtype=bool)])
         self.unschedulable = np.concatenate([self.unschedulable, np.array([n.unschedulable for n in new], dtype=bool)])
+        self.mig_mode = np.concatenate([self.mig_mode, np.array([_mig_mode(n) for n in new], dtype=np.int8)])
         self.present = np.concatenate([self.present, np.ones(len(new), dtype=bool)])
         self.version = np.concatenate([self.version, np.zeros(len(new), dtype=np.int64)])
         self.stamp = np.concatenate([self.stamp, np.arange(self.clock + 1, self.clock + 1 + len(new), dtype=np.int64)])
@@ -188,6 +198,7 @@ class NodeTable:
         self.taints[row] = self._shared_taints(node.taints)
         self.ready[row] = node.ready
         self.unschedulable[row] = node.unschedulable
+        self.mig_mode[row] = _mig_mode(node)
         self.present[row] = True
         self.alloc[row] = self.schema.vector(node.allocatable)
         self.gpu_count[row] = self.alloc[row, GPU]
@@ -205,6 +216,7 @@ class NodeTable:
             self.devices.set_devices(row, ())
         self.present[row] = False
         self.ready[row] = False
+        self.mig_mode[row] = 0
         self.labels[row], self.taints[row], self.groups[row] = {}, (), {}
         self.alloc[row] = 0.0
         self.held[:, row] = 0.0
@@ -291,7 +303,7 @@ class NodeTable:
         copied; labels and taints are shared, nothing changes them in place."""
         out = NodeTable.__new__(NodeTable)
         out.__dict__.update(self.__dict__)
-        for name in ("alloc", "held", "idle", "future", "gpu_count", "gpu_mem", "ready", "unschedulable"):
+        for name in ("alloc", "held", "idle", "future", "gpu_count", "gpu_mem", "ready", "unschedulable", "mig_mode"):
             setattr(out, name, getattr(self, name).copy())
         for name in ("present", "name_rank", "version", "stamp", "room_future", "room_idle"):
             setattr(out, name, getattr(self, name).copy())
@@ -348,3 +360,7 @@ class NodeTable:
         """Whole devices free now, and free once releasing pods finish (KAI floors both)."""
         idle = int(np.floor(self.idle[row, GPU] + 1e-9))
         return idle, idle + int(np.floor(self.future[row, GPU] - self.idle[row, GPU] + 1e-9))
+
+
+def _mig_mode(node: Node) -> int:
+    return int(node_mig_mode(node.labels, bool(mig_instances(node.allocatable.scalars))))

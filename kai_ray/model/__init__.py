@@ -16,7 +16,7 @@ from kai_ray.model.dra import (
     ResourceClaim,
     ResourceSlice,
 )
-from kai_ray.model.mig import MIG_PREFIX, is_mig_resource, mig_gpus, mig_instances, profile_gpus
+from kai_ray.model.mig import MIG_PREFIX, MigMode, is_mig_resource, mig_gpus, mig_instances, node_mig_mode, profile_gpus
 from kai_ray.model.objects import (
     UNLIMITED,
     AffinityTerm,
@@ -49,6 +49,7 @@ __all__ = [
     "AttrValue",
     "GPU_RESOURCE",
     "MIG_PREFIX",
+    "MigMode",
     "QUEUE_RESOURCES",
     "UNLIMITED",
     "ZERO",
@@ -86,5 +87,6 @@ __all__ = [
     "is_mig_resource",
     "mig_gpus",
     "mig_instances",
+    "node_mig_mode",
     "profile_gpus",
 ]

@@ -12,8 +12,11 @@ counts no GPUs, as in KAI.
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Mapping
+
+from kai_ray import labels as L
 
 MIG_PREFIX = "nvidia.com/mig-"
 _PROFILE = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
@@ -42,3 +45,29 @@ def mig_gpus(scalars: Mapping[str, float]) -> float:
         if is_mig_resource(name):
             total += (profile_gpus(name) or 0) * count
     return total
+
+
+class MigMode(enum.IntEnum):
+    """How a node offers its GPUs, as KAI's resource-type predicate reads it."""
+
+    NONE = 0  # not MIG-enabled
+    ENABLED = 1  # MIG-enabled, no (known) strategy
+    SINGLE = 2  # every GPU cut into one kind of instance, offered as nvidia.com/gpu
+    MIXED = 3  # instances offered by profile
+
+
+def node_mig_mode(labels: Mapping[str, str], offers_mig: bool) -> MigMode:
+    """A node's mode: MIG-enabled when its ``node-role.kubernetes.io/mig-enabled`` label says so
+    (a label that is there but is not a boolean says no) or, without the label, when it offers
+    any MIG profile (``offers_mig``); then ``nvidia.com/mig.strategy`` says which strategy."""
+    flag = labels.get(L.MIG_ENABLED_NODE_LABEL)
+    enabled = _parse_bool(flag) if flag is not None else offers_mig
+    if not enabled:
+        return MigMode.NONE
+    strategy = labels.get(L.MIG_STRATEGY_NODE_LABEL, "")
+    return {"single": MigMode.SINGLE, "mixed": MigMode.MIXED}.get(strategy, MigMode.ENABLED)
+
+
+def _parse_bool(text: str) -> bool:
+    # Go's strconv.ParseBool: these spellings are booleans, anything else is an error (= not MIG).
+    return text in ("1", "t", "T", "TRUE", "true", "True")

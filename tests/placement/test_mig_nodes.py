@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kai_ray.model import GpuShare, Node, ResourceVector
-from placement.mig_nodes import GpuKind, MigMode, accepts, gpu_kind, mig_gpus_free, mig_modes
+from kai_ray.model import GpuShare, MigMode, Node, ResourceVector
+from placement.mig_nodes import GpuKind, accepts, gpu_kind, mig_gpus_free, mig_modes
 from placement.node_table import NodeTable
+from placement.rows import export_rows, table_from_rows
 from placement.shapes import ResourceSchema, TaskShape
 
 ENABLED = "node-role.kubernetes.io/mig-enabled"
@@ -42,6 +43,19 @@ def test_the_label_decides_when_present_else_offering_mig_instances_does() -> No
         MigMode.ENABLED,
         MigMode.NONE,
     ]
+
+
+def test_a_node_keeps_its_mode_in_copies_and_rows_and_a_new_label_changes_it() -> None:
+    mixed = mig_node("mixed", {ENABLED: "true", STRATEGY: "mixed"}, **{"1g_5gb": 7})
+    nodes = table(mig_node("plain", {}, gpu=8), mixed)
+    expected = [MigMode.NONE, MigMode.MIXED]
+    assert list(mig_modes(nodes.copy())) == expected
+    assert list(mig_modes(table_from_rows(export_rows(nodes, [0, 1])))) == expected
+    whole = TaskShape(ResourceVector.of(cpu=1000, gpu=1, pods=1))
+    assert list(accepts(nodes, whole)) == [True, False]  # type: ignore[arg-type]
+    nodes.update_node(mig_node("mixed", {ENABLED: "false"}, **{"1g_5gb": 7}))
+    assert list(mig_modes(nodes)) == [MigMode.NONE, MigMode.NONE]
+    assert accepts(nodes, whole) is None  # no MIG node left: every row takes it
 
 
 def test_each_kind_of_request_goes_only_where_kai_lets_it() -> None:
