@@ -37,6 +37,10 @@ from pod_grouper.grouping import (
 )
 from pod_grouper.pod_groups import RawPodGroup, implicit_pod_group, resolve_pod_group
 
+# Kinds of KAI's API that other APIs name alike (the Workload API's scheduling.k8s.io PodGroup):
+# skipped ones are counted with their group, so "1 PodGroup skipped" never reads as one of KAI's.
+KAI_KIND_NAMES = frozenset({"PodGroup", "Queue", "Topology"})
+
 
 def load_snapshot(path: str | Path, scheduler_name: str = L.DEFAULT_SCHEDULER_NAME) -> ClusterSnapshot:
     """A List or stream of manifests; a KAI ``/get-snapshot`` ZIP is read with its objects (its
@@ -123,6 +127,8 @@ def snapshot_from_documents(
             _put(topologies, reader.name, parse_topology(reader), reader, False)
         elif api_group == "resource.k8s.io" and kind in DRA_KINDS:
             dra.add(kind, reader)
+        elif kind in KAI_KIND_NAMES:  # the name of a kind kai-ray reads, from another API group
+            skipped[f"{kind} ({api_group or 'core'})"] += 1
         else:
             skipped[kind] += 1
             if kind in WORKLOAD_DOC_KINDS and (kind != "Service" or api_group == "serving.knative.dev"):
