@@ -6,7 +6,8 @@ what the cluster says (each gang's creation and last eviction, its wait threshol
 runtimes and start times of the jobs on the nodes). A restarted coordinator therefore holds the
 same nodes for the same gangs as the one it replaces.
 
-- **Who reserves.** A gang (a job whose minimum is two pods or more) with nothing placed, ready,
+- **Who reserves.** A gang (a job whose minimum is ``reservation.minPods`` pods or more, two by
+  default) with nothing placed, ready,
   whose queue would admit it, once it has waited ``after`` (the scheduler's ``reservation.after``,
   or its PodGroup's ``kai-ray.io/reservation-after``; negative: never). The longest-waiting gang
   chooses first; a node is held for one gang at most.
@@ -81,14 +82,15 @@ def reservation_after(state: SessionState, job: Job) -> float | None:
     return None if after < 0 else after
 
 
-def is_gang(job: Job) -> bool:
-    return sum(ps.min_available for ps in job.pod_sets.values()) > 1
+def is_large_gang(job: Job, min_pods: int) -> bool:
+    return sum(ps.min_available for ps in job.pod_sets.values()) >= min_pods
 
 
 def reserving_since(state: SessionState, job: Job) -> float | None:
     """When a pending gang begins (or began) to hold nodes; None when it never will as it stands."""
     after = reservation_after(state, job)
-    if after is None or not is_gang(job) or job.active_allocated() > 0:
+    config = state.config.reservation
+    if after is None or config is None or not is_large_gang(job, config.minPods) or job.active_allocated() > 0:
         return None
     return waiting_since(job) + after
 

@@ -198,6 +198,7 @@ class Reservation(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     after: float  # seconds a gang waits before it reserves; a PodGroup's annotation may override it
+    minPods: int = Field(default=2, ge=2)  # noqa: N815 - the smallest gang minimum that reserves
 
     @field_validator("after", mode="before")
     @classmethod
