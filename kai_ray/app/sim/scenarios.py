@@ -83,14 +83,14 @@ def kai_time_based_fairshare(seed: int = 1, jobs_per_queue: int = 100) -> Scenar
 
 BIG_GANG_NODES = 1000
 BIG_GANG_PODS = 512
-BIG_GANG_ARRIVAL = 1800.0  # seconds: the cluster is full by then
+BIG_GANG_ARRIVAL = 7200.0  # seconds: the cluster is full and its queues long by then
 BIG_GANG_HOURS = 6.0
 RUNTIME_MARGIN = 1.25  # users state an expected runtime a quarter above what the job takes
 
 
 def big_gang(seed: int = 1) -> Scenario:
     """A busy 1,000-node cluster (the synthetic pools, offered 1.3 times what its GPUs can run, for
-    the whole run) and one 512-pod gang of one-GPU pods arriving after half an hour: how long it
+    the whole run) and one 512-pod gang of one-GPU pods arriving after two hours: how long it
     waits, with ``reservation`` in the config or without. Every job states an expected runtime."""
     nodes = model_nodes(BIG_GANG_NODES, taint=True)
     gpus = sum(n.allocatable.gpu for n in nodes)
