@@ -43,6 +43,7 @@ from coordinator.job_timers import remember_clocks
 from coordinator.jobs import Job
 from coordinator.node_mirror import NodeMirror
 from coordinator.pod_maps import PodMaps, not_ready_gangs
+from coordinator.reservation import next_reservation
 from coordinator.results import BindIntent, CycleResult, CycleStats, EvictIntent
 from coordinator.rounds import RoundPlacer, merged_diagnoses
 from coordinator.search_backoff import SearchBackoff
@@ -383,4 +384,5 @@ def _next_event(state: SessionState, backoff: SearchBackoff, now: float) -> floa
     runtimes = [m for m in (config.defaultPreemptMinRuntime, config.defaultReclaimMinRuntime) if m > 0]
     for started in state.last_start.values() if runtimes else ():
         events.extend(started + m for m in runtimes)
+    events.append(next_reservation(state))  # a gang that begins to hold nodes changes who goes where
     return min((e for e in events if e > now), default=float("inf"))

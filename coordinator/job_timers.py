@@ -55,7 +55,7 @@ def delay_message(job: Job) -> str:
     delay = job.group.preemption_delay_seconds or 0.0
     return (
         f"{PREEMPTION_DELAY_REASON}: Workload is within its preemption delay window ({go_duration(delay)}) "
-        f"and may not trigger evictions before {_rfc3339(end or 0.0)}"
+        f"and may not trigger evictions before {rfc3339(end or 0.0)}"
     )
 
 
@@ -146,7 +146,7 @@ def go_duration(seconds: float) -> str:
     return sign + text
 
 
-def _rfc3339(moment: float) -> str:
+def rfc3339(moment: float) -> str:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(math.floor(moment), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

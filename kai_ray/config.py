@@ -42,6 +42,13 @@ def _seconds(value: Any) -> float:
         raise ValueError(f"bad duration {value!r}") from None
 
 
+def _non_negative(value: Any) -> float:
+    seconds = _seconds(value)
+    if seconds < 0:
+        raise ValueError(f"must not be negative, got {value!r}")
+    return seconds
+
+
 def _positive(seconds: float) -> float:
     if seconds <= 0:
         raise ValueError("must be positive")
@@ -183,6 +190,22 @@ class JobAging(BaseModel):
         return _positive(_seconds(value))
 
 
+class Reservation(BaseModel):
+    """Beyond KAI: a gang that has waited ``after`` reserves the nodes it will run on; other jobs
+    may use them only if their expected runtime ends before the gang's projected start
+    (docs/reservation-backfill.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    after: float  # seconds a gang waits before it reserves; a PodGroup's annotation may override it
+    minPods: int = Field(default=2, ge=2)  # noqa: N815 - the smallest gang minimum that reserves
+
+    @field_validator("after", mode="before")
+    @classmethod
+    def _after(cls, value: Any) -> float:
+        return _non_negative(value)
+
+
 class PluginConfig(BaseModel):
     """A SchedulingShard's override of one KAI plugin (``kai_ray.plugins`` resolves them)."""
 
@@ -224,6 +247,7 @@ class SchedulerConfig(BaseModel):
     usageDBConfig: UsageDBConfig | None = None  # noqa: N815 - time-based fair share; None = no usage
     jobAging: JobAging | None = None  # noqa: N815 - None = off (KAI's order)
     expectedRuntimeExceeded: Literal["ignore", "preemptFirst", "stop"] = "ignore"  # noqa: N815
+    reservation: Reservation | None = None  # None = off: no gang reserves nodes (KAI's behaviour)
     plugins: dict[str, PluginConfig] = Field(default_factory=dict)  # KAI's plugins: on/off and order
 
     @field_validator("plugins")
@@ -265,10 +289,7 @@ class SchedulerConfig(BaseModel):
     @field_validator("defaultPreemptMinRuntime", "defaultReclaimMinRuntime", "victimSearchBackoff", mode="before")
     @classmethod
     def _non_negative_duration(cls, value: Any) -> float:
-        seconds = _seconds(value)
-        if seconds < 0:
-            raise ValueError(f"must not be negative, got {value!r}")
-        return seconds
+        return _non_negative(value)
 
     @field_validator("shards")
     @classmethod

@@ -31,6 +31,9 @@ STALENESS_GRACE_ANNOTATION = "kai.scheduler/staleness-grace-period"
 LAST_EVICTION_ANNOTATION = "kai.scheduler/last-eviction-timestamp"
 PREEMPTION_DELAY_ANNOTATION = "kai.scheduler/preemption-delay"
 EXPECTED_RUNTIME_ANNOTATION = "kai.scheduler/expected-runtime"  # beyond KAI: the name of its PR #941
+# kai-ray's own (KAI has no reservations): how long this gang waits before it reserves nodes,
+# overriding the scheduler's ``reservation.after``; negative: never (docs/reservation-backfill.md).
+RESERVATION_AFTER_ANNOTATION = "kai-ray.io/reservation-after"
 # KAI's queue-admission gate (its design's locked name): a pod created with it waits, hidden from
 # cluster autoscalers, until the scheduler removes it for a queue with room (docs/admission-gating.md).
 ADMISSION_GATE = "kai.scheduler/queue-admission"

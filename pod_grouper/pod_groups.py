@@ -40,6 +40,7 @@ class RawPodGroup:
     last_eviction: float | None = None
     preemption_delay_seconds: float | None = None
     expected_runtime_seconds: float | None = None
+    reservation_after_seconds: float | None = None
 
 
 def priority_of(name: str | None, classes: Mapping[str, PriorityClass], where: str, warnings: list[str]) -> int:
@@ -89,6 +90,7 @@ def resolve_pod_group(
         last_eviction=raw.last_eviction,
         preemption_delay_seconds=raw.preemption_delay_seconds,
         expected_runtime_seconds=raw.expected_runtime_seconds,
+        reservation_after_seconds=raw.reservation_after_seconds,
         min_sub_group=raw.min_sub_group,
         topology=raw.topology,
         semi_preemptible=semi,

@@ -9,6 +9,7 @@ that still have pods to place go back into the order and get one more pod per tu
 
 from __future__ import annotations
 
+from coordinator.actions.node_holds import HeldNodes
 from coordinator.actions.topology_allocate import TreeAllocation
 from coordinator.job_order import JobOrder
 from coordinator.jobs import Job
@@ -167,8 +168,12 @@ class AllocateAction:
     time_bounded = False
 
     def execute(self, state: SessionState, stmt: Statement) -> None:
+        jobs = eligible_jobs(state, pending_only=True)
+        # Nodes held for some jobs (reservations): a hold moves the session onto every node's row,
+        # so no job below takes the shards' streams, which know nothing of holds.
+        holds = HeldNodes.of(state)
         order = JobOrder(state.queues, lambda j: state.job_request(j, real=False), keys=state.hooks.job_keys)
-        order.push_all(eligible_jobs(state, pending_only=True))
+        order.push_all(jobs)
         later: dict[tuple[str, bool], list[float]] = {}  # queue allocations of simple placements, summed
         while not order.empty():
             # The shards place while the session has no node's row; a job the per-node capacity
@@ -183,7 +188,7 @@ class AllocateAction:
             _add_allocations(state, later)
             checkpoint = stmt.checkpoint()
             already_running = job.active_allocated() > 0
-            ok, pipelined = self._attempt(state, stmt, job)
+            ok, pipelined = self._attempt(state, stmt, job, holds)
             if not ok:
                 stmt.rollback(checkpoint)
                 continue
@@ -193,11 +198,16 @@ class AllocateAction:
             if job.tasks_to_allocate(real=True):
                 order.push(job)
         _add_allocations(state, later)
+        holds.tell_holders(jobs)
 
     @staticmethod
-    def _attempt(state: SessionState, stmt: Statement, job: Job) -> tuple[bool, bool]:
+    def _attempt(state: SessionState, stmt: Statement, job: Job, holds: HeldNodes) -> tuple[bool, bool]:
         placing = job.tasks_to_allocate(real=True)  # the pods this attempt places, if it succeeds
-        if not allocate_job(state, stmt, job, pipeline_only=False, real=True):
+        closed = holds.closed_to(job)
+        allowed = None if closed is None else ~closed
+        if not allocate_job(state, stmt, job, pipeline_only=False, real=True, allowed=allowed):
+            if closed is not None:
+                holds.explain(state, job, closed)
             return False, False
         if job.should_pipeline():
             for task in placing:

@@ -5,15 +5,22 @@ Plugins not listed here register nothing kai-ray's coordinator asks for: node-or
 the shards' scorers, and the rest either apply always (``kai_ray.plugins`` warns when a config
 turns one off) or decide nothing. A rule KAI builds into its framework rather than into a plugin
 registers here under a name of kai-ray's own (``semipreemptible``); no config names it, so it
-always applies."""
+always applies. So does kai-ray's ``reservation``, which holds nothing unless the config's
+``reservation`` option is set."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
 
-from coordinator.plugins import minruntime, proportion, semipreemptible
-from coordinator.plugins.hooks import MinimumKeeperHook, ScenarioValidatorHook, SessionHooks, VictimFilterHook
+from coordinator.plugins import minruntime, proportion, reservation, semipreemptible
+from coordinator.plugins.hooks import (
+    MinimumKeeperHook,
+    NodeHoldHook,
+    ScenarioValidatorHook,
+    SessionHooks,
+    VictimFilterHook,
+)
 from coordinator.plugins.job_order import job_keys
 from kai_ray.plugins import ResolvedPlugins
 
@@ -23,6 +30,9 @@ VICTIM_FILTERS: dict[str, Callable[[], dict[str, VictimFilterHook]]] = {
 }
 MINIMUM_KEEPERS: dict[str, Callable[[], dict[str, MinimumKeeperHook]]] = {
     semipreemptible.NAME: semipreemptible.minimum_keepers,
+}
+NODE_HOLDS: dict[str, Callable[[], NodeHoldHook]] = {
+    reservation.NAME: reservation.node_holds,
 }
 SCENARIO_VALIDATORS: dict[str, Callable[[], dict[str, ScenarioValidatorHook]]] = {
     "proportion": proportion.scenario_validators,
@@ -36,7 +46,7 @@ def hooks_for(plugins: ResolvedPlugins) -> SessionHooks:
     # Plugins kai-ray cannot turn off register whatever the config says (the config warns).
     off_but_applied = sorted(
         name
-        for name in {*VICTIM_FILTERS, *SCENARIO_VALIDATORS, *MINIMUM_KEEPERS} - set(plugins.names)
+        for name in {*VICTIM_FILTERS, *SCENARIO_VALIDATORS, *MINIMUM_KEEPERS, *NODE_HOLDS} - set(plugins.names)
         if plugins.applies(name)
     )
     active = [*plugins.names, *off_but_applied]
@@ -59,4 +69,5 @@ def hooks_for(plugins: ResolvedPlugins) -> SessionHooks:
         {action: tuple(hooks) for action, hooks in filters.items()},
         {action: tuple(hooks) for action, hooks in validators.items()},
         {action: tuple(hooks) for action, hooks in keepers.items()},
+        tuple(NODE_HOLDS[name]() for name in active if name in NODE_HOLDS),
     )

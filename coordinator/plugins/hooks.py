@@ -9,7 +9,9 @@ session, never a plugin by name. kai-ray does the same with these points:
 - ``victim_filters[action]``: which running jobs a preemptor may take at all;
 - ``minimum_keepers[action]``: which of those may give only their pods beyond their gang
   minimum, never the gang itself (a search then offers their surplus and stops there);
-- ``scenario_validators[action]``: what a whole victim scenario must also satisfy.
+- ``scenario_validators[action]``: what a whole victim scenario must also satisfy;
+- ``node_holds``: nodes held for some jobs in a session, which allocate keeps other jobs off
+  (kai-ray's reservations for gangs that waited too long, with their backfill rule).
 
 Node-order plugins are the shards' band scorers (``placement.scorers``); the placement policy
 carries which are on.
@@ -21,6 +23,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from coordinator.jobs import Job
 from coordinator.tasks import Task
 from kai_ray.plugins import ResolvedPlugins
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
     from coordinator.session import SessionState
 
 JobKey = Callable[[Job], tuple[object, ...]]
+Mask = npt.NDArray[np.bool_]
 VictimAccept = Callable[[Job], bool]
 
 
@@ -85,6 +91,24 @@ class ScenarioValidatorHook:
     make: Callable[[SessionState, Job], ScenarioCheck]
 
 
+class NodeHolds(Protocol):
+    """Nodes held for some jobs in one session (rows of the session's table)."""
+
+    def closed_to(self, job: Job) -> Mask | None: ...  # the rows ``job`` may not take (None: none)
+
+    def refusal(self, job: Job, where: Mask) -> str: ...  # why the held rows in ``where`` are not for it
+
+    def holding(self, job: Job) -> str | None: ...  # what a job that holds nodes is told, if it holds any
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHoldHook:
+    """Made once per allocate: the session's holds, or None when nothing is held."""
+
+    plugin: str
+    make: Callable[[SessionState], NodeHolds | None]
+
+
 @dataclass(frozen=True, slots=True)
 class SessionHooks:
     plugins: ResolvedPlugins
@@ -92,6 +116,7 @@ class SessionHooks:
     victim_filters: Mapping[str, tuple[VictimFilterHook, ...]]  # action -> filters, in plugin order
     scenario_validators: Mapping[str, tuple[ScenarioValidatorHook, ...]]
     minimum_keepers: Mapping[str, tuple[MinimumKeeperHook, ...]] = field(default_factory=dict)
+    node_holds: tuple[NodeHoldHook, ...] = ()
 
     def filters_for(self, action: str) -> tuple[VictimFilterHook, ...]:
         return self.victim_filters.get(action, ())

@@ -110,6 +110,11 @@ def parse_pod_group(reader: ObjectReader, warnings: list[str] | None = None) -> 
         annotations.get(L.EXPECTED_RUNTIME_ANNOTATION),
         negative_ok=False,
     )
+    reservation_after = _duration_field(
+        reader,
+        f"metadata.annotations.{L.RESERVATION_AFTER_ANNOTATION}",
+        annotations.get(L.RESERVATION_AFTER_ANNOTATION),
+    )
     return RawPodGroup(
         namespace=reader.namespace,
         name=reader.name,
@@ -136,6 +141,7 @@ def parse_pod_group(reader: ObjectReader, warnings: list[str] | None = None) -> 
         ),
         preemption_delay_seconds=delay or None,
         expected_runtime_seconds=expected or None,
+        reservation_after_seconds=reservation_after,
     )
 
 

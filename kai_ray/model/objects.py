@@ -187,6 +187,7 @@ class PodGroup:
     last_eviction: float | None = None  # kai.scheduler/last-eviction-timestamp
     preemption_delay_seconds: float | None = None  # spec.preemptionDelay: no evicting before it passed
     expected_runtime_seconds: float | None = None  # kai.scheduler/expected-runtime (beyond KAI)
+    reservation_after_seconds: float | None = None  # kai-ray.io/reservation-after; negative: never
     # Non-preemptible up to minMember pods per pod set, preemptible beyond (then ``preemptible`` is
     # False: what is not surplus must never be taken). Never set on a group with a sub-group tree.
     semi_preemptible: bool = False

@@ -190,6 +190,9 @@ def _pod_group(job: Doc, name: str, queue: str, grace: float | None) -> Doc:
     if job.get("stale_for_seconds") is not None:
         since = NOW - timedelta(seconds=job["stale_for_seconds"])
         metadata["annotations"] = {"kai.scheduler/stale-podgroup-timestamp": timestamp(since)}
+    metadata.setdefault("annotations", {}).update(_timing_annotations(job))
+    if not metadata["annotations"]:
+        del metadata["annotations"]
     spec: Doc = {
         "minMember": job["min_available"],
         "queue": queue,
@@ -201,6 +204,18 @@ def _pod_group(job: Doc, name: str, queue: str, grace: float | None) -> Doc:
     if grace is not None:
         spec["stalenessGracePeriod"] = f"{number(grace)}s"
     return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": metadata, "spec": spec}
+
+
+def _timing_annotations(job: Doc) -> dict[str, str]:
+    """kai-ray's cases only: a job's expected runtime, its last start and its reservation threshold."""
+    out = {}
+    if job.get("expected_runtime_minutes") is not None:
+        out["kai.scheduler/expected-runtime"] = f"{number(job['expected_runtime_minutes'])}m"
+    if job.get("started_minutes_ago") is not None:
+        out["kai.scheduler/last-start-timestamp"] = timestamp(NOW - timedelta(minutes=job["started_minutes_ago"]))
+    if job.get("reservation_after") is not None:
+        out["kai-ray.io/reservation-after"] = str(job["reservation_after"])
+    return out
 
 
 def _pod(task: Doc, job: Doc, name: str, group: str, queues: dict[str, str]) -> Doc:
@@ -279,6 +294,9 @@ def _config(scenario: Doc, grace: float | None) -> Doc:
     }
     if grace is not None:
         config["defaultStalenessGracePeriod"] = f"{number(grace)}s"
+    reservation = (scenario.get("scheduler_config") or {}).get("reservation")
+    if reservation is not None:  # kai-ray's cases only
+        config["reservation"] = reservation
     return config
 
 

@@ -93,6 +93,13 @@ def schedule_differences(scenario: Doc, pods: dict[str, Any], pod_keys: dict[str
 def run_action_scenario(scenario: Doc, tmp_path: Path) -> tuple[ClusterSnapshot, list[str]]:
     """The scenario as the files ``kai-ray schedule`` reads (written to ``tmp_path``), one session
     of its action, and what differs from the expected outcome."""
+    snapshot, pods, pod_keys = decide_action_scenario(scenario, tmp_path)
+    return snapshot, schedule_differences(scenario, pods, pod_keys)
+
+
+def decide_action_scenario(scenario: Doc, tmp_path: Path) -> tuple[ClusterSnapshot, dict[str, Any], dict[str, str]]:
+    """The scenario's snapshot, every pod's decision in one session of its action, and which pod
+    key each of the scenario's tasks became."""
     given = action_input(scenario)
     snapshot_file, config_file = tmp_path / "snapshot.yaml", tmp_path / "config.yaml"
     snapshot_file.write_text(yaml.safe_dump_all(given.documents, sort_keys=False), encoding="utf-8")
@@ -102,7 +109,7 @@ def run_action_scenario(scenario: Doc, tmp_path: Path) -> tuple[ClusterSnapshot,
     snapshot = load_snapshot(snapshot_file, config.schedulerName)
     assert snapshot.report.warnings == (), "the converted snapshot should load cleanly"
     decisions = decide(snapshot, config, NOW.timestamp(), [scenario["action"]]).to_json()
-    return snapshot, schedule_differences(scenario, decisions["pods"], given.pod_keys)
+    return snapshot, decisions["pods"], given.pod_keys
 
 
 @pytest.mark.parametrize("scenario", [scenario_param(s) for s in ACTION_SCENARIOS])

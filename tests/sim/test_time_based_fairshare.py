@@ -22,7 +22,8 @@ KAI_SWITCHES = (805.0, 3225.0, 5650.0, 8050.0)  # KAI's plot, cycles x 10 s
 
 def simulate(monkeypatch: pytest.MonkeyPatch, config: SchedulerConfig | None) -> SimMetrics:
     # Five jobs a queue are as good as a hundred: jobs never finish, evicted ones come back.
-    monkeypatch.setitem(scenarios.SCENARIOS, "kai-time-based-fairshare", lambda: scenarios.kai_time_based_fairshare(5))
+    small = lambda seed: scenarios.kai_time_based_fairshare(seed, jobs_per_queue=5)  # noqa: E731
+    monkeypatch.setitem(scenarios.SCENARIOS, "kai-time-based-fairshare", small)
     return (
         SimulationRun(
             config or SchedulerConfig(),

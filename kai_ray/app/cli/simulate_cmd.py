@@ -60,7 +60,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(handler=run)
 
 
-SCENARIO_NAMES = ("kai-time-based-fairshare",)  # kai_ray.app.sim.scenarios.SCENARIOS, without importing the simulator
+# kai_ray.app.sim.scenarios.SCENARIOS, without importing the simulator
+SCENARIO_NAMES = ("kai-time-based-fairshare", "big-gang")
 
 
 def default_shards(nodes: int) -> int:
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from kai_ray.app.sim.run import SimulationRun
     from kai_ray.app.sim.scenarios import SCENARIOS
 
-    scenario = SCENARIOS[args.scenario]() if args.scenario else None
+    scenario = SCENARIOS[args.scenario](args.seed) if args.scenario else None
     shards = args.shards if args.shards is not None else (1 if scenario else default_shards(args.nodes))
     outcome = SimulationRun(
         config,

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from kai_ray.app.sim.workload import JobSpec, Workload
 
 TOLERANCE = 1e-6
+LARGE_GANG_PODS = 128  # a job of at least this many pods gets its own wait in the report
 
 
 @dataclass(slots=True)
@@ -70,6 +71,10 @@ class SimMetrics:
         self.overcommits: list[str] = []
         self.accounting_errors: list[str] = []  # the scheduler's node usage against a recount from the pods
         self.waits: dict[str, list[float]] = defaultdict(list)
+        # Seconds from arrival to start of each large gang (None: never started), by job name.
+        self.large_gang_waits: dict[str, float | None] = {
+            job.name: None for job in workload.jobs if job.pods >= LARGE_GANG_PODS
+        }
         self.started_jobs = 0
         self.completed_jobs = 0
         self.timeline: list[tuple[float, float]] = []  # (sim time, GPU utilization)
@@ -174,6 +179,8 @@ class SimMetrics:
     def job_started(self, spec: JobSpec, now: float) -> None:
         self.started_jobs += 1
         self.waits[spec.queue].append(now - spec.arrival)
+        if spec.name in self.large_gang_waits and self.large_gang_waits[spec.name] is None:
+            self.large_gang_waits[spec.name] = now - spec.arrival
 
     def job_finished(self, spec: JobSpec, now: float) -> None:
         self.completed_jobs += 1
@@ -287,6 +294,7 @@ class SimMetrics:
             "pendingReasons": dict(self.pending_reasons.most_common(10)),
             "waitingJobs": [{"job": j, "pendingPods": n, "reason": r} for j, n, r in self.waiting_jobs[:10]],
             "queueWait": waits,
+            "largeGangWaits": self.large_gang_waits,
             "belowFairShare": {name: self.shortfall.queues[name].to_json() for name in self.leaves},
             "queueHistory": self.queue_history(),
             "metrics": exposition(self.registry).decode(),

@@ -69,7 +69,7 @@ class SimulationRun:
         scenario: str | None = None,
         config_given: bool = True,
     ) -> None:
-        self.scenario: Scenario | None = SCENARIOS[scenario]() if scenario else None
+        self.scenario: Scenario | None = SCENARIOS[scenario](seed) if scenario else None
         if self.scenario is not None and not config_given:
             config = self.scenario.config  # the scenario's own settings unless a config file says otherwise
         self.config = config

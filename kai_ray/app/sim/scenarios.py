@@ -8,13 +8,19 @@ jobs that run until evicted. KAI's simulator counts in cycles (window 256, half-
 cycles); here a cycle is ``PERIOD`` simulated seconds, so the same run is a 2560 s window with a
 1280 s half-life over 10240 s. Without usage one queue keeps the node for good (strict DRF);
 with it the node alternates and each queue's share of the GPU-hours goes to one half.
+
+``big-gang`` is a 512-pod gang in a busy 1,000-node cluster, for reservations and backfill
+(docs/reservation-backfill.md): run it with and without ``reservation`` in the config.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
-from kai_ray.app.sim.workload import UNLIMITED, JobSpec, Workload
+from kai_ray.app.sim.cluster import model_nodes
+from kai_ray.app.sim.workload import UNLIMITED, JobSpec, Workload, generate
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import Node, Queue, QueueResource, ResourceVector
 
@@ -45,7 +51,7 @@ class Scenario:
     period: float
 
 
-def kai_time_based_fairshare(jobs_per_queue: int = 100) -> Scenario:
+def kai_time_based_fairshare(seed: int = 1, jobs_per_queue: int = 100) -> Scenario:
     node = Node("gpu-node-0", ResourceVector.of(cpu=128_000, memory=1024 * GIB, gpu=16, pods=110))
     gpu = QueueResource(quota=0, over_quota_weight=1, limit=-1)
     queues = (
@@ -75,4 +81,40 @@ def kai_time_based_fairshare(jobs_per_queue: int = 100) -> Scenario:
     return Scenario((node,), Workload(queues, tuple(jobs)), config, CYCLES * PERIOD / 3600, PERIOD)
 
 
-SCENARIOS = {"kai-time-based-fairshare": kai_time_based_fairshare}
+BIG_GANG_NODES = 1000
+BIG_GANG_PODS = 512
+BIG_GANG_ARRIVAL = 7200.0  # seconds: the cluster is full and its queues long by then
+BIG_GANG_HOURS = 6.0
+RUNTIME_MARGIN = 1.25  # users state an expected runtime a quarter above what the job takes
+
+
+def big_gang(seed: int = 1) -> Scenario:
+    """A busy 1,000-node cluster (the synthetic pools, offered 1.3 times what its GPUs can run, for
+    the whole run) and one 512-pod gang of one-GPU pods arriving after two hours: how long it
+    waits, with ``reservation`` in the config or without. Every job states an expected runtime."""
+    nodes = model_nodes(BIG_GANG_NODES, taint=True)
+    gpus = sum(n.allocatable.gpu for n in nodes)
+    stream = generate(gpus, seed, arrival_window=BIG_GANG_HOURS * 3600, load=1.3)
+    stated = [replace(j, expected_runtime=float(math.ceil(j.duration * RUNTIME_MARGIN / 60) * 60)) for j in stream.jobs]
+    queue = stream.leaf_queues[0]
+    gang = JobSpec(
+        name="big-gang",
+        kind="training",
+        queue=queue,
+        pods=BIG_GANG_PODS,
+        min_member=BIG_GANG_PODS,
+        gpus=1,
+        fraction=None,
+        cpu_millis=8000,
+        memory_bytes=64 * GIB,
+        priority_class="train",
+        arrival=BIG_GANG_ARRIVAL,
+        duration=3600.0,
+        expected_runtime=3600.0 * RUNTIME_MARGIN,
+    )
+    jobs = sorted([*stated, gang], key=lambda j: j.arrival)
+    return Scenario(tuple(nodes), Workload(stream.queues, tuple(jobs)), SchedulerConfig(), BIG_GANG_HOURS, 10.0)
+
+
+ScenarioMaker = Callable[[int], Scenario]  # seed -> the scenario
+SCENARIOS: dict[str, ScenarioMaker] = {"kai-time-based-fairshare": kai_time_based_fairshare, "big-gang": big_gang}

@@ -59,6 +59,11 @@ def render_text(m: SimMetrics, nodes: int, shards: int, setup_seconds: float, lo
         "(time-averaged sum over leaf queues of |allocated - fair share|)",
         f"  jobs               {m.started_jobs:,} started, {m.completed_jobs:,} completed of {m.jobs:,}",
         "  pods at the end    " + ", ".join(f"{n:,} {s}" for s, n in sorted(report["podsByEndState"].items()) if n),
+        *(
+            f"  large gang         {name}: "
+            + ("never started" if wait is None else f"started {_seconds(wait)} after it arrived")
+            for name, wait in report["largeGangWaits"].items()
+        ),
         "",
     ]
     rows = []

@@ -44,6 +44,7 @@ class JobSpec:
     arrival: float  # simulated seconds
     duration: float  # simulated seconds of running once the gang is up
     dra: bool = False  # its GPUs come through a ResourceClaim (kai_ray/app/sim/dra.py), not nvidia.com/gpu
+    expected_runtime: float | None = None  # what its PodGroup's kai.scheduler/expected-runtime says
 
     @property
     def priority(self) -> int:
@@ -64,6 +65,7 @@ class JobSpec:
             priority_class_name=self.priority_class,
             created=self.arrival,
             uid=f"pg-{self.name}",
+            expected_runtime_seconds=self.expected_runtime,
         )
 
     def pod(self, index: int, incarnation: int = 0) -> Pod:
