@@ -57,7 +57,9 @@ def mig_enabled(table: NodeTable) -> Mask:
 
 # Per table, the rows each kind of request may use, as of the table's static epoch (a node's mode
 # changes only with its labels or resources, which bump it). Only clusters with MIG nodes get here.
-_ACCEPTED: weakref.WeakKeyDictionary[NodeTable, dict[tuple[int, int, GpuKind], Mask]] = weakref.WeakKeyDictionary()
+_ACCEPTED: weakref.WeakKeyDictionary[NodeTable, tuple[tuple[int, int], dict[GpuKind, Mask]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def refusal(kind: GpuKind, mode: int) -> str | None:
@@ -83,15 +85,16 @@ def accepts(table: NodeTable, shape: TaskShape) -> Mask | None:
     modes = table.mig_mode
     if kind is not GpuKind.MIG and not modes.any():
         return None
-    known = _ACCEPTED.setdefault(table, {})
-    key = (table.static_epoch, len(modes), kind)
-    mask = known.get(key)
+    stamp = (table.static_epoch, len(modes))
+    known = _ACCEPTED.get(table)
+    if known is None or known[0] != stamp:  # an older epoch's masks are never asked again
+        known = _ACCEPTED[table] = (stamp, {})
+    mask = known[1].get(kind)
     if mask is None:
-        known.clear()  # an older epoch's masks are never asked again
         refused = [mode for mode in MigMode if refusal(kind, mode) is not None]
         mask = ~np.isin(modes, refused)
         mask.flags.writeable = False
-        known[key] = mask
+        known[1][kind] = mask
     return mask
 
 
