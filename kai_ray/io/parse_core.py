@@ -343,7 +343,7 @@ def _common_pod(reader: ObjectReader) -> Pod | None:
         return None
     if tolerations and not all(type(tol) is dict for tol in tolerations):
         return None
-    if "workloadRef" in spec or "schedulingGroup" in spec:  # WORKLOAD_GROUP_FIELDS: warned about below
+    if any(field in spec for field in WORKLOAD_GROUP_FIELDS):  # warned about by parse_pod
         return None
     try:
         requests = pod_requests(reader)
