@@ -19,7 +19,7 @@ from coordinator.actions.gpu_headroom import gpu_headroom_all, required_gpus
 from coordinator.actions.scenario import Scenario
 from coordinator.actions.topology_filter import TopologyGpuFilter
 from coordinator.session import SessionState
-from placement.constraints import tolerates_all
+from placement.constraints import Mask, tolerates_all
 
 
 class ScenarioFilter(Protocol):
@@ -31,9 +31,10 @@ class ScenarioFilter(Protocol):
     def passes(self, scenario: Scenario) -> bool: ...
 
 
-# Made per search step from the session, the step's first scenario and the nodes it may use;
-# None when the filter has nothing to check for this preemptor.
-ScenarioFilterFactory = Callable[[SessionState, Scenario, set[str]], ScenarioFilter | None]
+# Made per search step from the session, the step's first scenario and the nodes it may use
+# (a mask over the session table's rows); None when the filter has nothing to check for this
+# preemptor.
+ScenarioFilterFactory = Callable[[SessionState, Scenario, Mask], ScenarioFilter | None]
 
 
 class IdleGpuFilter:
@@ -113,9 +114,9 @@ class NodeAffinityFilter:
     """Pending pods with a node selector or affinity need a matching node among the
     feasible nodes and the victims' nodes."""
 
-    def __init__(self, state: SessionState, scenario: Scenario, feasible: set[str]) -> None:
+    def __init__(self, state: SessionState, scenario: Scenario, feasible: Mask) -> None:
         self.state = state
-        self.nodes = set(feasible)
+        self.rows = feasible & state.table.present
         self.constrained = [
             t for t in scenario.pending if t.shape.constraints.node_selector or t.shape.constraints.affinity
         ]
@@ -127,29 +128,28 @@ class NodeAffinityFilter:
         return True
 
     def passes(self, scenario: Scenario) -> bool:
-        for task in scenario.recorded_tasks + scenario.potential:
-            if task.node:
-                self.nodes.add(task.node)
         table = self.state.table
+        for task in scenario.recorded_tasks + scenario.potential:
+            row = table.index.get(task.node) if task.node else None
+            if row is not None and table.present[row]:
+                self.rows[row] = True
+        rows = np.flatnonzero(self.rows).tolist()
+        names, labels = table.names, table.labels
         for task in self.constrained:
             constraints = task.shape.constraints
-            if not any(
-                table.present[row]
-                and constraints.matches_labels(table.labels[row], name)
-                and tolerates_all((), constraints.tolerations)
-                for name in self.nodes
-                if (row := table.index.get(name)) is not None
+            if not tolerates_all((), constraints.tolerations) or not any(
+                constraints.matches_labels(labels[row], names[row]) for row in rows
             ):
                 return False
         return True
 
 
-def _node_affinity(state: SessionState, scenario: Scenario, nodes: set[str]) -> ScenarioFilter | None:
+def _node_affinity(state: SessionState, scenario: Scenario, nodes: Mask) -> ScenarioFilter | None:
     made = NodeAffinityFilter(state, scenario, nodes)
     return made if made.active() else None
 
 
-def _topology(state: SessionState, scenario: Scenario, nodes: set[str]) -> ScenarioFilter | None:
+def _topology(state: SessionState, scenario: Scenario, nodes: Mask) -> ScenarioFilter | None:
     made = TopologyGpuFilter(state, scenario.preemptor, scenario.pending)
     return made if made.active() else None
 

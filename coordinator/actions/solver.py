@@ -11,7 +11,7 @@ kept ("recorded") for the next step. The job is solved when its gang is satisfie
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +26,7 @@ from coordinator.jobs import Job
 from coordinator.session import SessionState
 from coordinator.statement import Statement
 from coordinator.tasks import Status, Task
+from placement.placer import Mask
 
 Validator = Callable[[Scenario], bool]
 VictimsQueueFactory = Callable[[], JobOrder]
@@ -97,7 +98,7 @@ class JobSolver:
         self.budget.start_job()
         original_active = job.active_used()
         tasks = job.tasks_to_allocate(real=False)
-        feasible = self._feasible_nodes(job)
+        feasible = self._feasible_rows(job)
         recorded: list[Job] = []
         solved_all = False
         for n in range(1, len(tasks) + 1):
@@ -117,11 +118,9 @@ class JobSolver:
         return False
 
     # ------------------------------------------------------------ one step
-    def _solve_partial(
-        self, partial: Job, pending: list[Task], recorded: list[Job], feasible: set[str]
-    ) -> Solution | None:
+    def _solve_partial(self, partial: Job, pending: list[Task], recorded: list[Job], feasible: Mask) -> Solution | None:
         scenario = Scenario(partial, pending, list(recorded))
-        nodes = set(feasible) | {t.node for t in scenario.recorded_tasks if t.node}
+        nodes = self._with_nodes_of(feasible, scenario.recorded_tasks)
         filters = self._filters(scenario, nodes)
         if filters is None:
             return None  # every scenario would fail a filter: no victim is worth popping
@@ -140,7 +139,7 @@ class JobSolver:
             if solution is not None:
                 return solution
 
-    def _filters(self, scenario: Scenario, nodes: set[str]) -> list[ScenarioFilter] | None:
+    def _filters(self, scenario: Scenario, nodes: Mask) -> list[ScenarioFilter] | None:
         """The scenario filters that apply to this step, or None when one of them rules out every
         scenario the step could build."""
         ceiling = self.ceiling()
@@ -174,7 +173,7 @@ class JobSolver:
                 return True
         return False
 
-    def _try_scenario(self, scenario: Scenario, nodes: set[str]) -> Solution | None:
+    def _try_scenario(self, scenario: Scenario, nodes: Mask) -> Solution | None:
         """Simulate the scenario: with the recorded victims only, or node by node with the
         potential victims found there. A refusal by the validator ends the scenario."""
         stmt = self.stmt
@@ -182,19 +181,19 @@ class JobSolver:
         preemptor = scenario.preemptor.key
         for task in scenario.recorded_tasks:
             self._evict(task, preemptor)
-        attempts: list[tuple[list[Task], set[str]]] = []
+        attempts: list[list[Task]] = []
         if scenario.latest_job is None:
             if scenario.recorded_tasks:
-                attempts.append(([], set()))
+                attempts.append([])
         else:
             for node in sorted({t.node for t in scenario.latest_job.tasks if t.node}):
-                candidates = scenario.victim_tasks_on_node(node)
-                attempts.append((candidates, {t.node for t in candidates if t.node}))
-        for candidates, extra_nodes in attempts:
+                attempts.append(scenario.victim_tasks_on_node(node))
+        for candidates in attempts:
             before = stmt.checkpoint()
             for task in candidates:
                 self._evict(task, preemptor)
-            verdict, solution = self._simulate(scenario, nodes | extra_nodes, scenario.recorded_tasks + candidates)
+            allowed = self._with_nodes_of(nodes, candidates)
+            verdict, solution = self._simulate(scenario, allowed, scenario.recorded_tasks + candidates)
             if verdict == "solved":
                 return solution
             if verdict == "refused":
@@ -207,15 +206,10 @@ class JobSolver:
         if task.status.active_allocated:
             self.stmt.evict(task, self.action, preemptor)
 
-    def _simulate(self, scenario: Scenario, nodes: set[str], victims: list[Task]) -> tuple[str, Solution | None]:
-        """Place victims' jobs again and the pending pods, all pipelined, in fair order.
-        Returns ("solved", solution), ("retry", None) or ("refused", None)."""
+    def _simulate(self, scenario: Scenario, allowed: Mask, victims: list[Task]) -> tuple[str, Solution | None]:
+        """Place victims' jobs again and the pending pods, all pipelined, in fair order, on the
+        ``allowed`` rows. Returns ("solved", solution), ("retry", None) or ("refused", None)."""
         state = self.state
-        allowed = np.zeros(len(state.table), dtype=bool)
-        for name in nodes:
-            row = state.table.index.get(name)
-            if row is not None:
-                allowed[row] = True
         unique = list({id(t): t for t in victims}.values())
         victim_jobs = {state.jobs_by_task[t.key].key for t in unique}
         order = JobOrder(state.queues, lambda j: state.job_request(j, real=False), keys=state.hooks.job_keys)
@@ -275,10 +269,23 @@ class JobSolver:
         chosen = [t for t in unique if t.status in (Status.RELEASING, Status.PIPELINED)]
         return "solved", Solution(chosen, _chunks_of(scenario, chosen))
 
-    def _feasible_nodes(self, job: Job) -> set[str]:
-        """KAI's FeasibleNodesForJob: GPU jobs only consider nodes with some free or freeing GPU."""
+    def _feasible_rows(self, job: Job) -> Mask:
+        """KAI's FeasibleNodesForJob, as a mask over the table's rows: GPU jobs only consider
+        nodes with some free or freeing GPU. The search works on row masks, never on sets of
+        node names: a step's nodes are most of the cluster, and a pass over them in Python per
+        scenario would make each contended job's cost grow with the cluster."""
         table = self.state.table
         if any(not t.shape.wants_gpu for t in job.tasks):
-            return {table.names[r] for r in np.flatnonzero(table.present)}
-        usable = table.present & (gpu_headroom_all(self.state.table) > 0)
-        return {table.names[r] for r in np.flatnonzero(usable)}
+            return table.present.copy()
+        return table.present & (gpu_headroom_all(table) > 0)
+
+    def _with_nodes_of(self, rows: Mask, tasks: Iterable[Task]) -> Mask:
+        """``rows`` and the rows of the nodes ``tasks`` run on (a victim's node is always
+        considered, free GPU or not); ``rows`` itself is left as it was."""
+        index = self.state.table.index
+        extra = [row for t in tasks if t.node and (row := index.get(t.node)) is not None]
+        if not extra:
+            return rows
+        widened = rows.copy()
+        widened[extra] = True
+        return widened

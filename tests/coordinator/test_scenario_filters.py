@@ -9,6 +9,7 @@ from coordinator.actions import scenario_filters
 from coordinator.actions.scenario import Scenario
 from coordinator.scheduler import run_session
 from coordinator.session import SessionState
+from placement.placer import Mask
 from tests.builders import JobSpec, build, config, node, queue
 
 NOW = 1_000_000.0
@@ -42,7 +43,7 @@ def test_a_filter_on_the_seam_is_asked_before_any_scenario_is_simulated(monkeypa
             asked.append(len(scenario.potential))
             return False
 
-    def refuse_all(state: SessionState, scenario: Scenario, nodes: set[str]) -> RefuseAll:
+    def refuse_all(state: SessionState, scenario: Scenario, nodes: Mask) -> RefuseAll:
         return RefuseAll()
 
     monkeypatch.setitem(scenario_filters.SCENARIO_FILTERS, "refuse-all", refuse_all)

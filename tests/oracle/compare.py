@@ -30,6 +30,7 @@ from kai_ray.deltas import ClusterDeltas
 from kai_ray.io.config import config_from_mapping
 from kai_ray.io.fields import parse_time
 from kai_ray.io.snapshot_loader import snapshot_from_documents
+from placement.placer import Mask
 from tests.oracle.harness import Oracle, OracleCrash, OracleTimeout
 from tests.oracle.manifests import Case, Doc
 
@@ -168,19 +169,19 @@ def _evict_twice(solver: JobSolver, task: Task, preemptor: str) -> None:
     stmt.undo_log.append(lambda: stmt.queues.add_allocation(job.queue, task.accepted, job.preemptible, sign=1.0))
 
 
-_FEASIBLE_NODES = JobSolver._feasible_nodes
+_FEASIBLE_ROWS = JobSolver._feasible_rows
 
 
-def _feasible_by_kai_books(solver: JobSolver, job: Job) -> set[str]:
+def _feasible_by_kai_books(solver: JobSolver, job: Job) -> Mask:
     """KAI books a pipelined fraction that opens a GPU group against the node's releasing GPUs
     even when the GPU was idle: its idle count stays above zero (and releasing goes below), so
     the node stays a feasible node for GPU jobs after its last free GPU is taken this way."""
-    nodes = _FEASIBLE_NODES(solver, job)
+    rows = _FEASIBLE_ROWS(solver, job).copy()
     table = solver.state.table
     for row in np.flatnonzero(table.present).tolist():
         if any(usage.waits_on_releasing_device for usage in table.groups[row].values()):
-            nodes.add(table.names[row])
-    return nodes
+            rows[row] = True
+    return rows
 
 
 def _department_parent(order: JobOrder, node: int) -> int:
@@ -216,7 +217,7 @@ DELIBERATE: dict[str, Callable[[], AbstractContextManager[object]]] = {
     # or not (``addSharedTaskResourcesPerPodGroup`` in
     # ``pkg/scheduler/api/node_info/gpu_sharing_node_info.go``); kai-ray off the GPU it took.
     "pipelined-fraction-books": lambda: mock.patch(
-        "coordinator.actions.solver.JobSolver._feasible_nodes", _feasible_by_kai_books
+        "coordinator.actions.solver.JobSolver._feasible_rows", _feasible_by_kai_books
     ),
 }
 
