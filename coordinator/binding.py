@@ -22,7 +22,7 @@ from coordinator.rounds import Pick, RoundPlacer, merged_diagnoses
 from coordinator.session import SessionState
 from coordinator.shard_client import Answers
 from coordinator.shard_set import ShardSet
-from coordinator.tasks import Status, Task
+from coordinator.tasks import Status, Task, moved_in_session
 from placement.diagnosis import Diagnosis
 from placement.shapes import TaskShape
 from shards.messages import Placement, PrepareItem
@@ -67,7 +67,7 @@ class BindCommit:
         """Per job, the pods this session placed on free capacity, from the streams or not."""
         by_job: dict[str, list[Task]] = defaultdict(list)
         tasks = state.tasks
-        candidates = (tasks[key] for key in picks) if picked else tasks.values()
+        candidates = [tasks[key] for key in picks] if picked else moved_in_session(tasks.values())
         for task in candidates:
             new = task.status is Status.ALLOCATED and task.original_status is not Status.ALLOCATED
             if new and (picked or task.key not in picks):

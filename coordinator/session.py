@@ -24,7 +24,7 @@ from coordinator.queue_state import CapacityVerdict, QueueState
 from coordinator.semi_preemptible import places_core, protected_subject
 from coordinator.session_queues import empty_queue_state, queue_state_of
 from coordinator.subgroups import build_tree, leaf_pod_sets, needs_tree
-from coordinator.tasks import DEFAULT_SUBGROUP, Status, Task, task_status
+from coordinator.tasks import DEFAULT_SUBGROUP, PlacedHolds, Status, Task, task_status
 from coordinator.victim_searches import VictimSearches
 from kai_ray import labels as L
 from kai_ray.config import SchedulerConfig
@@ -102,6 +102,9 @@ class SessionState:
     # The session was moved onto every node's row (``session_rebase``): its untouched tasks know
     # their holdings there lazily, and nothing else of theirs changed.
     rebased: bool = False
+    # The table the session's tasks hold on as their records say, shared by every task (moved by
+    # ``session_rebase``): the opener makes the tasks with this very object.
+    placed_holds: PlacedHolds = field(default_factory=PlacedHolds)
     searches: VictimSearches = field(default_factory=VictimSearches)  # the victim searches' record
 
     @property
@@ -298,11 +301,14 @@ def open_session(
     users = dra.users(snapshot.pods, lambda p: task_status(p).active_used) if dra else {}
     tasks: dict[str, Task] = {}
     shapes: dict[TaskShape, TaskShape] = {}  # one object per distinct shape: lookups by shape stay cheap
+    placed = PlacedHolds()
     for pod in ours:
         status = task_status(pod)
         shape = TaskShape.of_pod(pod, dra.demand(pod)) if pod.resource_claims else TaskShape.of_pod(pod)
         shape = shapes.setdefault(shape, shape)
-        task = Task(pod, shape, status, pod.node, pod.gpu_groups, original_status=status, original_node=pod.node)
+        task = Task(
+            pod, shape, status, pod.node, pod.gpu_groups, original_status=status, original_node=pod.node, placed=placed
+        )
         if pod.node is not None and status.active_used:
             gpu, cpu, memory = accepted_on(task, device_mib.get(pod.node, 100.0))
             task.accepted = (gpu + dra.charged_gpus(pod, users) if pod.resource_claims else gpu, cpu, memory)
@@ -319,6 +325,7 @@ def open_session(
         all_pods={p.key: p for p in snapshot.pods},
         gpu_memory_kinds=tuple(sorted({n.gpu_memory_mib for n in snapshot.nodes})),
         placer_type=placer_type,
+        placed_holds=placed,
         unusable_queues=snapshot.unusable_queues,
         topologies={t.name: t for t in snapshot.topologies},
         dra=dra,

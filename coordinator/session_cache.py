@@ -35,7 +35,7 @@ from coordinator.session import (
 )
 from coordinator.session_queues import add_queue_sums, queue_spec
 from coordinator.subgroups import build_tree, leaf_pod_sets, needs_tree
-from coordinator.tasks import DEFAULT_SUBGROUP, Status, Task, task_status
+from coordinator.tasks import DEFAULT_SUBGROUP, PlacedHolds, Status, Task, task_status
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import Pod, PodGroup
 from placement.node_table import NodeTable
@@ -59,6 +59,7 @@ class SessionCache:
         self.config = config
         self.made: dict[str, _Made] = {}  # our pods' tasks
         self.tasks: dict[str, Task] = {}  # the same tasks by pod key, handed to each session
+        self.placed_holds = PlacedHolds()  # shared by every task made here, and the sessions opened
         self.groups: dict[str, PodGroup] = {}  # the group record each job was made from
         self.jobs: dict[str, Job] = {}
         self.positions: dict[str, int] = {}  # job -> its place in ``jobs`` (the session's order)
@@ -119,6 +120,7 @@ class SessionCache:
             membership=self.membership,
             not_ready_at_open=frozenset(self.not_ready),
             changed_pods=None if changed_pods is None or queues_changed else frozenset(changed_pods),
+            placed_holds=self.placed_holds,
             remade_jobs=frozenset(self.remade),
             reset_jobs=None if to_reset is None or changes is None else frozenset(to_reset),
             opened=(id(self), self.opens),
@@ -154,16 +156,16 @@ class SessionCache:
         changed. A session opened on a table that holds every placed pod changed every task; so
         does one with aging or a runtime policy, which set every job's boost or mark. A session
         moved onto every node's row later (a victim search) left its untouched tasks as they
-        were but for their holdings on that table, which are forgotten here: a pass that sets two
-        fields per task, where resetting every task would read every pod record again."""
+        were but for their holdings on that table, which are forgotten here in one step (the
+        tasks share ``placed_holds``), where resetting every task would read every pod record
+        again."""
+        if state.rebased:
+            self.placed_holds.move_to(None)
         opened_on_rows = len(state.table) and not state.rebased
         if opened_on_rows or self.config.jobAging is not None or self.config.expectedRuntimeExceeded != "ignore":
             self.to_reset = None
             return
         self.to_reset = state.maybe_changed_keys(touched)
-        if state.rebased:
-            for task in self.tasks.values():
-                task.forget_holdings()
 
     # ------------------------------------------------------------------ tasks
     def _tasks(
@@ -249,7 +251,16 @@ class SessionCache:
         else:
             shape = TaskShape.of_pod(pod)
             shape = self.shapes.setdefault(shape, shape)
-        task = Task(pod, shape, status, pod.node, pod.gpu_groups, original_status=status, original_node=pod.node)
+        task = Task(
+            pod,
+            shape,
+            status,
+            pod.node,
+            pod.gpu_groups,
+            original_status=status,
+            original_node=pod.node,
+            placed=self.placed_holds,
+        )
         if pod.node is not None and status.active_used:
             task.accepted = accepted_on(task, self.nodes.device_mib.get(pod.node, 100.0))
         return _Made(pod, task, task.accepted)

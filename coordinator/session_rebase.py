@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from coordinator.session import SessionState, grown_schema, make_placer
-from coordinator.tasks import Status
+from coordinator.tasks import Status, moved_in_session
 from placement.node_table import Holding, Kind, NodeTable
 from placement.shapes import GPU
 
@@ -24,11 +24,13 @@ def rebase_session(state: SessionState, table: NodeTable, picks: Mapping[str, Pi
     hold for them; what this session placed on its own table so far is held again on it."""
     old = state.table
     table.widen(grown_schema(table.schema, [old.schema.scalars_vector()]))
-    for task in state.tasks.values():
-        if task.status is task.original_status:  # untouched: its usage is already in the new table
-            task.holds_as_placed_on(table)
-            continue
-        previous, task.holdings = task.holdings, []
+    # Tasks the session has not moved hold on the new table as their records say (its usage
+    # includes them): that is one change of the shared ``PlacedHolds``. The others are told
+    # what they hold there, from what they held on the old table, read before the move.
+    moved = [(task, task.holdings) for task in moved_in_session(state.tasks.values())]
+    state.placed_holds.move_to(table)
+    for task, previous in moved:
+        task.holdings = []
         pick = picks.get(task.key) if picks else None
         if pick is not None and task.node is not None:  # the shard's hold is in the rows already
             vector = table.schema.vector(task.pod.requests)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kai_ray.model import Pod, PodState
@@ -72,7 +73,8 @@ class Task:
         "node",
         "gpu_groups",
         "_holdings",
-        "_holds_on",
+        "_placed",
+        "_generation",
         "_evicted",
         "original_status",
         "original_node",
@@ -95,6 +97,7 @@ class Task:
         original_status: Status = Status.PENDING,
         original_node: str | None = None,
         accepted: tuple[float, float, float] = (0.0, 0.0, 0.0),
+        placed: PlacedHolds | None = None,
     ) -> None:
         self.pod = pod
         self.shape = shape
@@ -102,7 +105,11 @@ class Task:
         self.node = node
         self.gpu_groups = gpu_groups
         self._holdings: list[Holding] = [] if holdings is None else holdings
-        self._holds_on: NodeTable | None = None  # its holdings there are worked out when first asked
+        # The session's table for tasks whose usage is as their pod records say; ``_holdings`` is
+        # what the task holds while ``_generation`` is that of ``_placed``, and worked out from the
+        # pod record when first asked after the table moved.
+        self._placed = PlacedHolds() if placed is None else placed
+        self._generation = self._placed.generation
         self._evicted = evicted_in_session  # KAI's "virtual" Releasing: may be re-placed (moved)
         self.original_status = original_status
         self.original_node = original_node
@@ -128,25 +135,21 @@ class Task:
     @property
     def holdings(self) -> list[Holding]:
         """What the task holds on the session's table (one entry per node it takes room on)."""
-        if self._holds_on is not None:
-            hold = pod_hold(self._holds_on, self.pod)
+        placed = self._placed
+        if self._generation != placed.generation:
+            table = placed.table
+            hold = pod_hold(table, self.pod) if table is not None else None
             self._holdings = [] if hold is None else [Holding(self.key, hold.row, hold.kind, hold.vector, hold.shares)]
-            self._holds_on = None
+            self._generation = placed.generation
         return self._holdings
 
     @holdings.setter
     def holdings(self, holdings: list[Holding]) -> None:
-        self._holdings, self._holds_on = holdings, None
-
-    def holds_as_placed_on(self, table: NodeTable) -> None:
-        """The task's usage is in ``table`` already, as its pod record says: what it holds there
-        is worked out only if a session asks (most placed pods are never touched, and a session
-        moved onto every node's row would otherwise work it out for every pod of the cluster)."""
-        self._holdings, self._holds_on = [], table
+        self._holdings, self._generation = holdings, self._placed.generation
 
     def forget_holdings(self) -> None:
-        if self._holdings or self._holds_on is not None:
-            self._holdings, self._holds_on = [], None
+        if self._holdings or self._generation != self._placed.generation:
+            self._holdings, self._generation = [], self._placed.generation
 
     @property
     def evicted_in_session(self) -> bool:
@@ -168,6 +171,30 @@ class Task:
     def should_allocate(self, real: bool) -> bool:
         """Pending tasks; in simulations also tasks evicted earlier in the same attempt."""
         return self._status is Status.PENDING or (not real and self._status is Status.RELEASING and self._evicted)
+
+
+def moved_in_session(tasks: Iterable[Task]) -> list[Task]:
+    """The tasks whose status the session changed (placed, evicted, pipelined...): a pass over
+    every task of the cluster, kept to attribute reads (the ``status`` property costs a call)."""
+    return [task for task in tasks if task._status is not task.original_status]
+
+
+class PlacedHolds:
+    """The table on which a session's tasks hold what their pod records say, shared by all of
+    them: moving the session onto another table (or off every table) is one change here, not a
+    pass over every placed pod of the cluster; each task works its holdings out when asked."""
+
+    __slots__ = ("table", "generation")
+
+    def __init__(self) -> None:
+        self.table: NodeTable | None = None
+        self.generation = 0
+
+    def move_to(self, table: NodeTable | None) -> None:
+        """From now on, tasks not told otherwise hold on ``table`` as their records say (nothing,
+        for None); whatever any task was told before is forgotten."""
+        self.table = table
+        self.generation += 1
 
 
 def pod_order_key(pod: Pod) -> tuple[int, float, float, str]:

@@ -32,11 +32,14 @@ def gpu_ceiling(state: SessionState) -> np.ndarray:
     holds (any victim is one of them). Valid while the session is as it was when computed."""
     table = state.table
     ceiling = np.where(table.present, gpu_headroom_all(table), 0.0)
-    for task in state.tasks.values():
-        if task.node and task.accepted[0] > 0:
-            row = table.index.get(task.node)
-            if row is not None:
-                ceiling[row] += task.accepted[0]
+    # One pass over every placed pod of the cluster, in comprehensions: at 160,000 running pods
+    # a loop with a lookup and an add per pod cost most of a contended cycle.
+    nodes = [task.node for task in state.tasks.values() if task.node and task.accepted[0] > 0]
+    gpus = np.array([task.accepted[0] for task in state.tasks.values() if task.node and task.accepted[0] > 0])
+    index = table.index
+    rows = np.array([index.get(node, -1) for node in nodes], dtype=np.int64)
+    known = rows >= 0
+    np.add.at(ceiling, rows[known], gpus[known])
     return ceiling
 
 
