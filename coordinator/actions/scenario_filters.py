@@ -37,6 +37,18 @@ class ScenarioFilter(Protocol):
 ScenarioFilterFactory = Callable[[SessionState, Scenario, Mask], ScenarioFilter | None]
 
 
+def largest_first(values: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` largest values, largest first, ties by position: what a stable
+    sort of the negated values would start with, without sorting every node for a few."""
+    if k >= len(values):
+        return np.argsort(-values, kind="stable")
+    threshold = np.partition(values, len(values) - k)[len(values) - k]  # the k-th largest
+    above = np.flatnonzero(values > threshold)
+    level = np.flatnonzero(values == threshold)[: k - len(above)]
+    chosen = np.concatenate([above, level])
+    return chosen[np.argsort(-values[chosen], kind="stable")]
+
+
 class IdleGpuFilter:
     """KAI's accumulated idle-GPU filter: could the pending pods' whole GPUs fit on the
     nodes with the most free-or-freeing GPUs, counting what the victims give back?
@@ -52,7 +64,7 @@ class IdleGpuFilter:
         self.required = sorted((required_gpus(t) for t in scenario.pending), reverse=True)
         k = max(len(self.required), 1)
         present = np.flatnonzero(table.present)
-        best = present[np.argsort(-headroom[present], kind="stable")[:k]]
+        best = present[largest_first(headroom[present], k)]
         self.top: list[tuple[float, str]] = [(float(headroom[r]), table.names[r]) for r in best]
         self.headroom = headroom
         self.table = table

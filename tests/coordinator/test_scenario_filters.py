@@ -3,7 +3,10 @@ filter on the seam is asked about every scenario before it is simulated."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coordinator.actions import scenario_filters
 from coordinator.actions.scenario import Scenario
@@ -53,3 +56,15 @@ def test_a_filter_on_the_seam_is_asked_before_any_scenario_is_simulated(monkeypa
     # The idle-GPU filter comes first and refuses the one-victim scenario; the new filter then
     # sees each scenario that passed it, with two victims and more.
     assert asked and min(asked) == 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0, 8.0]), min_size=1, max_size=40),
+    st.integers(min_value=1, max_value=45),
+)
+def test_largest_first_is_the_stable_sort_s_start(values: list[float], k: int) -> None:
+    """The idle-GPU filter's best nodes, ties included, are those a full stable sort would pick."""
+    array = np.array(values)
+    expected = np.argsort(-array, kind="stable")[:k]
+    assert scenario_filters.largest_first(array, k).tolist() == expected.tolist()
