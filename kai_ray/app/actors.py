@@ -8,10 +8,11 @@ gives callers the same methods as ``Coordinator`` while the work happens in the
 coordinator actor, whose results come back as what changed since the last one
 (``coordinator.result_changes``), and replaces that actor when it dies.
 
-Where actors run: Ray spreads the shard actors over the cluster's nodes, and a new one (a
+Where actors run: Ray spreads the shard actors over the cluster's nodes. A new one (a
 replacement, or a shard added) avoids for a while the nodes where a shard actor was lost, since
-Ray takes some seconds to find a lost node dead. The coordinator actor runs on the node of the
-process that made it (the adapter's), and nowhere else.
+Ray takes some seconds to find a lost node dead, and prefers a node that hosts no shard actor
+yet. The coordinator actor runs on the node of the process that made it (the adapter's), and
+nowhere else.
 """
 
 from __future__ import annotations
@@ -66,10 +67,12 @@ SHARD_ACTOR_CPUS = 0.01
 # The label Ray gives every node (Ray 2.49 and newer), its node id.
 NODE_ID_LABEL = "ray.io/node-id"
 # For this long new shard actors stay off a node where one was lost. Ray finds a node dead only
-# once it has missed its health checks (about 15 s with Ray's defaults, measured); until then
-# SPREAD still counts it alive, and an actor placed there waits for that verdict and dies with it
-# (6 and 12 s measured, the cycle blocked meanwhile). After this long the node is either known dead,
-# and Ray skips it, or was fine all along (the actor died for another reason) and takes shards again.
+# once it has missed its health checks (about 15 s with Ray's defaults for a node whose processes
+# died, measured); until then SPREAD still counts it alive, and an actor placed there waits for that
+# verdict and dies with it (6 and 12 s measured, the cycle blocked meanwhile). A node that went
+# silent is known lost here only through that verdict (a minute, measured), when Ray skips it
+# already. After this long the node is either known dead, and Ray skips it, or was fine all along
+# (the actor died for another reason) and takes shards again.
 LOST_NODE_AVOIDANCE_SECONDS = 60.0
 
 
@@ -111,23 +114,52 @@ class RayTransport:
         self._home = ray.get_runtime_context().get_node_id()
         self._lost_on: dict[str, float] = {}  # Ray node -> when a shard actor on it stopped answering
         self._node_answers: dict[int, Any] = {}  # shard -> its actor's answer to ray_node_id, asked first
-        self.handles: dict[int, Any] = {i: self._new(i) for i in range(count)}
+        self.handles: dict[int, Any] = {}
+        for shard_id in range(count):  # a placement looks at the shards already in self.handles
+            self.handles[shard_id] = self._new(shard_id)
 
     def _new(self, shard_id: int) -> Any:
-        handle: Any = self._actor.options(**self._placement()).remote(shard_id, self._policy, self._ttl)
+        placement = self._placement(shard_id)
+        handle: Any = self._actor.options(**placement).remote(shard_id, self._policy, self._ttl)
         # Asked before any batch and kept by this process: where the actor ran is still known once
         # it is gone, which is when it matters.
         self._node_answers[shard_id] = handle.ray_node_id.remote()
         return handle
 
-    def _placement(self) -> dict[str, Any]:
-        """SPREAD over the nodes Ray counts alive, less those where a shard actor was lost lately."""
+    def _placement(self, shard_id: int) -> dict[str, Any]:
+        """SPREAD over the nodes Ray counts alive, less those where a shard actor was lost lately,
+        and among them a node that hosts none of the other shards, if Ray has one. SPREAD alone
+        walks the nodes in turn whatever they host: a replacement made after a loss can join the
+        shard on one survivor while another survivor hosts none, and two shards on one node share
+        its CPUs and its fate."""
         now = time.monotonic()
         self._lost_on = {node: at for node, at in self._lost_on.items() if now - at < LOST_NODE_AVOIDANCE_SECONDS}
-        if not self._lost_on:
-            return {"scheduling_strategy": "SPREAD"}
-        avoided = ",".join(sorted(self._lost_on))
-        return {"scheduling_strategy": "SPREAD", "label_selector": {NODE_ID_LABEL: f"!in({avoided})"}}
+        lost = sorted(self._lost_on)
+        taken = sorted(self._shard_nodes(other_than=shard_id) - self._lost_on.keys())
+        options: dict[str, Any] = {"scheduling_strategy": "SPREAD"}
+        if lost:
+            options["label_selector"] = _not_on(lost)
+        if taken:
+            # Ray tries the label selector first and the fallback's only if no node satisfies it.
+            options["fallback_strategy"] = [{"label_selector": options.get("label_selector", {})}]
+            options["label_selector"] = _not_on(lost + taken)
+        return options
+
+    def _shard_nodes(self, other_than: int) -> set[str]:
+        """The nodes of the other shard actors that have said where they run (one still starting
+        has not; waiting for it would make shards start one at a time)."""
+        import ray
+        from ray.exceptions import RayError
+
+        answers = [answer for sid, answer in self._node_answers.items() if sid in self.handles and sid != other_than]
+        if not answers:
+            return set()
+        ready, _ = ray.wait(answers, num_returns=len(answers), timeout=0)
+        nodes: set[str] = set()
+        for answer in ready:
+            with contextlib.suppress(RayError):  # that actor died before it answered
+                nodes.add(str(ray.get(answer)))
+        return nodes
 
     def _lost(self, shard_id: int) -> None:
         """The shard's actor stopped answering: if its node is gone too, Ray may not know it yet."""
@@ -190,6 +222,11 @@ class RayTransport:
 
         ray.kill(self.handles.pop(shard_id))
         self._node_answers.pop(shard_id, None)
+
+
+def _not_on(nodes: list[str]) -> dict[str, str]:
+    """A label selector that matches every node but ``nodes``."""
+    return {NODE_ID_LABEL: f"!in({','.join(nodes)})"}
 
 
 @contextlib.contextmanager

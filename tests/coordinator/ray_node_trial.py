@@ -4,7 +4,8 @@
 Run as ``python -m tests.coordinator.ray_node_trial REPORT.json``, in a process of its own: the
 driver joins the cluster as ``kai-ray run`` joins one (``ensure_ray`` with an address), which a
 test process that already runs the suite's local Ray instance could not do. It writes what it
-saw to REPORT.json; ``test_ray_node_loss`` asserts on it.
+saw to REPORT.json; ``test_ray_node_loss`` asserts on it. With ``--freeze`` the node is frozen
+instead (see 2.), a measurement by hand: about a minute with Ray's defaults.
 
 What it does:
 
@@ -13,12 +14,18 @@ What it does:
    actors, next to an in-process coordinator fed the same changes that loses nothing. In the
    trial's fourth round that places and holds, right after the shards answered it, the worker
    node hosting a shard is killed whole: its raylet and every process it started, with no
-   goodbye to anyone, as when a machine loses power. The next exchange, in the same cycle (a
+   goodbye to anyone, as when its processes crash. The next exchange, in the same cycle (a
    round that places again, or the settle), meets the dead actor; the coordinator replaces it
-   and the cycle fails.
+   and the cycle fails. Killed processes on one machine close their connections, so that
+   exchange learns it at once; a machine that loses power or its network says nothing, which
+   ``--freeze`` stands in for: the node's processes are stopped (SIGSTOP), and the exchange
+   waits until Ray's health checks declare the node dead.
 3. Once the replacement has answered, while Ray still counts the dead node alive, three more
    shard actors are made as probes: SPREAD walks every node Ray counts alive in turn, so one of
    them, or the replacement, would land on the dead node unless new shards avoid it.
+4. After the trial a new worker node joins, as KubeRay starts one in place of a lost pod, and a
+   shard is added: it goes to the new node, the one that hosts no shard, where SPREAD alone
+   would pick any of the three in its turn.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from ray._private import ray_constants
 from ray._private.node import Node as RayNode
 from ray.cluster_utils import Cluster
 from ray.exceptions import RayError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from kai_ray.app.actors import RayTransport, RemoteCoordinator, ensure_ray
 from kai_ray.app.runtime import in_process_coordinator
@@ -57,9 +65,11 @@ class NodeKillingTransport(RayTransport):
     """Two shard actors on the cluster; kills the worker node of one of them after the
     ``KILL_AT_ROUND``-th exchange that places and holds, and records what follows."""
 
-    def __init__(self, cluster: Cluster, workers: list[RayNode]) -> None:
+    def __init__(self, cluster: Cluster, workers: list[RayNode], freeze: bool = False) -> None:
         super().__init__(2, PlacementPolicy.of(config()))
         self.cluster, self.workers = cluster, workers
+        self.freeze = freeze
+        self.frozen: list[psutil.Process] = []  # killed by ``release``
         self.ray_nodes_before = self.ray_nodes()
         self.place_rounds = 0
         self.victim: int | None = None  # the shard whose node was killed
@@ -104,13 +114,26 @@ class NodeKillingTransport(RayTransport):
         if self.victim is None:
             return  # every shard is on the head, the driver's node, which cannot be killed here
         worker = by_id[self.ray_nodes_before[self.victim]]
-        raylet = worker.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process
-        started = psutil.Process(raylet.pid).children(recursive=True)
+        raylet = psutil.Process(worker.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid)
+        started = raylet.children(recursive=True)
         self.killed_node, self.killed_at = worker.node_id, time.monotonic()
+        if self.freeze:
+            for process in [raylet, *started]:
+                process.send_signal(signal.SIGSTOP)
+                self.frozen.append(process)
+            return
         self.cluster.remove_node(worker, allow_graceful=False)
         # The node's workers outlive their raylet for a second or so here, all on one machine; on a
         # machine that lost power they go with it.
         for process in started:
+            try:
+                process.send_signal(signal.SIGKILL)
+            except psutil.NoSuchProcess:
+                continue
+
+    def release(self) -> None:
+        """Kill what was frozen (a stopped process takes SIGKILL)."""
+        for process in self.frozen:
             try:
                 process.send_signal(signal.SIGKILL)
             except psutil.NoSuchProcess:
@@ -137,8 +160,26 @@ def _alive_to_ray(node_id: str) -> bool:
     return any(node["NodeID"] == node_id and node["Alive"] for node in ray.nodes())  # type: ignore[no-untyped-call]
 
 
-def node_loss_trial() -> dict[str, Any]:
+def _add_a_shard_after_a_node_joins(cluster: Cluster, transport: NodeKillingTransport) -> tuple[str, str]:
+    """The new node's id, and the node of the shard added after it joined."""
+    joined = cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES)
+    # This process's raylet places the shard: once a task pinned to the new node has run there,
+    # that raylet knows the node (one registered with Ray may not be known to every raylet yet).
+    here = NodeAffinitySchedulingStrategy(joined.node_id, soft=False)
+    ray.get(_node_of.options(scheduling_strategy=here).remote(), timeout=60)
+    added = max(transport.shard_ids()) + 1
+    transport.add(added)
+    return joined.node_id, transport.ray_nodes()[added]
+
+
+@ray.remote(num_cpus=0)
+def _node_of() -> str:
+    return str(ray.get_runtime_context().get_node_id())
+
+
+def node_loss_trial(freeze: bool = False) -> dict[str, Any]:
     started = time.monotonic()
+    transport: NodeKillingTransport | None = None
     cluster = Cluster(
         initialize_head=True,
         head_node_args={"num_cpus": 1, "object_store_memory": OBJECT_STORE_BYTES, "include_dashboard": False},
@@ -155,24 +196,29 @@ def node_loss_trial() -> dict[str, Any]:
         remote.close()
 
         trial_started = time.monotonic()
-        transport = NodeKillingTransport(cluster, workers)
+        transport = NodeKillingTransport(cluster, workers, freeze)
         report = fault_trials.shard_trial(SEED, lambda: transport, dict, reference=in_process_coordinator(config(), 2))
         out["trial_seconds"] = time.monotonic() - trial_started
         out["report"] = dataclasses.asdict(report)
         out["probes"] = transport.probes()
         out["shard_nodes_before"] = transport.ray_nodes_before
         out["shard_nodes_after"] = transport.ray_nodes()
+        joining = time.monotonic()
+        out["joined_node"], out["added_shard_node"] = _add_a_shard_after_a_node_joins(cluster, transport)
+        out["join_seconds"] = time.monotonic() - joining
         out["victim"], out["killed_node"] = transport.victim, transport.killed_node
         out["down_after_seconds"], out["down_why"] = transport.down_after, transport.down_why
         out["exchanges_after_kill"], out["down_in"] = transport.exchanges_after_kill, transport.down_in
         out["back_after_seconds"] = transport.back_after
         return out
     finally:
+        if transport is not None:
+            transport.release()
         ray.shutdown()
         cluster.shutdown()  # type: ignore[no-untyped-call]
 
 
 if __name__ == "__main__":
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    result = node_loss_trial()
-    Path(sys.argv[1]).write_text(json.dumps(result, indent=1, sort_keys=True))
+    result = node_loss_trial(freeze="--freeze" in sys.argv[1:])
+    Path(sys.argv[-1]).write_text(json.dumps(result, indent=1, sort_keys=True))
