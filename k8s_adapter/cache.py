@@ -267,7 +267,7 @@ class ClusterCache:
             POD_GROUPS.name: self.raw_groups,
             PRIORITY_CLASSES.name: self.classes,
             TOPOLOGIES.name: self.topologies,
-            GANG_POD_GROUPS[0].name: self.gang_objects,
+            GANG_KIND: self.gang_objects,
             WORKLOADS[0].name: self.gang_workloads,
         }
         return stores[kind.name]
@@ -405,6 +405,9 @@ class ClusterCache:
 
 
 _DRA_KINDS = {kind.name: kind for kind in DRA_WATCHED}
+
+
+GANG_KIND = GANG_POD_GROUPS[0].name  # the cache's name for the Workload API's PodGroup
 
 
 def _object_kind(kind: Kind) -> str:

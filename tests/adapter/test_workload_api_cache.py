@@ -105,3 +105,15 @@ async def test_the_newest_served_version_is_watched() -> None:
     assert ("GET", "/apis/scheduling.k8s.io/v1alpha3/podgroups", None) in api.calls
     [group] = cache.take_deltas().pod_groups_upserted
     assert group.min_member == 2 and group.workload_api
+
+
+def test_a_field_not_honoured_is_said_on_the_podgroup_and_the_gang_still_scheduled() -> None:
+    cache = ClusterCache()
+    asks = gang("trainer-0", 2)
+    asks["spec"]["preemptionPolicy"] = "Never"
+    cache.on_list(V1BETA1, [asks])
+    [group] = cache.take_deltas().pod_groups_upserted
+    assert group.min_member == 2
+    [problem] = cache.problems_view.values()
+    assert (problem.kind, problem.api_version, problem.skipped) == ("PodGroup", "scheduling.k8s.io/v1beta1", False)
+    assert problem.text.startswith("PodGroup ns/trainer-0: spec.preemptionPolicy Never is not honoured")
