@@ -319,7 +319,13 @@ class RealCluster:
             "--v=1",
         ]
         if self.options.workload_api:
-            command += [f"--feature-gates={WORKLOAD_API_GATE}=true", f"--runtime-config={WORKLOAD_API_VERSION}=true"]
+            command += [
+                f"--feature-gates={WORKLOAD_API_GATE}=true",
+                f"--runtime-config={WORKLOAD_API_VERSION}=true",
+                # 1.37 refuses a loopback advertise address while it keeps the `kubernetes`
+                # Service's endpoints; nothing here reaches the apiserver through that Service.
+                "--endpoint-reconciler-type=none",
+            ]
         if self.options.audit_users:
             command += [
                 f"--audit-policy-file={self._audit_policy()}",
