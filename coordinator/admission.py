@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 
 from coordinator.decisions import Decisions, PodDecision
 from coordinator.gpu_request import requested_gpus
+from coordinator.jobs import missing_group_note
 from coordinator.queue_state import QueueState
 from coordinator.session import Quota, SessionState
 from coordinator.tasks import Status
@@ -67,7 +68,7 @@ def admit(state: SessionState, gated: Mapping[str, Pod], groups: Mapping[str, Po
     for key in _in_order(state, members):
         pods = sorted(members[key], key=lambda p: p.name)
         group = groups.get(key)
-        verdict = _verdict(state, queues, group, pods) if group is not None else f"PodGroup {key} does not exist"
+        verdict = _verdict(state, queues, group, pods) if group is not None else missing_group_note(key, pods[0])
         if verdict is None:
             assert group is not None
             queues.add_allocation(group.queue, _request(pods), _preemptible(group))

@@ -198,6 +198,13 @@ def _pending_reason(state: SessionState, task: Task, reasons: dict[str, str]) ->
 
 
 def job_reason(state: SessionState, job: Job) -> str:
+    """Why the job waits; a Workload API gang's reason names the gang first (its pods name no
+    KAI PodGroup a user could look up)."""
+    why = _job_reason(state, job)
+    return f"{job.group.workload_api}: {why}" if job.group.workload_api else why
+
+
+def _job_reason(state: SessionState, job: Job) -> str:
     if not state.queues.has(job.queue):
         why = state.unusable_queues.get(job.queue)
         if why is not None:  # it exists, but is not part of the queue tree

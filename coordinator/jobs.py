@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from coordinator.tasks import Status, Task
-from kai_ray.model import PodGroup
+from kai_ray.model import Pod, PodGroup
 
 if TYPE_CHECKING:
     from coordinator.subgroups import SubGroupTree
@@ -168,6 +168,15 @@ class PodSet:
 
 
 _INVERTED = bytes(range(255, -1, -1))
+
+
+def missing_group_note(key: str, pod: Pod | None) -> str:
+    """Why a pod naming PodGroup ``key`` waits when no such group exists: KAI's words, or, for a
+    pod of a Kubernetes Workload API gang, the kind it names (KAI's design keeps such a pod
+    pending, never scheduled alone)."""
+    if pod is not None and pod.workload_gang:
+        return f"the Workload API PodGroup {key} (scheduling.k8s.io) does not exist"
+    return f"PodGroup {key} does not exist"
 
 
 def descending(text: str) -> bytes:

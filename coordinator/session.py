@@ -17,7 +17,7 @@ import numpy as np
 from coordinator.dra_session import DraView
 from coordinator.gpu_request import node_quota_gpus, requested_gpus
 from coordinator.job_timers import apply_timers
-from coordinator.jobs import Job, PodSet
+from coordinator.jobs import Job, PodSet, missing_group_note
 from coordinator.min_runtime import MinRuntimes
 from coordinator.plugins import SessionHooks, hooks_for
 from coordinator.queue_state import CapacityVerdict, QueueState
@@ -407,7 +407,7 @@ def _build_jobs(state: SessionState, groups: Iterable[PodGroup], ours: list[Pod]
     for key, tasks in members.items():
         if key not in known:
             for task in tasks:
-                state.pod_notes[task.key] = f"PodGroup {key} does not exist"
+                state.pod_notes[task.key] = missing_group_note(key, task.pod)
 
 
 def _build_tree_job(state: SessionState, group: PodGroup, tasks: list[Task]) -> None:

@@ -22,7 +22,7 @@ from coordinator.cluster_model import ChangeLog, ClusterModel
 from coordinator.fairshare import QueueTree, divide, usage_array
 from coordinator.gpu_request import requested_gpus
 from coordinator.job_timers import apply_timers
-from coordinator.jobs import Job, PodSet
+from coordinator.jobs import Job, PodSet, missing_group_note
 from coordinator.min_runtime import MinRuntimes
 from coordinator.node_facts import NodeFacts
 from coordinator.queue_state import QueueState
@@ -146,7 +146,7 @@ class SessionCache:
         apply_timers(self.jobs, state.last_start, config, now)
         for key in self.orphans:
             for pod in self.members[key]:
-                state.pod_notes[pod] = f"PodGroup {key} does not exist"
+                state.pod_notes[pod] = missing_group_note(key, state.all_pods.get(pod))
         if len(table):  # a table that already carries the cluster's usage: tasks learn their holds on it
             attach_placed_pods(state, state.all_pods.values(), apply=False)
         return state

@@ -174,6 +174,14 @@ BUILT_IN = (
 )
 
 
+# The Kubernetes Workload API as 1.37 serves it with the GenericWorkload feature gate on and
+# scheduling.k8s.io/v1beta1 enabled; served only when the cluster is made with it (off in 1.34).
+WORKLOAD_API = (
+    ResourceType("scheduling.k8s.io", "v1beta1", "workloads", "Workload", True),
+    ResourceType("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup", True, (), (STATUS,)),
+)
+
+
 def types_from_crd(crd: Obj) -> list[ResourceType]:
     """The resource types a CustomResourceDefinition serves, one per served version."""
     spec = crd.get("spec") or {}

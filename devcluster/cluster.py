@@ -21,7 +21,7 @@ import yaml
 from aiohttp import web
 
 from devcluster import strategies
-from devcluster.catalog import Catalog, ResourceType
+from devcluster.catalog import WORKLOAD_API, Catalog, ResourceType
 from devcluster.clock import Clock
 from devcluster.crds import KAI_CRDS, follow_crds
 from devcluster.faults import Faults
@@ -49,6 +49,9 @@ class DevCluster:
         bookmark_seconds: interval of BOOKMARK events on watches that allow them.
         history: changes kept per kind for resuming watches; older versions get 410.
         simulate: run the node simulator (pods never start without it).
+        workload_api: serve the Kubernetes Workload API (scheduling.k8s.io/v1beta1 Workload and
+            PodGroup), as 1.37 does with its GenericWorkload feature gate on; without it a pod's
+            spec.schedulingGroup is dropped, as a server without the gate drops it.
     """
 
     def __init__(
@@ -62,9 +65,12 @@ class DevCluster:
         bookmark_seconds: float = 60.0,
         history: int = 10_000,
         simulate: bool = True,
+        workload_api: bool = False,
     ) -> None:
         self.clock = clock or Clock(speed)
         self.catalog = Catalog.with_builtins()
+        if workload_api:
+            self.catalog.add(WORKLOAD_API)
         self.store = Store(history)
         follow_crds(self.store, self.catalog)
         self.registry = Registry(self.store, self.catalog, self.clock)

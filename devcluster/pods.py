@@ -73,6 +73,8 @@ class PodStrategy(Strategy):
             )
             container.setdefault("terminationMessagePath", "/dev/termination-log")
             container.setdefault("terminationMessagePolicy", "File")
+        if reg.catalog.find("scheduling.k8s.io", "v1beta1", "podgroups") is None:
+            spec.pop("schedulingGroup", None)  # a server without the Workload API drops the field
         self._resolve_priority(reg, obj)
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj)}
         if _gates(spec):  # what autoscalers read as "not waiting for a node"

@@ -10,7 +10,7 @@ from devcluster.crds import CRD_KEY, CrdStrategy
 from devcluster.errors import ApiError
 from devcluster.pods import PodStrategy
 from devcluster.registry import Causes, Registry, Strategy
-from devcluster.validation import pod_group_causes, queue_causes
+from devcluster.validation import gang_pod_group_causes, pod_group_causes, queue_causes, workload_causes
 
 Obj = dict[str, Any]
 PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
@@ -71,5 +71,7 @@ def install(reg: Registry) -> None:
             CRD_KEY: CrdStrategy(),
             ("scheduling.run.ai", "podgroups"): SchemaStrategy(pod_group_causes),
             ("scheduling.run.ai", "queues"): SchemaStrategy(queue_causes),
+            ("scheduling.k8s.io", "podgroups"): SchemaStrategy(gang_pod_group_causes),
+            ("scheduling.k8s.io", "workloads"): SchemaStrategy(workload_causes),
         }
     )

@@ -136,6 +136,38 @@ def pod_group_causes(obj: Obj) -> Causes:
     return causes
 
 
+def _scheduling_policy_causes(policy: Any, where: str, causes: Causes) -> None:
+    """The Workload API's rule for a gang policy: exactly one of basic and gang, minCount >= 1."""
+    if not isinstance(policy, dict) or ("gang" in policy) == ("basic" in policy):
+        causes.append((where, "Invalid value: exactly one of basic and gang must be set"))
+        return
+    gang = policy.get("gang")
+    if isinstance(gang, dict):
+        if gang.get("minCount") is None:
+            causes.append((f"{where}.gang.minCount", "Required value"))
+        _integer(gang.get("minCount"), f"{where}.gang.minCount", causes, 1)
+
+
+def gang_pod_group_causes(obj: Obj) -> Causes:
+    causes: Causes = []
+    _scheduling_policy_causes((obj.get("spec") or {}).get("schedulingPolicy"), "spec.schedulingPolicy", causes)
+    return causes
+
+
+def workload_causes(obj: Obj) -> Causes:
+    causes: Causes = []
+    templates = (obj.get("spec") or {}).get("podGroupTemplates")
+    if not isinstance(templates, list) or not templates:
+        return [("spec.podGroupTemplates", "Required value")]
+    for i, template in enumerate(templates):
+        where = f"spec.podGroupTemplates[{i}]"
+        if not isinstance(template, dict) or not template.get("name"):
+            causes.append((f"{where}.name", "Required value"))
+            continue
+        _scheduling_policy_causes(template.get("schedulingPolicy"), f"{where}.schedulingPolicy", causes)
+    return causes
+
+
 def queue_causes(obj: Obj) -> Causes:
     spec = obj.get("spec")
     causes: Causes = []

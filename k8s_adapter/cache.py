@@ -19,6 +19,7 @@ the event loop get views that ``take_deltas`` replaces, never mutates.
 from __future__ import annotations
 
 import logging
+from collections import ChainMap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,12 +30,14 @@ from k8s_adapter.inbox import Inbox
 from k8s_adapter.kinds import (
     DEVICE_CLASSES,
     DRA_WATCHED,
+    GANG_POD_GROUPS,
     NODES,
     POD_GROUPS,
     PODS,
     PRIORITY_CLASSES,
     QUEUES,
     TOPOLOGIES,
+    WORKLOADS,
     Kind,
 )
 from k8s_adapter.pod_membership import PodMembership
@@ -46,10 +49,12 @@ from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_core import parse_node, parse_pod, pod_state
 from kai_ray.io.parse_kai import parse_pod_group, parse_priority_class, parse_queue
 from kai_ray.io.parse_topology import parse_topology
+from kai_ray.io.parse_workload import parse_gang_pod_group, parse_workload
 from kai_ray.io.queue_tree import classify_queues
 from kai_ray.model import Node, Pod, PodGroup, PodState, PriorityClass, Queue, Topology
 from pod_grouper.grouping import OwnerRef
 from pod_grouper.pod_groups import RawPodGroup
+from pod_grouper.workload_api import GangPodGroup, WorkloadObject, gang_raw_group
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +80,12 @@ class ClusterCache:
         self.queues: dict[str, Queue] = {}
         self.classes: dict[str, PriorityClass] = {}
         self.topologies: dict[str, Topology] = {}
+        # The Kubernetes Workload API, where the server serves it: its PodGroups (gangs) and
+        # Workloads as read, and each gang as the PodGroup it is scheduled as. A KAI PodGroup of
+        # the same key wins (``_all_groups``).
+        self.gang_objects: dict[str, GangPodGroup] = {}
+        self.gang_workloads: dict[str, WorkloadObject] = {}
+        self.gang_groups: dict[str, RawPodGroup] = {}
         self.dra = DraCache()  # ResourceSlices, DeviceClasses, ResourceClaims (with `run --dra`)
         self.decode_errors = 0
         self._problems: dict[ObjectKey, Problem] = {}
@@ -188,7 +199,7 @@ class ClusterCache:
 
     def _deltas(self) -> ClusterDeltas:
         groups_up, groups_down = self.membership.index.changes(
-            self.raw_groups, self.pods, self.membership.owners, self.classes
+            ChainMap(self.raw_groups, self.gang_groups), self.pods, self.membership.owners, self.classes
         )
         queues_up, queues_down, unusable = self._queue_changes()
         changed, removed = self._changed, self._removed
@@ -256,13 +267,15 @@ class ClusterCache:
             POD_GROUPS.name: self.raw_groups,
             PRIORITY_CLASSES.name: self.classes,
             TOPOLOGIES.name: self.topologies,
+            GANG_KIND: self.gang_objects,
+            WORKLOADS[0].name: self.gang_workloads,
         }
         return stores[kind.name]
 
     def _upsert(self, kind: Kind, obj: JSON, key: str) -> None:
         warnings: list[str] = []
         try:
-            reader = ObjectReader({**obj, "kind": kind.name}, 0)
+            reader = ObjectReader({**obj, "kind": _object_kind(kind)}, 0)
             if kind is NODES:
                 self.nodes[key] = parse_node(reader)
                 self._changed["Node"].add(key)
@@ -285,11 +298,18 @@ class ClusterCache:
             elif kind is PRIORITY_CLASSES:
                 self.classes[key] = parse_priority_class(reader)
                 self.membership.index.touch_all(self.raw_groups)
+                self.membership.index.touch(self.gang_groups)
+            elif kind in GANG_POD_GROUPS:
+                self.gang_objects[key] = parse_gang_pod_group(reader, _api_version(kind), warnings)
+                self._regang([key])
+            elif kind in WORKLOADS:
+                self.gang_workloads[key] = parse_workload(reader, warnings)
+                self._regang(self._gangs_of(key))
         except InputError as exc:
             self._refuse(kind, obj, key, str(exc))
             return
         if warnings:
-            self._problems[(kind.name, key)] = Problem.of(kind.name, _api_version(kind), obj, warnings, False)
+            self._problems[(kind.name, key)] = Problem.of(_object_kind(kind), _api_version(kind), obj, warnings, False)
         else:
             self._problems.pop((kind.name, key), None)
 
@@ -323,7 +343,7 @@ class ClusterCache:
             ours = (reader_spec.get("schedulerName") or "default-scheduler") == self.scheduler_name
             if not ours and not reader_spec.get("nodeName"):
                 return
-        self._problems[(kind.name, key)] = Problem.of(kind.name, _api_version(kind), obj, [message], True)
+        self._problems[(kind.name, key)] = Problem.of(_object_kind(kind), _api_version(kind), obj, [message], True)
 
     def _delete(self, kind: Kind, key: str) -> None:
         if kind is QUEUES and self._invalid_queues.pop(key, None) is not None:
@@ -343,11 +363,29 @@ class ClusterCache:
         elif kind is TOPOLOGIES:
             self._removed["Topology"].add(key)
             self._changed["Topology"].discard(key)
+        elif kind in GANG_POD_GROUPS:
+            self._regang([key])
+        elif kind in WORKLOADS:
+            self._regang(self._gangs_of(key))
         elif kind is PODS:
             self.membership.forget(key)
             self._held.pop(key, None)
             self._removed["Pod"].add(key)
             self._changed["Pod"].discard(key)
+
+    def _gangs_of(self, workload: str) -> list[str]:
+        namespace, _, name = workload.partition("/")
+        return [k for k, g in self.gang_objects.items() if g.namespace == namespace and g.workload == name]
+
+    def _regang(self, keys: list[str]) -> None:
+        """The Workload API gangs ``keys`` as scheduled, after their object or Workload changed."""
+        for key in keys:
+            gang = self.gang_objects.get(key)
+            if gang is None:
+                self.gang_groups.pop(key, None)
+            else:
+                self.gang_groups[key] = gang_raw_group(gang, self.gang_workloads)
+        self.membership.index.touch(keys)
 
     def _queue_changes(self) -> tuple[tuple[Queue, ...], tuple[str, ...], dict[str, str] | None]:
         """Queues whose ancestry reaches the top (KAI drops orphans and their subtrees), and why
@@ -367,6 +405,14 @@ class ClusterCache:
 
 
 _DRA_KINDS = {kind.name: kind for kind in DRA_WATCHED}
+
+
+GANG_KIND = GANG_POD_GROUPS[0].name  # the cache's name for the Workload API's PodGroup
+
+
+def _object_kind(kind: Kind) -> str:
+    """The kind as the API names it (the cache names the Workload API's PodGroup apart from KAI's)."""
+    return "PodGroup" if kind in GANG_POD_GROUPS else kind.name
 
 
 def _api_version(kind: Kind) -> str:

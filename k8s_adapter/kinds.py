@@ -44,6 +44,16 @@ DEVICE_CLASSES = Kind("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", F
 RESOURCE_CLAIMS = Kind("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True)
 
 WATCHED = (NODES, PODS, QUEUES, POD_GROUPS, PRIORITY_CLASSES, TOPOLOGIES)
+
+# The Kubernetes Workload API (scheduling.k8s.io): watched in the newest of these versions the API
+# server serves, and not at all where it serves none (the GenericWorkload feature gate is off, or
+# the cluster predates it). One cache name per kind, whatever the version.
+WORKLOAD_API_VERSIONS = ("v1beta1", "v1alpha3", "v1alpha2")
+GANG_POD_GROUPS = tuple(
+    Kind("PodGroup.scheduling.k8s.io", "scheduling.k8s.io", v, "podgroups", True) for v in WORKLOAD_API_VERSIONS
+)
+WORKLOADS = tuple(Kind("Workload", "scheduling.k8s.io", v, "workloads", True) for v in WORKLOAD_API_VERSIONS)
+WORKLOAD_API_WATCHED = (GANG_POD_GROUPS, WORKLOADS)  # each: one resource, newest version first
 DRA_WATCHED = (RESOURCE_SLICES, DEVICE_CLASSES, RESOURCE_CLAIMS)  # with `run --dra`
 
 # Owners the pod grouper walks to find a workload's top owner.

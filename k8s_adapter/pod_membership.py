@@ -46,7 +46,10 @@ class PodMembership:
             self.index.place(key, f"{pod.namespace}/{pod.pod_group}", True)
         else:
             self.index.place(key, None, False)
-        annotated = bool(((obj.get("metadata") or {}).get("annotations") or {}).get(L.POD_GROUP_ANNOTATION))
+        # A pod of a Workload API gang is grouped by that API: the grouper makes no KAI PodGroup for it.
+        annotated = pod.workload_gang or bool(
+            ((obj.get("metadata") or {}).get("annotations") or {}).get(L.POD_GROUP_ANNOTATION)
+        )
         if ours and (awaits_object or not annotated) and pod.state.value in ("Pending", "Running"):
             self._ungrouped[key] = obj
             self._dirty = True

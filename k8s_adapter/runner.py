@@ -30,12 +30,13 @@ from k8s_adapter.evictor import Evictor
 from k8s_adapter.explain import group_notes
 from k8s_adapter.gpu_sharing import ReservationService, ReservationSettings, gpu_groups_of
 from k8s_adapter.job_clocks import JobClockWriter
-from k8s_adapter.kinds import DRA_WATCHED, PODS, WATCHED, Kind
+from k8s_adapter.kinds import DRA_WATCHED, PODS, WATCHED, WORKLOAD_API_WATCHED, Kind
 from k8s_adapter.leader import Leadership
 from k8s_adapter.loop_metrics import LoopMetrics
 from k8s_adapter.metrics import SchedulerMetrics
 from k8s_adapter.problems import problem_events
 from k8s_adapter.reflector import Reflector
+from k8s_adapter.served_reflector import ServedReflector
 from k8s_adapter.startup import StartupClock
 from k8s_adapter.status import StatusWriter
 from k8s_adapter.ungate_sender import UngateSender
@@ -134,6 +135,10 @@ class SchedulerLoop:
         self.grouper = PodGrouper(api, self.binds.in_flight, self.clocks, defer=DEFER_SECONDS)
         kinds = WATCHED + (DRA_WATCHED if dra else ())
         self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event, on_page=cache.on_page) for kind in kinds]
+        self.reflectors += [
+            ServedReflector(api, versions, cache.on_list, cache.on_event, on_page=cache.on_page)
+            for versions in WORKLOAD_API_WATCHED
+        ]
         self.state = LoopState()
         self.coordinator_health = CoordinatorHealth()
         self.decision_log = DecisionLog()

@@ -7,6 +7,8 @@ LEGACY_QUEUE_LABEL = "runai/queue"
 PROJECT_LABEL = "project"  # the queue when no queue label is set (KAI's pod grouper)
 NODE_POOL_LABEL = "kai.scheduler/node-pool"
 POD_GROUP_ANNOTATION = "pod-group-name"
+# KAI's design for the Kubernetes Workload API: "true" on a pod ignores its Workload API group.
+IGNORE_WORKLOAD_API_ANNOTATION = "kai.scheduler/ignore-workload-api"
 SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 TASK_PRIORITY_LABEL = "kai.scheduler/task-priority"
 PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"

@@ -41,6 +41,7 @@ class RawPodGroup:
     preemption_delay_seconds: float | None = None
     expected_runtime_seconds: float | None = None
     reservation_after_seconds: float | None = None
+    workload_api: str = ""  # a Workload API gang: what declared it (kai_ray.model.PodGroup.workload_api)
 
 
 def priority_of(name: str | None, classes: Mapping[str, PriorityClass], where: str, warnings: list[str]) -> int:
@@ -94,6 +95,7 @@ def resolve_pod_group(
         min_sub_group=raw.min_sub_group,
         topology=raw.topology,
         semi_preemptible=semi,
+        workload_api=raw.workload_api,
     )
 
 

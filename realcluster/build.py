@@ -15,8 +15,9 @@ the Go version and the build flags:
 so only the first run pays for module download and compilation. Each module is built by one
 ``go build`` (its binaries share the compile work), with ``-trimpath`` and stripped symbols.
 
-    python -m realcluster.build          # build if needed, print the binaries' directory
-    python -m realcluster.build --kai    # the same for KAI's components
+    python -m realcluster.build                 # build if needed, print the binaries' directory
+    python -m realcluster.build --kai           # the same for KAI's components
+    python -m realcluster.build --workload-api  # the same for the kube-apiserver serving the Workload API
 """
 
 from __future__ import annotations
@@ -90,6 +91,14 @@ class BinarySet:
 
 CONTROL_PLANE = BinarySet("e2e", TARGETS, ("k8s.io/kubernetes", "go.etcd.io/etcd/server/v3", "sigs.k8s.io/kwok"))
 KAI = BinarySet("kai", KAI_TARGETS, (KAI_MODULE, "k8s.io/kubernetes"))
+# A kube-apiserver of a release that serves the Kubernetes Workload API (scheduling.k8s.io
+# Workload and PodGroup; realcluster/go/kube137), alone: the rest of the control plane stays at
+# the main set's release, so the build adds one binary, not a second control plane.
+WORKLOAD_API = BinarySet(
+    "e2e-workload-api",
+    (Target("kube137", "k8s.io/kubernetes/cmd/kube-apiserver", "kube-apiserver"),),
+    ("k8s.io/kubernetes",),
+)
 
 
 def _default_name(package: str) -> str:
@@ -290,6 +299,11 @@ def built(binaries: BinarySet = CONTROL_PLANE) -> Path | None:
     return home / "bin" if (home / "build.json").exists() else None
 
 
+def ensure_workload_api_built(progress: bool = True) -> Path:
+    """The kube-apiserver (``bin/kube-apiserver``) of the release that serves the Workload API."""
+    return ensure_built(progress, WORKLOAD_API)
+
+
 def ensure_kai_built(progress: bool = True) -> Path:
     """KAI's binaries (``bin/``; the chart's CRDs and priority classes in ``../deploy/``)."""
     return ensure_built(progress, KAI)
@@ -303,10 +317,14 @@ def build_record(bin_dir: Path) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m realcluster.build", description=__doc__.split("\n")[0])
-    parser.add_argument("--kai", action="store_true", help="build KAI's components instead of the control plane")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--kai", action="store_true", help="build KAI's components instead of the control plane")
+    which.add_argument(
+        "--workload-api", action="store_true", help="build the kube-apiserver that serves the Workload API"
+    )
     args = parser.parse_args(argv)
     try:
-        bin_dir = ensure_built(binaries=KAI if args.kai else CONTROL_PLANE)
+        bin_dir = ensure_built(binaries=KAI if args.kai else WORKLOAD_API if args.workload_api else CONTROL_PLANE)
     except (GoMissing, BuildFailed) as error:
         print(f"realcluster: {error}", file=sys.stderr)
         return 1

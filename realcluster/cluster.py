@@ -30,7 +30,7 @@ from types import TracebackType
 import yaml
 
 from realcluster import kwok
-from realcluster.build import ensure_built
+from realcluster.build import ensure_built, ensure_workload_api_built
 from realcluster.pki import Pki, make_pki
 
 SERVICE_RANGE = "10.96.0.0/16"
@@ -43,6 +43,12 @@ KCM_CONTROLLERS = (  # what a cluster of bare pods needs; none for workloads we 
     "garbage-collector-controller",
     "root-ca-certificate-publisher-controller",
 )
+
+
+# The Workload API: its feature gate (beta in 1.37, off by default) and its group version (a beta
+# API, so off by default too since 1.24).
+WORKLOAD_API_GATE = "GenericWorkload"
+WORKLOAD_API_VERSION = "scheduling.k8s.io/v1beta1"
 
 
 class ClusterError(RuntimeError):
@@ -59,6 +65,10 @@ class ClusterOptions:
     audit_users: tuple[str, ...] = ()  # log these users' requests (Metadata level) to audit.log
     scheduler_qps: float = 5000.0  # kube-scheduler's client rate limit (its default, 50/s, would throttle binds)
     extra_apiserver_args: tuple[str, ...] = ()
+    # Serve the Kubernetes Workload API: kube-apiserver of the release built by
+    # ``python -m realcluster.build --workload-api`` (1.37) with the GenericWorkload feature gate on
+    # and scheduling.k8s.io/v1beta1 enabled; etcd, kwok and the other components stay as built.
+    workload_api: bool = False
 
 
 def free_port() -> int:
@@ -123,6 +133,7 @@ class RealCluster:
 
     def __post_init__(self) -> None:
         self.bin = Path()
+        self.apiserver_bin = Path()
         self.dir = Path()
         self.pki: Pki | None = None
         self.etcd_port = self.peer_port = self.port = 0
@@ -165,6 +176,7 @@ class RealCluster:
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 120.0) -> RealCluster:
         self.bin = ensure_built()
+        self.apiserver_bin = ensure_workload_api_built() if self.options.workload_api else self.bin
         self.dir = Path(tempfile.mkdtemp(prefix="kai-ray-e2e-"))
         self.pki = make_pki(self.dir / "pki")
         self.etcd_port, self.peer_port, self.port = free_port(), free_port(), free_port()
@@ -287,7 +299,7 @@ class RealCluster:
     def _apiserver_command(self) -> list[str]:
         pki = self._pki()
         command = [
-            str(self.bin / "kube-apiserver"),
+            str(self.apiserver_bin / "kube-apiserver"),
             f"--etcd-servers={self.etcd_url}",
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
@@ -306,6 +318,14 @@ class RealCluster:
             "--profiling=false",
             "--v=1",
         ]
+        if self.options.workload_api:
+            command += [
+                f"--feature-gates={WORKLOAD_API_GATE}=true",
+                f"--runtime-config={WORKLOAD_API_VERSION}=true",
+                # 1.37 refuses a loopback advertise address while it keeps the `kubernetes`
+                # Service's endpoints; nothing here reaches the apiserver through that Service.
+                "--endpoint-reconciler-type=none",
+            ]
         if self.options.audit_users:
             command += [
                 f"--audit-policy-file={self._audit_policy()}",

@@ -26,6 +26,7 @@ def ray_session() -> Iterator[None]:
 
 # ---------------------------------------------------------------- the e2e tier (tests/e2e)
 E2E = Path(__file__).resolve().parent / "e2e"
+WORKLOAD_API_PARAM = "real-workload-api"  # the real cluster whose kube-apiserver serves the Workload API
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -36,8 +37,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-REAL_PARAMS = {"real", "real-etcd"}
-REAL_FIXTURES = {"real", "real_cluster", "etcd_watch_cluster", "binaries", "kai_binaries", "prometheus_binary"}
+REAL_PARAMS = {"real", "real-etcd", WORKLOAD_API_PARAM}
+REAL_FIXTURES = {
+    "real",
+    "real_cluster",
+    "etcd_watch_cluster",
+    "binaries",
+    "kai_binaries",
+    "prometheus_binary",
+    "workload_api_binaries",
+}
 ORACLE = Path(__file__).resolve().parent / "oracle"
 
 
@@ -49,6 +58,12 @@ def _needs_real_cluster(item: pytest.Item) -> bool:
 
 def _needs_kai(item: pytest.Item) -> bool:
     return _needs_real_cluster(item) and "kai_binaries" in getattr(item, "fixturenames", ())
+
+
+def _needs_workload_api(item: pytest.Item) -> bool:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    asked = params.get("cluster") == WORKLOAD_API_PARAM or "workload_api_binaries" in getattr(item, "fixturenames", ())
+    return _needs_real_cluster(item) and asked
 
 
 def _needs_oracle(item: pytest.Item) -> bool:
@@ -95,6 +110,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             ensure_kai_built()
         except (GoMissing, BuildFailed) as failed:
             raise pytest.UsageError(f"KAI's components: {failed}") from None
+    if any(_needs_workload_api(item) for item in items):
+        from realcluster.build import BuildFailed, GoMissing, ensure_workload_api_built
+
+        try:
+            ensure_workload_api_built()
+        except (GoMissing, BuildFailed) as failed:
+            raise pytest.UsageError(f"the Workload API's kube-apiserver: {failed}") from None
     if any(_needs_oracle(item) for item in items):
         from tests.oracle.harness import OracleUnavailable
         from tests.oracle.harness import ensure_built as ensure_oracle_built
@@ -108,5 +130,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 GO_BUILDS = (
     (_needs_real_cluster, "the real control plane (etcd, kube-apiserver, kwok)"),
     (_needs_kai, "KAI's components"),
+    (_needs_workload_api, "the kube-apiserver that serves the Workload API"),
     (_needs_oracle, "the KAI oracle (KAI's scheduler code)"),
 )

@@ -16,6 +16,7 @@ from kai_ray.io.parse_core import parse_node, parse_pod, pod_state
 from kai_ray.io.parse_dra import parse_device_class, parse_resource_claim, parse_resource_slice
 from kai_ray.io.parse_kai import parse_pod_group, parse_priority_class, parse_queue
 from kai_ray.io.parse_topology import parse_topology
+from kai_ray.io.parse_workload import parse_gang_pod_group, parse_workload
 from kai_ray.io.queue_tree import QueueForest, classify_queues
 from kai_ray.io.snapshot_loader import load_snapshot, snapshot_from_documents
 
@@ -34,6 +35,7 @@ __all__ = [
     "load_snapshot",
     "parse_device_class",
     "parse_documents",
+    "parse_gang_pod_group",
     "parse_node",
     "parse_pod",
     "parse_pod_group",
@@ -43,6 +45,7 @@ __all__ = [
     "parse_resource_slice",
     "parse_time",
     "parse_topology",
+    "parse_workload",
     "pod_state",
     "read_kai_snapshot",
     "read_text",

@@ -257,13 +257,7 @@ def parse_pod(reader: ObjectReader, lenient: list[str] | None = None) -> Pod:
             "schedules such a pod and keeps MIG pods off a node that runs one, kai-ray does neither "
             "and counts the pod by its resource requests"
         )
-    workload_field = next((f for f in WORKLOAD_GROUP_FIELDS if reader.get(f"spec.{f}") is not None), None)
-    if workload_field is not None and lenient is not None:
-        lenient.append(
-            f"Pod {reader.namespace}/{reader.name}: spec.{workload_field} names a group of the Kubernetes Workload "
-            "API (scheduling.k8s.io), which kai-ray does not read yet, nor does KAI v0.12: the pod is grouped as "
-            "KAI's pod grouper groups it, without that group's gang policy"
-        )
+    gang = workload_gang(reader, annotations, lenient)
     return Pod(
         namespace=reader.namespace,
         name=reader.name,
@@ -280,7 +274,7 @@ def parse_pod(reader: ObjectReader, lenient: list[str] | None = None) -> Pod:
         affinity=_affinity(reader),
         tolerations=_tolerations(reader),
         created=reader.timestamp("metadata.creationTimestamp", reader.meta.get("creationTimestamp")) or 0.0,
-        pod_group=annotations.get(L.POD_GROUP_ANNOTATION) or None,
+        pod_group=gang or annotations.get(L.POD_GROUP_ANNOTATION) or None,
         queue_label=_queue_label(pod_labels),
         subgroup=pod_labels.get(L.SUBGROUP_LABEL) or None,
         task_priority=task_priority,
@@ -288,12 +282,47 @@ def parse_pod(reader: ObjectReader, lenient: list[str] | None = None) -> Pod:
         priority_class_name=reader.get("spec.priorityClassName") or pod_labels.get(L.PRIORITY_CLASS_LABEL) or None,
         resource_claims=parse_pod_claims(reader),
         scheduling_gates=_gates(reader.get("spec.schedulingGates")),
+        workload_gang=gang is not None,
     )
 
 
-# How a pod names its group in the Kubernetes Workload API: spec.workloadRef (1.35),
-# spec.schedulingGroup (1.36 on). Neither is read yet; a pod that has one is warned about.
+# How a pod names its group in the Kubernetes Workload API: spec.workloadRef (1.35, replaced in
+# 1.36 and not read), spec.schedulingGroup (1.36 on: the name of a scheduling.k8s.io PodGroup).
 WORKLOAD_GROUP_FIELDS = ("workloadRef", "schedulingGroup")
+
+
+def workload_gang(reader: ObjectReader, annotations: Mapping[str, str], lenient: list[str] | None) -> str | None:
+    """The Workload API gang the pod joins: the PodGroup ``spec.schedulingGroup.podGroupName``
+    names (KAI's design: the Workload API decides over ``pod-group-name``), or None. What is not
+    read is said in ``lenient``: the 1.35 field, a malformed reference, an opt-out, an annotation
+    the reference overrides."""
+    where = f"Pod {reader.namespace}/{reader.name}"
+    say = lenient.append if lenient is not None else (lambda _: None)
+    if reader.get("spec.workloadRef") is not None:
+        say(
+            f"{where}: spec.workloadRef (the Workload API of Kubernetes 1.35, replaced by spec.schedulingGroup "
+            "in 1.36) is not read: the pod is grouped as KAI's pod grouper groups it, without that group's gang policy"
+        )
+    group = reader.get("spec.schedulingGroup")
+    if group is None:
+        return None
+    name = group.get("podGroupName") if isinstance(group, Mapping) else None
+    if not isinstance(name, str) or not name:
+        say(f"{where}: spec.schedulingGroup: names no podGroupName ({group!r}); the pod is grouped as if it had none")
+        return None
+    if annotations.get(L.IGNORE_WORKLOAD_API_ANNOTATION) == "true":
+        say(
+            f"{where}: spec.schedulingGroup.podGroupName {name!r} ignored "
+            f"({L.IGNORE_WORKLOAD_API_ANNOTATION}: true); the pod is grouped as KAI's pod grouper groups it"
+        )
+        return None
+    named = annotations.get(L.POD_GROUP_ANNOTATION)
+    if named and named != name:
+        say(
+            f"{where}: metadata.annotations.{L.POD_GROUP_ANNOTATION} {named!r} ignored: the pod joins the "
+            f"Workload API gang its spec.schedulingGroup names ({name!r})"
+        )
+    return name
 
 
 def legacy_mig_annotation(annotations: Mapping[str, str]) -> str | None:

@@ -25,6 +25,8 @@ from kai_ray.io.kai_snapshot import is_kai_snapshot, read_kai_snapshot
 from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_kai import parse_pod_group, parse_priority_class, parse_queue
 from kai_ray.io.parse_topology import parse_topology
+from kai_ray.io.parse_workload import READ_VERSIONS as WORKLOAD_API_VERSIONS
+from kai_ray.io.parse_workload import parse_gang_pod_group, parse_workload
 from kai_ray.io.queue_tree import classify_queues
 from kai_ray.model import ClusterSnapshot, LoadReport, Node, Pod, PodGroup, PodState, PriorityClass, Queue, Topology
 from pod_grouper.grouping import (
@@ -36,10 +38,12 @@ from pod_grouper.grouping import (
     top_owner,
 )
 from pod_grouper.pod_groups import RawPodGroup, implicit_pod_group, resolve_pod_group
+from pod_grouper.workload_api import GangPodGroup, WorkloadObject, gang_raw_group
 
-# Kinds of KAI's API that other APIs name alike (the Workload API's scheduling.k8s.io PodGroup):
-# skipped ones are counted with their group, so "1 PodGroup skipped" never reads as one of KAI's.
-KAI_KIND_NAMES = frozenset({"PodGroup", "Queue", "Topology"})
+# Kinds of KAI's API that other APIs name alike (PodGroup, Workload and CompositePodGroup of a
+# Workload API version not read): skipped ones are counted with their group, so "1 PodGroup
+# skipped" never reads as one of KAI's (or one of the Workload API's that kai-ray reads).
+KAI_KIND_NAMES = frozenset({"PodGroup", "Queue", "Topology", "Workload", "CompositePodGroup"})
 
 
 def load_snapshot(path: str | Path, scheduler_name: str = L.DEFAULT_SCHEDULER_NAME) -> ClusterSnapshot:
@@ -92,6 +96,8 @@ def snapshot_from_documents(
     binding: dict[str, tuple[str, tuple[str, ...]]] = {}  # pod -> (node, GPU groups) of its BindRequest
     topologies: dict[str, Topology] = {}
     workloads: dict[tuple[str, str, str], Any] = {}  # owner objects, for KAI's per-kind grouping rules
+    gangs: dict[str, GangPodGroup] = {}  # the Kubernetes Workload API's PodGroups and Workloads
+    gang_workloads: dict[str, WorkloadObject] = {}
     skipped: Counter[str] = Counter()
     warnings: list[str] = []
     dra = DraReader()
@@ -127,8 +133,14 @@ def snapshot_from_documents(
             _put(topologies, reader.name, parse_topology(reader), reader, False)
         elif api_group == "resource.k8s.io" and kind in DRA_KINDS:
             dra.add(kind, reader)
-        elif kind in KAI_KIND_NAMES:  # the name of a kind kai-ray reads, from another API group
-            skipped[f"{kind} ({api_group or 'core'})"] += 1
+        elif kind == "PodGroup" and api_version in WORKLOAD_API_VERSIONS:
+            gang = parse_gang_pod_group(reader, api_version, warnings)
+            _put(gangs, gang.key, gang, reader, True)
+        elif kind == "Workload" and api_version in WORKLOAD_API_VERSIONS:
+            workload = parse_workload(reader, warnings)
+            _put(gang_workloads, workload.key, workload, reader, True)
+        elif kind in KAI_KIND_NAMES:  # the name of a kind kai-ray reads, from another API group or version
+            skipped[f"{kind} ({api_version if api_group == 'scheduling.k8s.io' else api_group or 'core'})"] += 1
         else:
             skipped[kind] += 1
             if kind in WORKLOAD_DOC_KINDS and (kind != "Service" or api_group == "serving.knative.dev"):
@@ -136,6 +148,7 @@ def snapshot_from_documents(
     _apply_bind_requests(pods, binding)
     resolved = dra.resolve(pods)
     kept_queues, unusable_queues = _valid_queue_tree(queues, warnings)
+    raw_groups.update(_workload_api_groups(gangs, gang_workloads, raw_groups, warnings))
     groups = _resolve_groups(raw_groups, pods, owners, classes, warnings, scheduler_name, workloads, skipped)
     return ClusterSnapshot(
         nodes=tuple(nodes.values()),
@@ -196,6 +209,26 @@ def _bind_request(reader: ObjectReader) -> tuple[str, tuple[str, tuple[str, ...]
         raise reader.fail("spec.selectedNode" if pod else "spec.podName", "missing")
     groups = tuple(str(g) for g in reader.sequence("spec.selectedGPUGroups"))
     return f"{reader.namespace}/{pod}", (str(node), groups)
+
+
+def _workload_api_groups(
+    gangs: Mapping[str, GangPodGroup],
+    workloads: Mapping[str, WorkloadObject],
+    kai_groups: Mapping[str, RawPodGroup],
+    warnings: list[str],
+) -> dict[str, RawPodGroup]:
+    """The Workload API's gangs as the PodGroups they are scheduled as. A KAI PodGroup of the same
+    namespace and name wins: the pods naming either are one group then, and that is said."""
+    out = {}
+    for key, gang in gangs.items():
+        if key in kai_groups:
+            warnings.append(
+                f"PodGroup {key} ({gang.api_version}): has the name of KAI's PodGroup {key}; the pods "
+                "naming either are scheduled in KAI's, without this gang's policy"
+            )
+            continue
+        out[key] = gang_raw_group(gang, workloads)
+    return out
 
 
 def _apply_bind_requests(pods: dict[str, Pod], binding: Mapping[str, tuple[str, tuple[str, ...]]]) -> None:

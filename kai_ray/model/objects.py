@@ -139,6 +139,9 @@ class Pod:
     priority_class_name: str | None = None
     resource_claims: tuple[PodClaim, ...] = ()  # DRA: spec.resourceClaims, resolved names where known
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates: names; no scheduler may bind it while any is left
+    # ``pod_group`` names a gang of the Kubernetes Workload API (spec.schedulingGroup.podGroupName,
+    # a scheduling.k8s.io PodGroup), not one of KAI's PodGroups: no pod grouper makes it a group.
+    workload_gang: bool = False
 
     @property
     def key(self) -> str:
@@ -191,6 +194,10 @@ class PodGroup:
     # Non-preemptible up to minMember pods per pod set, preemptible beyond (then ``preemptible`` is
     # False: what is not surplus must never be taken). Never set on a group with a sub-group tree.
     semi_preemptible: bool = False
+    # Set for a gang of the Kubernetes Workload API: what declared it, in words for pending
+    # reasons and output ("scheduling.k8s.io PodGroup team/trainer-0 of Workload trainer, template
+    # workers"). Such a group has no KAI PodGroup object to write status or clocks on.
+    workload_api: str = ""
 
     @property
     def key(self) -> str:

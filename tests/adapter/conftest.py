@@ -53,9 +53,15 @@ class Env:
 
 
 @contextlib.asynccontextmanager
-async def dev_env(tmp_path: Path, nodes: int) -> AsyncIterator[Env]:
+async def dev_env(tmp_path: Path, nodes: int, workload_api: bool = False) -> AsyncIterator[Env]:
     """A started dev cluster of ``nodes`` synthetic GPU nodes and a client for it."""
-    cluster = DevCluster(nodes=synthetic_nodes(nodes), start_delay=0.05, max_grace=0.2, bookmark_seconds=0.5)
+    cluster = DevCluster(
+        nodes=synthetic_nodes(nodes),
+        start_delay=0.05,
+        max_grace=0.2,
+        bookmark_seconds=0.5,
+        workload_api=workload_api,
+    )
     await cluster.start()
     kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
     api = await connect(str(kubeconfig))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from realcluster.build import BuildFailed, build_record, ensure_built, ensure_kai_built
+from realcluster.build import BuildFailed, build_record, ensure_built, ensure_kai_built, ensure_workload_api_built
 from realcluster.cluster import ClusterOptions, RealCluster
 from tests.e2e.backends import Backend, dev_backend, real_backend, seed_real
 from tests.helm.chart import NAMESPACE, crds
@@ -38,6 +38,15 @@ def kai_binaries() -> Path:
     """KAI's own components (realcluster/go/kai), built once like the control plane."""
     try:
         return ensure_kai_built()
+    except BuildFailed as failed:
+        pytest.exit(str(failed), returncode=1)
+
+
+@pytest.fixture(scope="session")
+def workload_api_binaries(binaries: Path) -> Path:
+    """The kube-apiserver that serves the Workload API (realcluster/go/kube137), built once."""
+    try:
+        return ensure_workload_api_built()
     except BuildFailed as failed:
         pytest.exit(str(failed), returncode=1)
 

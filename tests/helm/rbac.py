@@ -18,7 +18,7 @@ from k8s_adapter.binder import Binder, BindRequest, FractionBind
 from k8s_adapter.claims import ClaimBind, ClaimChange, ClaimWriter
 from k8s_adapter.evictor import Evictor, EvictRequest
 from k8s_adapter.job_clocks import JobClockWriter
-from k8s_adapter.kinds import DRA_WATCHED, OWNER_KINDS, WATCHED, Kind
+from k8s_adapter.kinds import DRA_WATCHED, OWNER_KINDS, WATCHED, WORKLOAD_API_WATCHED, Kind
 from k8s_adapter.reflector import Reflector
 from k8s_adapter.status import StatusWriter
 from k8s_adapter.usage_store import QueueUsageStore
@@ -42,7 +42,11 @@ CORE: set[Permission] = {
     ("scheduling.run.ai", "queues/status", "patch"),
     ("", "events", "create"),
     ("", "events", "patch"),  # an unchanged situation raises its Event's count
-    *(("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")),
+    *(
+        ("scheduling.k8s.io", r, v)
+        for r in ("priorityclasses", "podgroups", "workloads")
+        for v in ("get", "list", "watch")
+    ),
     *(("kai.scheduler", "topologies", v) for v in ("get", "list", "watch")),
 }
 LEASE: set[Permission] = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
@@ -74,7 +78,7 @@ def recorded(api: FakeApi) -> set[Permission]:
 async def _watching() -> set[Permission]:
     """Each informer: one list, then a watch."""
     api = FakeApi(lambda m, p, q, b: ok({"items": [], "metadata": {"resourceVersion": "1"}}))
-    await _informers(api, WATCHED)
+    await _informers(api, (*WATCHED, *(versions[0] for versions in WORKLOAD_API_WATCHED)))
     return recorded(api)
 
 

@@ -12,7 +12,7 @@ from cryptography import x509
 
 from realcluster import build, kwok
 from realcluster import kai as kai_module
-from realcluster.cluster import RealCluster
+from realcluster.cluster import ClusterOptions, RealCluster
 from realcluster.pki import make_pki
 
 
@@ -128,3 +128,31 @@ def test_the_charts_default_queues_have_no_quota_and_no_limit() -> None:
     )
     assert child["metadata"]["name"] == "default-queue"
     assert all(r == {"quota": 0, "limit": -1, "overQuotaWeight": 1} for r in child["spec"]["resources"].values())
+
+
+def test_the_workload_api_apiserver_is_a_set_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(build.GO_DIR, tmp_path / "go")
+    monkeypatch.setattr(build, "GO_DIR", tmp_path / "go")
+    version = "go1.26.8 linux amd64"
+    control_plane, workload_api = build.cache_key(version), build.cache_key(version, build.WORKLOAD_API)
+    assert workload_api != control_plane
+    (tmp_path / "go" / "kube137" / "go.sum").write_text("changed\n")
+    assert build.cache_key(version, build.WORKLOAD_API) != workload_api
+    assert build.cache_key(version) == control_plane
+    assert build.pinned_versions(build.WORKLOAD_API) == {"k8s.io/kubernetes": "v1.37.2"}
+    assert [t.name for t in build.WORKLOAD_API.targets] == ["kube-apiserver"]
+
+
+def test_a_workload_api_cluster_runs_that_apiserver_with_the_gate_and_the_version_on(tmp_path: Path) -> None:
+    cluster = RealCluster(ClusterOptions(workload_api=True))
+    cluster.bin, cluster.apiserver_bin = Path("/e2e/bin"), Path("/wl/bin")
+    cluster.pki = make_pki(tmp_path)
+    cluster.dir = tmp_path
+    command = cluster._apiserver_command()
+    assert command[0] == "/wl/bin/kube-apiserver"
+    assert "--feature-gates=GenericWorkload=true" in command
+    assert "--runtime-config=scheduling.k8s.io/v1beta1=true" in command
+    plain = RealCluster(ClusterOptions())
+    plain.bin = plain.apiserver_bin = Path("/e2e/bin")
+    plain.pki, plain.dir = cluster.pki, tmp_path
+    assert not [a for a in plain._apiserver_command() if "GenericWorkload" in a or "runtime-config" in a]

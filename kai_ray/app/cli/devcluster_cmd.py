@@ -29,6 +29,12 @@ def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
             "(default: dev-cluster-<port>.kubeconfig in $XDG_CACHE_HOME/kai-ray, else ~/.cache/kai-ray)",
         )
         parser.add_argument("--taint-nodes", action="store_true", help="give nodes kwok's NoSchedule taint")
+        parser.add_argument(
+            "--workload-api",
+            action="store_true",
+            help="serve the Kubernetes Workload API (scheduling.k8s.io/v1beta1 Workload and PodGroup), as 1.37 "
+            "does with its GenericWorkload feature gate on",
+        )
         if name == "up":
             parser.add_argument(
                 "--config", help="scheduler config YAML (schema: docs/architecture.md#scheduler-config)"

@@ -80,6 +80,19 @@ def decide(
     return coordinator.cycle(now, actions).decisions
 
 
+def workload_gang_rows(snapshot: ClusterSnapshot, decisions: Decisions) -> list[list[object]]:
+    """One row per gang of the Kubernetes Workload API: the gang in words, the queue it runs in,
+    its minimum, its pods and the session's decision for it."""
+    members = Counter(f"{p.namespace}/{p.pod_group}" for p in snapshot.pods if p.pod_group)
+    rows: list[list[object]] = []
+    for group in sorted(snapshot.pod_groups, key=lambda g: g.key):
+        if group.workload_api:
+            decided = decisions.pod_groups.get(group.key)
+            status = decided.status if decided is not None else None
+            rows.append([group.workload_api, group.queue, group.min_member, members[group.key], status])
+    return rows
+
+
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.config is None and is_kai_snapshot(args.snapshot):  # KAI's ZIP carries its own configuration
@@ -110,6 +123,10 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(headers, rows))
     counts = Counter(d.status for d in decisions.pods.values())
     print("\n" + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    gang_rows = workload_gang_rows(snapshot, decisions)
+    if gang_rows:
+        print()
+        print(format_table(["workload api gang", "queue", "min pods", "pods", "status"], gang_rows))
     queue_rows = [
         [name, q["fairShare"]["gpu"], q["allocated"]["gpu"], q["fairShare"]["cpu"], q["allocated"]["cpu"]]
         for name, q in decisions.queues.items()
