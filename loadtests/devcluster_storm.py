@@ -61,7 +61,7 @@ class StormReport:
         )
 
 
-def _queue(name: str, parent: str | None, gpu_quota: float) -> dict[str, Any]:
+def queue_object(name: str, parent: str | None, gpu_quota: float) -> dict[str, Any]:
     open_quota = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
     gpu = {"quota": gpu_quota, "limit": -1, "overQuotaWeight": 1}
     spec: dict[str, Any] = {"resources": {"gpu": gpu, "cpu": open_quota, "memory": open_quota}}
@@ -125,9 +125,9 @@ async def run(nodes: int, period: float, timeout: float) -> StormReport:
             _,
         ),
     ):
-        await driver_api.request("POST", QUEUES, body=_queue("storm", None, -1))
+        await driver_api.request("POST", QUEUES, body=queue_object("storm", None, -1))
         for name in ("storm-a", "storm-b"):
-            await driver_api.request("POST", QUEUES, body=_queue(name, "storm", gpus / 2))
+            await driver_api.request("POST", QUEUES, body=queue_object(name, "storm", gpus / 2))
         await _create_jobs(driver_api, "storm-a", "storm-a", gpus, preemptible=True)
         if await _wait_until(driver_api, "storm-a", gpus, timeout) is None:
             raise SystemExit(f"storm-a never filled the cluster's {gpus} GPUs")

@@ -1,0 +1,157 @@
+"""A long churn run through the live loop with Ray shard actors: does any process keep growing?
+
+The dev cluster in a process of its own; kai-ray's scheduler loop with its coordinator and two
+shard actors on a Ray instance of its own (what ``kai-ray run --shards 2`` runs); a driver that
+keeps creating one-GPU jobs that finish after a few seconds (the dev cluster's kubelet ends them)
+and deletes finished ones, so pods come and go for the whole run. Every ``--sample`` seconds it
+records the resident memory of each process of the run: the dev cluster, this process (loop and
+driver), Ray's ``gcs_server`` and ``raylet``, and Ray's workers (the coordinator and shard
+actors). At the end it prints the samples per process and the growth over each half of the run:
+a process whose second half grows as much as its first is not bounded.
+
+    python -m loadtests.long_run --minutes 60             # the hour the issue asks for
+    python -m loadtests.long_run --minutes 3 --sample 20  # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from k8s_adapter.api import KubeApi
+from kai_ray.app.runtime import make_coordinator
+from kai_ray.config import SchedulerConfig
+from loadtests.dev_cluster_run import dev_cluster, scheduling
+from loadtests.devcluster_storm import QUEUES, queue_object
+from loadtests.kwok_driver import NAMESPACE, job_objects
+
+JOB_SECONDS = 5  # the dev cluster's kubelet ends each job's pod this long after it starts
+
+
+@dataclass
+class Samples:
+    started: float = field(default_factory=time.monotonic)
+    rss_mib: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
+    created: int = 0
+    deleted: int = 0
+
+    def take(self, processes: dict[str, list[psutil.Process]]) -> None:
+        at = (time.monotonic() - self.started) / 60
+        for name, members in processes.items():
+            total = 0
+            for process in members:
+                try:
+                    total += process.memory_info().rss
+                except psutil.Error:
+                    continue
+            self.rss_mib[name].append((at, total / 2**20))
+
+    def report(self) -> str:
+        lines = [f"jobs created {self.created:,}, deleted {self.deleted:,}"]
+        lines.append(f"{'process':<22} {'start':>8} {'half':>8} {'end':>8} {'1st half':>9} {'2nd half':>9}  MiB")
+        for name, series in sorted(self.rss_mib.items()):
+            if len(series) < 3:
+                continue
+            start, middle, end = series[0][1], series[len(series) // 2][1], series[-1][1]
+            lines.append(
+                f"{name:<22} {start:8.1f} {middle:8.1f} {end:8.1f} {middle - start:+9.1f} {end - middle:+9.1f}"
+            )
+        return "\n".join(lines)
+
+
+def _processes(dev_cluster_pid: int | None) -> dict[str, list[psutil.Process]]:
+    """This run's processes by role: Ray's are this process's descendants."""
+    me = psutil.Process()
+    groups: dict[str, list[psutil.Process]] = defaultdict(list)
+    groups["scheduler loop + driver"].append(me)
+    if dev_cluster_pid is not None:
+        groups["dev cluster"].append(psutil.Process(dev_cluster_pid))
+    for child in me.children(recursive=True):
+        try:
+            command = " ".join(child.cmdline())
+        except psutil.Error:
+            continue
+        if child.pid == dev_cluster_pid:
+            continue
+        if "gcs_server" in command:
+            groups["ray gcs_server"].append(child)
+        elif "raylet" in command:
+            groups["ray raylet"].append(child)
+        elif "ray::" in command or "default_worker.py" in command:
+            groups["ray workers (actors)"].append(child)
+        else:
+            groups["ray other"].append(child)
+    return groups
+
+
+async def _churn(api: KubeApi, samples: Samples, until: float, jobs_per_second: float) -> None:
+    index = 0
+    while time.monotonic() < until:
+        name = f"churn-{index:07d}"
+        index += 1
+        for path, obj in job_objects(name, "churn", 1, 1, JOB_SECONDS, tolerate_kwok=False):
+            await api.request("POST", path, body=obj)
+        samples.created += 1
+        if index % 20 == 0:
+            answer = await api.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")
+            for pod in answer.body.get("items", ()):
+                if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+                    pod_name = pod["metadata"]["name"]
+                    await api.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod_name}")
+                    group = pod["metadata"].get("annotations", {}).get("pod-group-name")
+                    if group:
+                        await api.request(
+                            "DELETE", f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NAMESPACE}/podgroups/{group}"
+                        )
+                    samples.deleted += 1
+        await asyncio.sleep(1 / jobs_per_second)
+
+
+async def run(minutes: float, sample_seconds: float, nodes: int, jobs_per_second: float) -> Samples:
+    config = SchedulerConfig().for_live_loop()
+    samples = Samples()
+    async with (
+        dev_cluster(nodes) as kubeconfig,
+        scheduling(kubeconfig, config.schedulerName, lambda n: make_coordinator(config, n, 2), 1.0) as (api, _),
+    ):
+        await api.request("POST", QUEUES, body=queue_object("churn", None, -1))
+        server = [p for p in psutil.Process().children() if "dev-cluster" in " ".join(p.cmdline())]
+        server_pid = server[0].pid if server else None
+        until = time.monotonic() + minutes * 60
+        churn = asyncio.create_task(_churn(api, samples, until, jobs_per_second))
+        while time.monotonic() < until:
+            await asyncio.sleep(sample_seconds)  # the first sample once Ray and the actors are up
+            samples.take(_processes(server_pid))
+            print(json.dumps({k: round(v[-1][1], 1) for k, v in samples.rss_mib.items()}), flush=True)
+        await churn
+        samples.take(_processes(server_pid))
+    return samples
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=60.0)
+    parser.add_argument("--sample", type=float, default=60.0, help="seconds between memory samples")
+    parser.add_argument("--nodes", type=int, default=50)
+    parser.add_argument("--rate", type=float, default=5.0, help="jobs created per second")
+    parser.add_argument("--out", type=Path, help="write the samples as JSON here")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    samples = asyncio.run(run(args.minutes, args.sample, args.nodes, args.rate))
+    print(samples.report())
+    if args.out:
+        args.out.write_text(json.dumps({k: v for k, v in samples.rss_mib.items()}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
