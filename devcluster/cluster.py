@@ -24,6 +24,7 @@ from devcluster import strategies
 from devcluster.catalog import WORKLOAD_API, Catalog, ResourceType
 from devcluster.clock import Clock
 from devcluster.crds import KAI_CRDS, follow_crds
+from devcluster.event_ttl import EVENT_TTL_SECONDS, EventExpiry
 from devcluster.faults import Faults
 from devcluster.kubelet import NodeSimulator
 from devcluster.registry import Registry
@@ -52,6 +53,8 @@ class DevCluster:
         workload_api: serve the Kubernetes Workload API (scheduling.k8s.io/v1beta1 Workload and
             PodGroup), as 1.37 does with its GenericWorkload feature gate on; without it a pod's
             spec.schedulingGroup is dropped, as a server without the gate drops it.
+        event_ttl: seconds an Event lives after its last write (kube-apiserver's --event-ttl);
+            None keeps Events for good.
     """
 
     def __init__(
@@ -66,6 +69,7 @@ class DevCluster:
         history: int = 10_000,
         simulate: bool = True,
         workload_api: bool = False,
+        event_ttl: float | None = EVENT_TTL_SECONDS,
     ) -> None:
         self.clock = clock or Clock(speed)
         self.catalog = Catalog.with_builtins()
@@ -80,9 +84,13 @@ class DevCluster:
         self.simulator = NodeSimulator(self.registry, self.clock, start_delay, max_grace) if simulate else None
         if self.simulator is not None:
             self.server.logs = self.simulator.log_of
+        self.event_expiry = (
+            None if event_ttl is None else EventExpiry(self.registry, self.catalog, self.clock, event_ttl)
+        )
         self.url = ""
         self._runner: web.AppRunner | None = None
         self._simulating: asyncio.Task[None] | None = None
+        self._expiring: asyncio.Task[None] | None = None
         self._seed(nodes)
 
     def _seed(self, nodes: Sequence[Obj]) -> None:
@@ -106,15 +114,18 @@ class DevCluster:
         self.url = f"http://{host}:{bound}"
         if self.simulator is not None:
             self._simulating = asyncio.create_task(self.simulator.run(), name="devcluster-node-simulator")
+        if self.event_expiry is not None:
+            self._expiring = asyncio.create_task(self.event_expiry.run(), name="devcluster-event-expiry")
         return self.url
 
     async def stop(self) -> None:
         self.store.drop_watches(abrupt=False)  # end watch streams cleanly so clients see a normal close
-        if self._simulating is not None:
-            self._simulating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._simulating
-            self._simulating = None
+        for task in (self._simulating, self._expiring):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._simulating = self._expiring = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

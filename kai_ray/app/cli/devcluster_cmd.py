@@ -35,6 +35,13 @@ def add_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
             help="serve the Kubernetes Workload API (scheduling.k8s.io/v1beta1 Workload and PodGroup), as 1.37 "
             "does with its GenericWorkload feature gate on",
         )
+        parser.add_argument(
+            "--event-ttl",
+            type=float,
+            default=3600.0,
+            metavar="SECONDS",
+            help="how long an Event lives after its last write, as kube-apiserver's --event-ttl (default 1 h)",
+        )
         if name == "up":
             parser.add_argument(
                 "--config", help="scheduler config YAML (schema: docs/architecture.md#scheduler-config)"

@@ -29,7 +29,9 @@ async def _serve(args: argparse.Namespace, with_scheduler: bool) -> int:
     from devcluster import DevCluster
     from kai_ray.app.sim.cluster import synthetic_nodes
 
-    cluster = DevCluster(nodes=synthetic_nodes(args.nodes, args.taint_nodes), workload_api=args.workload_api)
+    cluster = DevCluster(
+        nodes=synthetic_nodes(args.nodes, args.taint_nodes), workload_api=args.workload_api, event_ttl=args.event_ttl
+    )
     if with_scheduler:
         seed_kai_defaults(cluster, not args.no_default_queues, not args.no_default_priority_classes)
     try:
