@@ -137,6 +137,31 @@ def pod(
     return manifest
 
 
+def workload(name: str, queue: str, min_count: int, template: str = "workers") -> Manifest:
+    """A Kubernetes Workload API Workload (scheduling.k8s.io/v1beta1) of one gang template, its
+    queue named by KAI's label."""
+    policy = {"name": template, "schedulingPolicy": {"gang": {"minCount": min_count}}}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": name, "labels": {"kai.scheduler/queue": queue}},
+        "spec": {"podGroupTemplates": [policy]},
+    }
+
+
+def workload_gang(name: str, workload_name: str, min_count: int, template: str = "workers") -> Manifest:
+    """A Workload API PodGroup (scheduling.k8s.io/v1beta1) made from ``workload_name``'s template."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {
+            "workloadRef": {"workloadName": workload_name, "templateName": template},
+            "schedulingPolicy": {"gang": {"minCount": min_count}},
+        },
+    }
+
+
 def as_list(items: list[Manifest]) -> Manifest:
     """The ``kind: List`` wrapper that ``kubectl get ... -o yaml`` prints."""
     return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}

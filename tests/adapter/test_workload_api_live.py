@@ -10,34 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from tests.adapter.conftest import Env, dev_env, pod, queue, running, until
+from tests.manifests import workload
+from tests.manifests import workload_gang as gang
 
 PODS = "/api/v1/namespaces/default/pods"
 QUEUES = "/apis/scheduling.run.ai/v2/queues"
 KAI_GROUPS = "/apis/scheduling.run.ai/v2alpha2/namespaces/default/podgroups"
 WORKLOADS = "/apis/scheduling.k8s.io/v1beta1/namespaces/default/workloads"
 GANGS = "/apis/scheduling.k8s.io/v1beta1/namespaces/default/podgroups"
-
-
-def workload(name: str, queue_name: str, min_count: int) -> dict[str, Any]:
-    template = {"name": "workers", "schedulingPolicy": {"gang": {"minCount": min_count}}}
-    return {
-        "apiVersion": "scheduling.k8s.io/v1beta1",
-        "kind": "Workload",
-        "metadata": {"name": name, "labels": {"kai.scheduler/queue": queue_name}},
-        "spec": {"podGroupTemplates": [template]},
-    }
-
-
-def gang(name: str, workload_name: str, min_count: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.k8s.io/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": name},
-        "spec": {
-            "workloadRef": {"workloadName": workload_name, "templateName": "workers"},
-            "schedulingPolicy": {"gang": {"minCount": min_count}},
-        },
-    }
 
 
 def member(name: str, group: str, gpus: int) -> dict[str, Any]:

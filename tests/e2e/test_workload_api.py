@@ -21,6 +21,8 @@ from tests.adapter.conftest import running, until
 from tests.conftest import WORKLOAD_API_PARAM
 from tests.e2e.backends import NODE_COUNT, PODS, QUEUES, Backend
 from tests.helm.chart import crds
+from tests.manifests import workload
+from tests.manifests import workload_gang as gang
 
 DISCOVERY = "/apis/scheduling.k8s.io/v1beta1"
 WORKLOADS = f"{DISCOVERY}/namespaces/default/workloads"
@@ -90,28 +92,6 @@ async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
             await backend.close()
 
 
-def workload(name: str, min_count: int) -> dict[str, Any]:
-    template = {"name": "workers", "schedulingPolicy": {"gang": {"minCount": min_count}}}
-    return {
-        "apiVersion": "scheduling.k8s.io/v1beta1",
-        "kind": "Workload",
-        "metadata": {"name": name, "labels": {"kai.scheduler/queue": "wl"}},
-        "spec": {"podGroupTemplates": [template]},
-    }
-
-
-def gang(name: str, workload_name: str, min_count: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.k8s.io/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": name},
-        "spec": {
-            "workloadRef": {"workloadName": workload_name, "templateName": "workers"},
-            "schedulingPolicy": {"gang": {"minCount": min_count}},
-        },
-    }
-
-
 def member(name: str, group: str, gpus: int) -> dict[str, Any]:
     limits = {"nvidia.com/gpu": str(gpus)}
     return {
@@ -144,7 +124,7 @@ async def test_a_gang_is_bound_whole_and_one_short_of_its_min_count_gets_nothing
     )
     # Four nodes of (8, 8, 8, 8) GPUs: three 4-GPU pods fit, five 8-GPU pods do not.
     for name, count, gpus in (("fits", 3, 4), ("big", 5, 8)):
-        await cluster.create(WORKLOADS, workload(name, count))
+        await cluster.create(WORKLOADS, workload(name, "wl", count))
         await cluster.create(GANGS, gang(f"{name}-0", name, count))
         for i in range(count):
             created = await cluster.create(PODS, member(f"{name}-{i}", f"{name}-0", gpus))
