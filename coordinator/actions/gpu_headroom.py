@@ -34,10 +34,10 @@ def gpu_ceiling(state: SessionState) -> np.ndarray:
     ceiling = np.where(table.present, gpu_headroom_all(table), 0.0)
     # One pass over every placed pod of the cluster, in comprehensions: at 160,000 running pods
     # a loop with a lookup and an add per pod cost most of a contended cycle.
-    nodes = [task.node for task in state.tasks.values() if task.node and task.accepted[0] > 0]
-    gpus = np.array([task.accepted[0] for task in state.tasks.values() if task.node and task.accepted[0] > 0])
+    placed = [(task.node, task.accepted[0]) for task in state.tasks.values() if task.node and task.accepted[0] > 0]
     index = table.index
-    rows = np.array([index.get(node, -1) for node in nodes], dtype=np.int64)
+    rows = np.array([index.get(node, -1) for node, _ in placed], dtype=np.int64)
+    gpus = np.array([gpu for _, gpu in placed], dtype=np.float64)
     known = rows >= 0
     np.add.at(ceiling, rows[known], gpus[known])
     return ceiling
