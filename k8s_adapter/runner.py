@@ -46,6 +46,9 @@ from pod_grouper.live import DEFER_SECONDS, PodGrouper
 
 log = logging.getLogger(__name__)
 PAGE_POLL_SECONDS = 0.05  # while the pods are listed: how often their pages so far are decoded
+# On a stop, how long binds and writes already sent may take before they are dropped: well inside
+# the 30 s Kubernetes gives a pod between SIGTERM and SIGKILL, so the process ends on its own.
+SHUTDOWN_GRACE_SECONDS = 20.0
 RESERVATION_SWEEP_SECONDS = 60.0  # a full reservation-pod clean-up, besides the one per finished sharer
 LOOP_STEPS = (
     "apply",
@@ -192,7 +195,15 @@ class SchedulerLoop:
                 self._grouping.cancel()  # what it did not create, the next start creates
                 await asyncio.gather(self._grouping, return_exceptions=True)
             if self._in_flight:  # let binds in flight finish: their pods are already counted as placed
-                await asyncio.wait(set(self._in_flight), timeout=30)
+                await asyncio.wait(set(self._in_flight), timeout=SHUTDOWN_GRACE_SECONDS)
+            # What is still going after that is dropped before the client closes under it: its pods
+            # stay unbound, and the next scheduler to start places them from what it lists.
+            unfinished = [task for task in self._in_flight if not task.done()]
+            for task in unfinished:
+                task.cancel()
+            if unfinished:
+                log.info("stopping: %d API writes still going dropped", len(unfinished))
+                await asyncio.gather(*unfinished, return_exceptions=True)
             if self.usage is not None:
                 await self._step("usage", self.usage.close)  # keep the accounting for the next start
             for task in watches:

@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from k8s_adapter.runner import SchedulerLoop
 from tests.adapter.conftest import Env, pod, queue, running, until
 
 PODS = "/api/v1/namespaces/default/pods"
@@ -74,3 +75,32 @@ async def test_kubectl_sees_what_the_scheduler_did(env: Env) -> None:
     shown = await asyncio.to_thread(kubectl, "get", "pods", "-o", "wide")  # the NODE column is a wide one
     assert "demo" in shown.stdout and "kwok-node" in shown.stdout
     assert (await asyncio.to_thread(kubectl, "delete", "pod", "demo")).returncode == 0
+
+
+async def test_a_stop_drops_binds_still_unanswered_after_the_grace_and_ends(
+    env: Env, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+    import time
+
+    from k8s_adapter import runner
+
+    caplog.set_level(logging.INFO, logger="k8s_adapter.runner")
+    monkeypatch.setattr(runner, "SHUTDOWN_GRACE_SECONDS", 0.3)
+    await env.create(QUEUES, queue("q"))
+    await env.create(PODS, pod("slow", gpus=1, queue_name="q"))
+    env.cluster.faults.delay(30, "create", "pods")  # the bind is sent and never answered in time
+    loop = env.loop()
+    task = asyncio.create_task(loop.run())
+    await until(lambda: _sent(loop), timeout=10)  # the bind is in flight
+    stopped = time.monotonic()
+    loop.stop()
+    await asyncio.wait_for(task, 10)
+    assert time.monotonic() - stopped < 5  # the grace, not the bind's 30 s
+    assert "API writes still going dropped" in caplog.text
+    assert not loop._in_flight  # nothing is left to write through the client once it closes
+    assert (await nodes_of(env))["slow"] is None
+
+
+async def _sent(loop: SchedulerLoop) -> bool:
+    return bool(loop._in_flight)
