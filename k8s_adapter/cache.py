@@ -199,7 +199,7 @@ class ClusterCache:
 
     def _deltas(self) -> ClusterDeltas:
         groups_up, groups_down = self.membership.index.changes(
-            ChainMap(self.raw_groups, self.gang_groups), self.pods, self.membership.owners, self.classes
+            ChainMap(self.raw_groups, self.gang_groups), self.pods, self.membership.implicit_spec, self.classes
         )
         queues_up, queues_down, unusable = self._queue_changes()
         changed, removed = self._changed, self._removed

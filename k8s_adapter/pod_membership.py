@@ -17,7 +17,14 @@ from k8s_adapter.api import JSON
 from kai_ray import labels as L
 from kai_ray.model import Pod
 from pod_grouper.group_index import GroupIndex
-from pod_grouper.grouping import OwnerRef, awaits_own_group, implicit_group, needs_pod_grouper, own_group_name
+from pod_grouper.grouping import (
+    ImplicitGroup,
+    OwnerRef,
+    awaits_own_group,
+    implicit_group,
+    needs_pod_grouper,
+    own_group_name,
+)
 from pod_grouper.pod_groups import RawPodGroup
 
 
@@ -26,6 +33,9 @@ class PodMembership:
         self.scheduler_name = scheduler_name
         self.index = GroupIndex()
         self.owners: dict[str, tuple[OwnerRef, ...]] = {}
+        # A bare pod's implicit group as ``place`` worked it out, so resolving the group does not
+        # work it out again (for the pod as it was placed, with the owners it had then).
+        self._specs: dict[str, ImplicitGroup] = {}
         self._ungrouped: dict[str, JSON] = {}  # raw objects: the grouper needs owners, labels, priority class
         self._dirty = False
         self.ungrouped_view: tuple[JSON, ...] = ()  # for readers on the event loop, replaced whole
@@ -36,13 +46,15 @@ class PodMembership:
         """Record the pod's group (and whether the grouper must make it); returns the pod with
         the implicit group's name where it belongs to one."""
         self.owners[key] = owners
+        self._specs.pop(key, None)
         ours = pod.scheduler_name == self.scheduler_name
         awaits_object = ours and awaits_own_group(pod, owners, groups)
         if pod.pod_group and not awaits_object:
             self.index.place(key, f"{pod.namespace}/{pod.pod_group}", False)
         elif ours and not needs_pod_grouper(owners):
             if not pod.pod_group:
-                pod = replace(pod, pod_group=implicit_group(pod, owners).name)
+                spec = self._specs[key] = implicit_group(pod, owners)
+                pod = replace(pod, pod_group=spec.name)
             self.index.place(key, f"{pod.namespace}/{pod.pod_group}", True)
         else:
             self.index.place(key, None, False)
@@ -60,6 +72,7 @@ class PodMembership:
     def forget(self, key: str) -> None:
         """The pod is gone."""
         self.owners.pop(key, None)
+        self._specs.pop(key, None)
         if self._ungrouped.pop(key, None) is not None:
             self._dirty = True
         self.index.place(key, None, False)
@@ -84,6 +97,11 @@ class PodMembership:
                 and pod.pod_group == own_group_name(pod, self.owners.get(member, ()))
             ):
                 self.index.place(member, group, True)
+
+    def implicit_spec(self, pod: Pod) -> ImplicitGroup:
+        """The group KAI's pod grouper would make for ``pod``, a pod of ours that names none."""
+        spec = self._specs.get(pod.key)
+        return spec if spec is not None else implicit_group(pod, self.owners.get(pod.key, ()))
 
     def own_group(self, key: str, pod: Pod | None) -> str | None:
         """The PodGroup name a bind of pod ``key`` may annotate it with: its own group's, for a bare

@@ -8,10 +8,10 @@ which the snapshot loader uses too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from kai_ray.model import Pod, PodGroup, PriorityClass
-from pod_grouper.grouping import OwnerRef, implicit_group
+from pod_grouper.grouping import ImplicitGroup
 from pod_grouper.pod_groups import RawPodGroup, implicit_pod_group, resolve_pod_group
 
 
@@ -59,16 +59,17 @@ class GroupIndex:
         self,
         raw_groups: Mapping[str, RawPodGroup],
         pods: Mapping[str, Pod],
-        owners: Mapping[str, tuple[OwnerRef, ...]],
+        spec_of: Callable[[Pod], ImplicitGroup],
         classes: Mapping[str, PriorityClass],
     ) -> tuple[tuple[PodGroup, ...], tuple[str, ...]]:
-        """Groups to upsert and to remove, for the dirty keys only."""
+        """Groups to upsert and to remove, for the dirty keys only. ``spec_of`` gives a pod's
+        implicit group (``pod_grouper.grouping.implicit_group`` with its owners)."""
         upserted: list[PodGroup] = []
         removed: list[str] = []
         dirty, self.dirty = self.dirty, set()
         sent = self.sent
         for key in sorted(k for k in dirty if k):
-            group = self._resolve(key, raw_groups, pods, owners, classes)
+            group = self._resolve(key, raw_groups, pods, spec_of, classes)
             if group is None:
                 if key in sent:
                     removed.append(key)
@@ -88,7 +89,7 @@ class GroupIndex:
         key: str,
         raw_groups: Mapping[str, RawPodGroup],
         pods: Mapping[str, Pod],
-        owners: Mapping[str, tuple[OwnerRef, ...]],
+        spec_of: Callable[[Pod], ImplicitGroup],
         classes: Mapping[str, PriorityClass],
     ) -> PodGroup | None:
         warnings: list[str] = []
@@ -102,9 +103,7 @@ class GroupIndex:
             group = resolve_pod_group(raw, named, classes, warnings, missing)
         elif key in self.implicit_members:
             found = [pods[p] for p in self.implicit_members[key] if p in pods]
-            group = implicit_pod_group(
-                found, lambda p: implicit_group(p, owners.get(p.key, ())), classes, warnings, missing
-            )
+            group = implicit_pod_group(found, spec_of, classes, warnings, missing)
         else:
             return None
         if warnings:

@@ -153,3 +153,22 @@ def test_a_bare_pod_whose_own_group_object_is_deleted_stays_in_an_implicit_group
     cache.take_deltas()
     cache.on_event(POD_GROUPS, "DELETED", group("g", queue="q"))
     assert cache.take_deltas().pod_groups_removed == ("ns/g",)
+
+
+def test_a_bare_pods_implicit_group_follows_its_labels_as_they_change() -> None:
+    """The implicit group of a pod that names none is worked out once per version of the pod: a
+    relabelled pod moves its group to the new queue and priority class, and the old ones are gone."""
+    cache = ClusterCache()
+    cache.on_list(PRIORITY_CLASSES, [versioned({"metadata": {"name": "high"}, "value": 500})])
+    bare = versioned(pod("solo", 0))
+    cache.on_list(PODS, [bare])
+    [first] = cache.take_deltas().pod_groups_upserted
+    assert first.queue == "q" and first.priority_class_name is None
+    relabelled = versioned(pod("solo", 0))
+    relabelled["metadata"]["labels"] = {"kai.scheduler/queue": "other", "priorityClassName": "high"}
+    cache.on_event(PODS, "MODIFIED", relabelled)
+    [moved] = cache.take_deltas().pod_groups_upserted
+    assert moved.key == first.key and moved.queue == "other"
+    assert moved.priority_class_name == "high" and moved.priority == 500
+    cache.on_event(PODS, "DELETED", relabelled)
+    assert cache.take_deltas().pod_groups_removed == (first.key,)
