@@ -9,7 +9,8 @@ loop's own parts; ``job_clocks`` is public for the pod grouper, which writes a n
 clocks into it; ``gpu_sharing`` is public for its settings (the CLI's reservation-pod flags),
 ``usage_feeds`` builds the usage source the config asks for, ``kinds`` names the watched kinds
 the simulator and the cache benchmark feed the cache by (and the owner kinds the pod grouper
-walks), and ``claims`` gives the simulator a claim's allocation as the binder writes it. Modules
+walks), ``claims`` gives the simulator a claim's allocation as the binder writes it, and ``watches``
+lets ``kai-ray run`` start the lists before it imports the loop. Modules
 are imported one at a time: the Kubernetes client is loaded only by what needs it.
 """
 
@@ -26,4 +27,5 @@ __all__ = [
     "metrics",
     "runner",
     "usage_feeds",
+    "watches",
 ]

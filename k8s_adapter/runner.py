@@ -30,17 +30,17 @@ from k8s_adapter.evictor import Evictor
 from k8s_adapter.explain import group_notes
 from k8s_adapter.gpu_sharing import ReservationService, ReservationSettings, gpu_groups_of
 from k8s_adapter.job_clocks import JobClockWriter
-from k8s_adapter.kinds import DRA_WATCHED, PODS, WATCHED, WORKLOAD_API_WATCHED, Kind
+from k8s_adapter.kinds import PODS, Kind
 from k8s_adapter.leader import Leadership
 from k8s_adapter.loop_metrics import LoopMetrics
 from k8s_adapter.metrics import SchedulerMetrics
 from k8s_adapter.problems import problem_events
 from k8s_adapter.reflector import Reflector
-from k8s_adapter.served_reflector import ServedReflector
 from k8s_adapter.startup import StartupClock
 from k8s_adapter.status import StatusWriter
 from k8s_adapter.ungate_sender import UngateSender
 from k8s_adapter.usage_feeds import UsageFeed
+from k8s_adapter.watches import Watches
 from kai_ray.deltas import ClusterDeltas
 from pod_grouper.live import DEFER_SECONDS, PodGrouper
 
@@ -110,6 +110,7 @@ class SchedulerLoop:
         pod_grouper: bool = True,
         mark_disruption_target: bool = True,
         bind_backoff: BindBackoff | None = None,
+        watches: Watches | None = None,
     ) -> None:
         self.api = api
         self.cache = cache
@@ -136,12 +137,13 @@ class SchedulerLoop:
         self.binds = BindSender(self.binder, self.status, self.bind_backoff, cache, self.metrics, pod_grouper)
         self.ungates = UngateSender(api, cache)
         self.grouper = PodGrouper(api, self.binds.in_flight, self.clocks, defer=DEFER_SECONDS)
-        kinds = WATCHED + (DRA_WATCHED if dra else ())
-        self.reflectors = [Reflector(api, kind, cache.on_list, cache.on_event, on_page=cache.on_page) for kind in kinds]
-        self.reflectors += [
-            ServedReflector(api, versions, cache.on_list, cache.on_event, on_page=cache.on_page)
-            for versions in WORKLOAD_API_WATCHED
-        ]
+        # Watches may have been started before this loop existed (``kai-ray run`` lists while it
+        # imports the scheduler); what they brought meanwhile reaches the cache first.
+        self.watches = watches if watches is not None else Watches(api, dra=dra)
+        self.watches.attach(cache)
+        self.reflectors = self.watches.reflectors
+        if self.watches.started_at is not None:
+            self.startup.mark("watching", at=self.watches.started_at)
         self.state = LoopState()
         self.coordinator_health = CoordinatorHealth()
         self.decision_log = DecisionLog()
@@ -153,11 +155,10 @@ class SchedulerLoop:
 
     def stop(self) -> None:
         self._stop.set()
-        for reflector in self.reflectors:
-            reflector.stop()
+        self.watches.stop()
 
     async def run(self) -> None:
-        watches = [asyncio.create_task(r.run(), name=f"watch-{r.kind.plural}") for r in self.reflectors]
+        self.watches.start()
         try:
             began = time.monotonic()
             self.startup.mark("loop")
@@ -206,9 +207,7 @@ class SchedulerLoop:
                 await asyncio.gather(*unfinished, return_exceptions=True)
             if self.usage is not None:
                 await self._step("usage", self.usage.close)  # keep the accounting for the next start
-            for task in watches:
-                task.cancel()
-            await asyncio.gather(*watches, return_exceptions=True)
+            await self.watches.close()
 
     async def _start(self, deadline: float) -> None:
         """The coordinator, fed with everything listed, built while the pods still come: every other

@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 # The steps; each one's share is the time since the step that ended before it (the first cycle's
 # binds leave as they are committed, so the first bind is sent before that cycle ends).
 STEPS = {
-    "loop": "imports",  # the loop starts: interpreter, imports, client and metrics set up
+    "watching": "client ready",  # interpreter, configuration, the API client: the lists are sent
+    "loop": "imports",  # the loop starts: the rest imported (while the lists came), metrics set up
     "nodes": "nodes and other kinds listed",  # every watched kind but the pods
     "tables": "shard tables",  # their records read, the coordinator made and fed (the shards' tables)
     "listed": "pods listed",  # the last page of pods came (the pages before it read meanwhile)
@@ -46,9 +47,10 @@ class StartupClock:
         self.notes: dict[str, str] = {}  # step -> what else is worth saying about it
         self.reported = False
 
-    def mark(self, step: str, note: str = "") -> None:
+    def mark(self, step: str, note: str = "", at: float | None = None) -> None:
+        """``step`` ended now, or at ``at`` (wall clock) when it ended before this clock existed."""
         if step not in self.marks:
-            self.marks[step] = time.time() - self.origin
+            self.marks[step] = (time.time() if at is None else at) - self.origin
             if note:
                 self.notes[step] = note
         if step == "bound":

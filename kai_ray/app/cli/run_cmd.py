@@ -7,8 +7,13 @@ import logging
 import os
 import signal
 import time
+from typing import TYPE_CHECKING
 
 from kai_ray.logs import FORMATS, configure
+
+if TYPE_CHECKING:  # imported while the first lists come (see _main), not to parse a command line
+    from k8s_adapter.api import KubeApi
+    from kai_ray.config import SchedulerConfig
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -90,14 +95,6 @@ def _check_kubeconfig(path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kai_ray.app.cli.output import warn_about
-    from kai_ray.io.config import load_config
-
-    config = load_config(args.config)
-    warn_about(config)
-    config = config.for_live_loop()
-    if args.kubeconfig:
-        _check_kubeconfig(args.kubeconfig)
     configure(args.verbose, args.log_format)
     try:
         import uvloop
@@ -107,13 +104,73 @@ def run(args: argparse.Namespace) -> int:
         pass
     import asyncio  # here, not at the top: the one-shot commands never pay for it
 
-    return asyncio.run(_main(args, config))
+    return asyncio.run(_main(args))
 
 
-async def _main(args: argparse.Namespace, config: object) -> int:
+# What the loop needs beyond the API client: imported while the first lists are on their way.
+SCHEDULER_MODULES = (
+    "k8s_adapter.cache",
+    "k8s_adapter.gpu_sharing",
+    "k8s_adapter.health",
+    "k8s_adapter.leader",
+    "k8s_adapter.metrics",
+    "k8s_adapter.runner",
+    "k8s_adapter.usage_feeds",
+    "kai_ray.app.runtime",
+)
+
+
+def _prepare(args: argparse.Namespace) -> SchedulerConfig:
+    """The configuration, read and checked (its warnings printed), and the rest of the scheduler
+    imported. About a second of CPU, spent while the API server sends the first lists."""
+    import importlib
+
+    from kai_ray.app.cli.output import warn_about
+    from kai_ray.io.config import load_config
+
+    config = load_config(args.config)
+    warn_about(config)
+    for name in SCHEDULER_MODULES:
+        importlib.import_module(name)
+    return config.for_live_loop()
+
+
+async def _connect(args: argparse.Namespace) -> KubeApi:
+    from k8s_adapter.api import connect
+    from kai_ray.errors import InputError
+
+    try:
+        return await connect(args.kubeconfig, args.context)
+    except Exception as exc:
+        if args.kubeconfig:  # a kubeconfig that cannot work: say what is wrong with the file itself
+            _check_kubeconfig(args.kubeconfig)
+        if isinstance(exc, InputError):
+            raise  # already one line that says what is wrong
+        # the client's config errors (ConfigException, file, YAML): one line, exit 2
+        where = args.kubeconfig or "in-cluster config (no --kubeconfig or $KUBECONFIG given)"
+        raise InputError(
+            f"{where}: cannot connect: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        ) from None
+
+
+async def _main(args: argparse.Namespace) -> int:
     import asyncio
 
-    from k8s_adapter.api import connect
+    from k8s_adapter.watches import Watches
+
+    api = await _connect(args)
+    # The lists start now, with only the client imported: the API server encodes them while this
+    # process reads its configuration and imports the rest of the scheduler, not after that. The
+    # loop's cache takes what they brought meanwhile.
+    watches = Watches(api, dra=args.dra)
+    watches.start()
+    try:
+        config = await asyncio.to_thread(_prepare, args)
+    except BaseException:
+        await watches.close()
+        await api.close()
+        raise
+
     from k8s_adapter.cache import ClusterCache
     from k8s_adapter.gpu_sharing import ReservationSettings
     from k8s_adapter.health import serve, stalled_after
@@ -123,19 +180,7 @@ async def _main(args: argparse.Namespace, config: object) -> int:
     from k8s_adapter.usage_feeds import make_feed
     from kai_ray.app.cli.ports import port_error
     from kai_ray.app.runtime import make_coordinator
-    from kai_ray.config import SchedulerConfig
-    from kai_ray.errors import InputError
 
-    assert isinstance(config, SchedulerConfig)
-    try:
-        api = await connect(args.kubeconfig, args.context)
-    except InputError:
-        raise  # already one line that says what is wrong
-    except Exception as exc:  # the client's config errors (ConfigException, file, YAML): one line, exit 2
-        where = args.kubeconfig or "in-cluster config (no --kubeconfig or $KUBECONFIG given)"
-        raise InputError(
-            f"{where}: cannot connect: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-        ) from None
     registry = new_registry()
     leadership = Leadership(enabled=args.leader_elect, lease_duration=args.lease_duration)
     loop = SchedulerLoop(
@@ -157,6 +202,7 @@ async def _main(args: argparse.Namespace, config: object) -> int:
         usage=make_feed(config.usageDBConfig, api) if config.usageDBConfig else None,
         pod_grouper=args.pod_grouper,
         mark_disruption_target=args.mark_disruption_target,
+        watches=watches,
     )
     alive = stalled_after(max(60.0, 30 * args.period), lambda: loop.state.last_iteration)
     # A failed cycle (a shard actor died, say) fails the check until cycles succeed again and for a
@@ -170,6 +216,7 @@ async def _main(args: argparse.Namespace, config: object) -> int:
             lambda: loop.state.synced and loop.coordinator_health.deciding,
         )
     except OSError as exc:
+        await watches.close()
         await api.close()
         raise port_error(args.metrics_port, "/metrics", "--metrics-port", exc) from None
     stop = asyncio.get_running_loop()

@@ -8,17 +8,14 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kai_ray.app.cli.output import format_table, print_json, warn_about, warn_each
-from kai_ray.config import DEFAULT_ACTIONS, SchedulerConfig
 from kai_ray.errors import InputError
-from kai_ray.io.config import config_from_mapping, load_config
-from kai_ray.io.fields import parse_time
-from kai_ray.io.kai_snapshot import is_kai_snapshot, read_kai_snapshot
-from kai_ray.io.snapshot_loader import load_snapshot
-from kai_ray.model import ClusterSnapshot
 
-if TYPE_CHECKING:  # the coordinator is imported when a session runs, not to parse the command line
+# The readers, the model and the coordinator are imported when the command runs, not to parse a
+# command line: every other command (``run`` above all, whose start is timed) would pay for them.
+if TYPE_CHECKING:
     from coordinator.decisions import Decisions
+    from kai_ray.config import SchedulerConfig
+    from kai_ray.model import ClusterSnapshot
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,6 +37,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _actions(text: str | None) -> tuple[str, ...] | None:
+    from kai_ray.config import DEFAULT_ACTIONS
+
     if text is None:
         return None
     if text.strip() == "none":
@@ -94,6 +93,12 @@ def workload_gang_rows(snapshot: ClusterSnapshot, decisions: Decisions) -> list[
 
 
 def run(args: argparse.Namespace) -> int:
+    from kai_ray.app.cli.output import format_table, print_json, warn_about, warn_each
+    from kai_ray.io.config import config_from_mapping, load_config
+    from kai_ray.io.fields import parse_time
+    from kai_ray.io.kai_snapshot import is_kai_snapshot, read_kai_snapshot
+    from kai_ray.io.snapshot_loader import load_snapshot
+
     config = load_config(args.config)
     if args.config is None and is_kai_snapshot(args.snapshot):  # KAI's ZIP carries its own configuration
         config = config_from_mapping(read_kai_snapshot(args.snapshot).config, f"{args.snapshot}: config")

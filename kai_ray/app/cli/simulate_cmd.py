@@ -7,9 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from kai_ray.app.cli.output import warn_about
 from kai_ray.errors import InputError
-from kai_ray.io.config import load_config
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -77,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--dra-share: must be between 0 and 1")
     if args.shards is not None and args.shards < 1:
         raise InputError("--shards: must be at least 1")
+    from kai_ray.app.cli.output import warn_about
+    from kai_ray.io.config import load_config
+
     config = load_config(args.config)
     warn_about(config)
     from kai_ray.app.sim.run import SimulationRun
