@@ -26,7 +26,7 @@ from typing import Any
 
 from k8s_adapter.api import JSON
 from k8s_adapter.dra_cache import DraCache
-from k8s_adapter.inbox import Inbox
+from k8s_adapter.inbox import Batch, Hold, Inbox
 from k8s_adapter.kinds import (
     DEVICE_CLASSES,
     DRA_WATCHED,
@@ -73,7 +73,8 @@ class ClusterCache:
         self.scheduler_name = scheduler_name
         self.listeners: list[Callable[[Kind, str, JSON], None]] = []
         self._inbox = Inbox()  # event-loop side: what the watches delivered, not yet taken
-        # Records: changed only by take_deltas.
+        self._holds_read: dict[str, Hold] = {}  # holds taken by read_ahead, applied by take_deltas
+        # Records: changed only by take_deltas and read_ahead.
         self.nodes: dict[str, Node] = {}
         self.pods: dict[str, Pod] = {}  # with the PodGroup they are scheduled in
         self.raw_groups: dict[str, RawPodGroup] = {}
@@ -161,6 +162,22 @@ class ClusterCache:
         """Everything that changed since the last call, as model records. ``now`` (monotonic)
         ends the holds that are due; None ends none."""
         batch = self._inbox.take()
+        self._read(batch)
+        holds, self._holds_read = {**self._holds_read, **batch.holds}, {}
+        self._apply_holds(holds, now)
+        deltas = self._deltas()
+        self._refresh_views(holds)
+        return deltas
+
+    def read_ahead(self) -> None:
+        """Read what the watches delivered into records now, and hand it to the coordinator with
+        the next ``take_deltas``: at a start, the pods' pages are read while the nodes are still
+        listed, before there is a coordinator to feed."""
+        batch = self._inbox.take()
+        self._read(batch)
+        self._holds_read.update(batch.holds)
+
+    def _read(self, batch: Batch) -> None:
         inbox = batch.events
         self._copy_on_write(batch.kinds())
         for kind, items in batch.dra_lists.values():
@@ -179,10 +196,6 @@ class ClusterCache:
                 self._problems.pop((kind.name, key), None)
             else:
                 self._upsert(kind, obj, key)
-        self._apply_holds(batch.holds, now)
-        deltas = self._deltas()
-        self._refresh_views(batch.holds)
-        return deltas
 
     def _copy_on_write(self, kinds: set[str]) -> None:
         """Readers on the event loop (status, metrics, binds) iterate these records while a batch

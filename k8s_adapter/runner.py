@@ -214,6 +214,15 @@ class SchedulerLoop:
         kind first (the nodes make the shards' tables), then the pods page by page as they arrive,
         so the reading of the lists, the records and the tables overlap instead of queueing."""
         others = [r for r in self.reflectors if r.kind is not PODS]
+        # While the nodes still come, the pods' pages that came are read into records already
+        # (the coordinator, made from the nodes, gets them with its first deltas).
+        while not all(r.stats.synced.is_set() for r in others) and time.monotonic() < deadline:
+            if self.cache.pending_events():
+                await asyncio.to_thread(self.cache.read_ahead)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(PAGE_POLL_SECONDS):  # not wait_for: see run()
+                        await asyncio.gather(*(r.stats.synced.wait() for r in others))
         await self._wait_for_sync(others, deadline)
         self.startup.mark("nodes")
         first = await asyncio.to_thread(self.cache.take_deltas, time.monotonic())

@@ -172,3 +172,24 @@ def test_a_bare_pods_implicit_group_follows_its_labels_as_they_change() -> None:
     assert moved.priority_class_name == "high" and moved.priority == 500
     cache.on_event(PODS, "DELETED", relabelled)
     assert cache.take_deltas().pod_groups_removed == (first.key,)
+
+
+def test_what_is_read_ahead_comes_with_the_next_deltas_once() -> None:
+    """Pages read into records before there is a coordinator reach it with the first deltas, with
+    what came after them, and not again; a hold taken meanwhile still keeps its pod back."""
+    from k8s_adapter.kinds import NODES
+    from tests.adapter.test_cache_reflector import node
+
+    cache = ClusterCache()
+    cache.on_page(PODS, [versioned(pod("early", 0)), versioned(pod("held", 0))])
+    cache.hold_back("ns/held", float("inf"), "its bind keeps failing")
+    cache.read_ahead()
+    assert sorted(cache.pods) == ["ns/early", "ns/held"] and cache.pending_events() == 0
+    cache.on_list(NODES, [node("n1", 5)])
+    cache.on_event(PODS, "ADDED", versioned(pod("late", 0)))
+    deltas = cache.take_deltas()
+    assert [n.name for n in deltas.nodes_upserted] == ["n1"]
+    assert sorted(p.key for p in deltas.pods_upserted) == ["ns/early", "ns/late"]
+    assert "ns/held" in cache.held_view
+    again = cache.take_deltas()
+    assert again.pods_upserted == () and again.nodes_upserted == ()
