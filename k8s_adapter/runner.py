@@ -216,14 +216,7 @@ class SchedulerLoop:
         others = [r for r in self.reflectors if r.kind is not PODS]
         # While the nodes still come, the pods' pages that came are read into records already
         # (the coordinator, made from the nodes, gets them with its first deltas).
-        while not all(r.stats.synced.is_set() for r in others) and time.monotonic() < deadline:
-            if self.cache.pending_events():
-                await asyncio.to_thread(self.cache.read_ahead)
-            else:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(PAGE_POLL_SECONDS):  # not wait_for: see run()
-                        await asyncio.gather(*(r.stats.synced.wait() for r in others))
-        await self._wait_for_sync(others, deadline)
+        await self._read_while_listing(others, deadline, lambda: asyncio.to_thread(self.cache.read_ahead))
         self.startup.mark("nodes")
         first = await asyncio.to_thread(self.cache.take_deltas, time.monotonic())
         self.coordinator = coordinator = self.coordinator_factory(len(self.cache.nodes))
@@ -231,19 +224,26 @@ class SchedulerLoop:
         await self._locked(coordinator.apply, first)
         self.startup.mark("tables")
         pods = [r for r in self.reflectors if r.kind is PODS]
-        while not all(r.stats.synced.is_set() for r in pods) and time.monotonic() < deadline:
-            if self.cache.pending_events():
-                await self._locked(self._feed, coordinator)  # the pages so far, while the next ones come
-            else:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(PAGE_POLL_SECONDS):  # not wait_for: see run()
-                        await asyncio.gather(*(r.stats.synced.wait() for r in pods))
-        await self._wait_for_sync(pods, deadline)
+        # The pages so far go to the coordinator while the next ones come.
+        await self._read_while_listing(pods, deadline, lambda: self._locked(self._feed, coordinator))
         self.state.synced = True
         slowest = sorted(self.reflectors, key=lambda r: -r.stats.list_seconds)[:2]
         self.startup.mark("listed", ", ".join(f"{r.kind.plural} {r.stats.list_seconds:.2f}" for r in slowest))
         await self._locked(self._feed, coordinator)
         self.startup.mark("decoded")
+
+    async def _read_while_listing(
+        self, reflectors: list[Reflector], deadline: float, read: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Until ``reflectors`` have listed: ``read`` whatever the watches have brought so far."""
+        while not all(r.stats.synced.is_set() for r in reflectors) and time.monotonic() < deadline:
+            if self.cache.pending_events():
+                await read()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(PAGE_POLL_SECONDS):  # not wait_for: see run()
+                        await asyncio.gather(*(r.stats.synced.wait() for r in reflectors))
+        await self._wait_for_sync(reflectors, deadline)
 
     async def _wait_for_sync(self, reflectors: list[Reflector], deadline: float) -> None:
         try:
