@@ -3,8 +3,8 @@
 ``kai-ray run`` starts its lists as soon as it has an API client, then imports the rest of the
 scheduler (the model, the parsers, the coordinator: about a second of CPU) while the API server
 encodes and sends them. Until ``attach``, lists, pages and events are held in arrival order;
-``attach`` hands them to the cache in that order and forwards everything after it directly, so
-the cache sees exactly the calls it would have seen had it existed from the start.
+``attach`` points the reflectors at the cache and hands it what was held, in that order, so the
+cache sees exactly the calls it would have seen had it existed from the start.
 
 This module imports only the client and the reflectors, so that importing it is cheap.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from functools import partial
 from typing import Protocol
 
 from k8s_adapter.api import JSON, KubeApi
@@ -35,15 +36,16 @@ _Held = tuple[str, Kind, tuple[object, ...]]
 
 class Watches:
     def __init__(self, api: KubeApi, dra: bool = False) -> None:
-        self._sink: WatchSink | None = None
         self._held: list[_Held] = []
+        lists, events, pages = (
+            partial(self._hold, "on_list"),
+            partial(self._hold, "on_event"),
+            partial(self._hold, "on_page"),
+        )
         kinds = WATCHED + (DRA_WATCHED if dra else ())
-        self.reflectors: list[Reflector] = [
-            Reflector(api, kind, self._on_list, self._on_event, on_page=self._on_page) for kind in kinds
-        ]
+        self.reflectors: list[Reflector] = [Reflector(api, kind, lists, events, on_page=pages) for kind in kinds]
         self.reflectors += [
-            ServedReflector(api, versions, self._on_list, self._on_event, on_page=self._on_page)
-            for versions in WORKLOAD_API_WATCHED
+            ServedReflector(api, versions, lists, events, on_page=pages) for versions in WORKLOAD_API_WATCHED
         ]
         self._tasks: list[asyncio.Task[None]] = []
         self.started_at: float | None = None  # wall clock of start()
@@ -61,8 +63,9 @@ class Watches:
 
     def attach(self, sink: WatchSink) -> None:
         """From now on ``sink`` takes every call, those held first, in the order they came."""
+        for reflector in self.reflectors:  # nothing comes in between: this runs on the event loop
+            reflector.on_list, reflector.on_event, reflector.on_page = sink.on_list, sink.on_event, sink.on_page
         held, self._held = self._held, []
-        self._sink = sink
         for method, kind, args in held:
             getattr(sink, method)(kind, *args)
 
@@ -78,20 +81,5 @@ class Watches:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def _on_list(self, kind: Kind, items: list[JSON]) -> None:
-        if self._sink is None:
-            self._held.append(("on_list", kind, (items,)))
-        else:
-            self._sink.on_list(kind, items)
-
-    def _on_page(self, kind: Kind, items: list[JSON]) -> None:
-        if self._sink is None:
-            self._held.append(("on_page", kind, (items,)))
-        else:
-            self._sink.on_page(kind, items)
-
-    def _on_event(self, kind: Kind, event: str, obj: JSON) -> None:
-        if self._sink is None:
-            self._held.append(("on_event", kind, (event, obj)))
-        else:
-            self._sink.on_event(kind, event, obj)
+    def _hold(self, method: str, kind: Kind, *args: object) -> None:
+        self._held.append((method, kind, args))

@@ -61,7 +61,7 @@ async def test_what_came_before_the_sink_existed_reaches_it_in_order_then_calls_
         assert pods == [("page", "pods", ["p1"]), ("list", "pods", ["p1", "p2"])]
         assert ("list", "nodes", ["n1"]) in recorder.calls
         assert watches.held == 0
-        watches._on_event(NODES, "MODIFIED", node("n1", 30))  # a call after attach goes straight through
+        watches.reflectors[0].on_event(NODES, "MODIFIED", node("n1", 30))  # after attach: straight through
         assert recorder.calls[-1] == ("MODIFIED", "nodes", ["n1"])
     finally:
         await watches.close()
