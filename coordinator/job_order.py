@@ -26,19 +26,24 @@ RequestOf = Callable[[Job], Array]
 ROOT = -1
 OrderArgs = tuple[Array, Array | None]
 Entry = tuple[tuple[object, ...], int, Job]
+_NOTHING = np.zeros(3)
 
 
 class _Leaf:
     """A leaf queue's jobs: a heap of pushed jobs plus, optionally, a list sorted once and
     walked with a cursor (victim candidates shared by many searches), filtered lazily."""
 
-    __slots__ = ("heap", "sorted", "cursor", "accept")
+    __slots__ = ("heap", "sorted", "cursor", "accept", "accepted")
 
     def __init__(self) -> None:
         self.heap: list[Entry] = []
         self.sorted: list[Entry] = []
         self.cursor = 0
         self.accept: Callable[[Job], bool] | None = None
+        # The cursor's entry once ``accept`` took it: the head is asked for several times per pop
+        # (by the queue order at each level, then by the pop), and each victim filter behind
+        # ``accept`` is not free.
+        self.accepted = -1
 
     def head(self) -> Entry | None:
         listed = self._listed()
@@ -49,7 +54,8 @@ class _Leaf:
     def _listed(self) -> Entry | None:
         while self.cursor < len(self.sorted):
             entry = self.sorted[self.cursor]
-            if self.accept is None or self.accept(entry[2]):
+            if self.accepted == self.cursor or self.accept is None or self.accept(entry[2]):
+                self.accepted = self.cursor
                 return entry
             self.cursor += 1
         return None
@@ -83,7 +89,10 @@ class JobOrder:
         self._children: dict[int, list[int]] = {}  # queue (or ROOT) -> active children, best first
         self._dirty: set[int] = set()
         self._args: dict[int, OrderArgs] = {}
-        self._popped: dict[int, list[Job]] = {}
+        # Victim mode: what the jobs popped from each leaf so far give back, summed as they are
+        # popped. Summing the popped list again for every order decision made a long search
+        # (thousands of victims popped before one node holds enough) quadratic in its victims.
+        self._given_back: dict[int, Array] = {}
         self._seq = 0
         self._unmarked: int | None = None  # a leaf popped from alone whose path is not marked yet
 
@@ -175,7 +184,8 @@ class JobOrder:
         leaf = self._jobs[node]
         job = leaf.pop()
         if self.victims:
-            self._popped.setdefault(node, []).append(job)
+            assert self.allocated_of is not None
+            self._given_back[node] = self._given_back.get(node, _NOTHING) + self.allocated_of(job)
         self._mark_path(node)
         if leaf.empty():
             del self._jobs[node]
@@ -254,7 +264,6 @@ class JobOrder:
         if not self.victims:
             return self.request_of(job), None
         assert self.allocated_of is not None
-        given_back = np.zeros(3)
-        for popped in [*self._popped.get(leaf, []), job]:
-            given_back = given_back + self.allocated_of(popped)
-        return np.zeros(3), given_back
+        # The jobs of a search do not change between its pops (each scenario it tries is rolled
+        # back before the next pop), so the sums taken at each pop still hold.
+        return np.zeros(3), self._given_back.get(leaf, _NOTHING) + self.allocated_of(job)
