@@ -34,6 +34,17 @@ def job_with_tasks(job: Job, tasks: list[Task], min_from_tasks: bool = False) ->
 
 
 @dataclass(slots=True)
+class VictimCursor:
+    """How far a filter has read a scenario's victims. A step's filters are asked about every
+    scenario the step grows, and a search may add thousands of victims before one node holds
+    enough (a whole-node preemptor among one-GPU jobs spread over the nodes): reading them all
+    again for each scenario made the step quadratic in its victims."""
+
+    started: bool = False  # the recorded victims were given
+    seen: int = 0  # how many potential victims were given
+
+
+@dataclass(slots=True)
 class Scenario:
     preemptor: Job  # the partial job: only the pods this step must place
     pending: list[Task]
@@ -66,6 +77,16 @@ class Scenario:
     def _add_chunk(self, chunk: Job) -> None:
         self.chunks_by_job.setdefault(chunk.key, []).append(chunk)
         self.victims.setdefault(chunk.key, []).extend(chunk.tasks)
+
+    def victims_after(self, cursor: VictimCursor) -> list[Task]:
+        """The victims ``cursor`` has not been given yet (recorded first, then the potential ones
+        in the order they were added), and moves it past them."""
+        fresh = [] if cursor.started else self.recorded_tasks
+        cursor.started = True
+        if cursor.seen < len(self.potential):
+            fresh = fresh + self.potential[cursor.seen :]
+            cursor.seen = len(self.potential)
+        return fresh
 
     def victim_tasks_on_node(self, node: str) -> list[Task]:
         """Every task of the potential-victim jobs that have a pod on ``node``."""

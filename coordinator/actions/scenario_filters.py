@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from coordinator.actions.gpu_headroom import gpu_headroom_all, required_gpus
-from coordinator.actions.scenario import Scenario
+from coordinator.actions.scenario import Scenario, VictimCursor
 from coordinator.actions.topology_filter import TopologyGpuFilter
 from coordinator.session import SessionState
 from placement.constraints import Mask, tolerates_all
@@ -69,6 +69,7 @@ class IdleGpuFilter:
         self.headroom = headroom
         self.table = table
         self.seen: set[str] = set()
+        self.cursor = VictimCursor()
 
     def _credit(self, node: str, gpus: float) -> None:
         row = self.table.index.get(node)
@@ -99,7 +100,7 @@ class IdleGpuFilter:
         return bool(needs[0] <= best[0] and sum(needs) <= float(best.sum()))
 
     def passes(self, scenario: Scenario) -> bool:
-        for task in (*scenario.recorded_tasks, *scenario.potential):
+        for task in scenario.victims_after(self.cursor):
             if task.key in self.seen or not task.node:
                 continue
             self.seen.add(task.key)
@@ -132,6 +133,10 @@ class NodeAffinityFilter:
         self.constrained = [
             t for t in scenario.pending if t.shape.constraints.node_selector or t.shape.constraints.affinity
         ]
+        self.cursor = VictimCursor()
+        # The rows only grow, so a scenario that passed makes every later one pass, and one
+        # that failed makes the next fail until a victim adds a row.
+        self.verdict: bool | None = None
 
     def active(self) -> bool:
         return bool(self.constrained)
@@ -141,10 +146,18 @@ class NodeAffinityFilter:
 
     def passes(self, scenario: Scenario) -> bool:
         table = self.state.table
-        for task in scenario.recorded_tasks + scenario.potential:
+        added = False
+        for task in scenario.victims_after(self.cursor):
             row = table.index.get(task.node) if task.node else None
-            if row is not None and table.present[row]:
-                self.rows[row] = True
+            if row is not None and table.present[row] and not self.rows[row]:
+                self.rows[row] = added = True
+        if self.verdict is True or (self.verdict is False and not added):
+            return self.verdict
+        self.verdict = self._matches()
+        return self.verdict
+
+    def _matches(self) -> bool:
+        table = self.state.table
         rows = np.flatnonzero(self.rows).tolist()
         names, labels = table.names, table.labels
         for task in self.constrained:

@@ -15,7 +15,7 @@ from collections import defaultdict
 import numpy as np
 
 from coordinator.actions.gpu_headroom import gpu_headroom_all
-from coordinator.actions.scenario import Scenario
+from coordinator.actions.scenario import Scenario, VictimCursor
 from coordinator.jobs import Job
 from coordinator.session import SessionState
 from coordinator.subgroups import SubGroupSet, SubGroupTree
@@ -33,6 +33,7 @@ class TopologyGpuFilter:
         self.capacity: dict[Key, dict[int, float]] = {}
         self.row_domain: dict[Key, np.ndarray] = {}
         self.seen: set[str] = set()
+        self.cursor = VictimCursor()
         tree = preemptor.tree
         if tree is None:
             return
@@ -73,7 +74,7 @@ class TopologyGpuFilter:
 
     def passes(self, scenario: Scenario) -> bool:
         index = self.state.table.index
-        for task in (*scenario.recorded_tasks, *scenario.potential):
+        for task in scenario.victims_after(self.cursor):
             if task.key in self.seen or not task.node or task.node not in index:
                 continue
             self.seen.add(task.key)

@@ -68,3 +68,33 @@ def test_largest_first_is_the_stable_sort_s_start(values: list[float], k: int) -
     array = np.array(values)
     expected = np.argsort(-array, kind="stable")[:k]
     assert scenario_filters.largest_first(array, k).tolist() == expected.tolist()
+
+
+def test_a_whole_node_preemptor_among_spread_jobs_reads_each_victim_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs dealt over the nodes put the first victims in order on different nodes: the search
+    pops victims until one node holds four. The step's filters are asked about every scenario it
+    grows, and each reads only the victims added since it was last asked; reading them all
+    again each time made such a search quadratic in its victims."""
+    nodes = ["a", "b", "c", "d"]
+    cluster = build(
+        [node(n, gpu=4) for n in nodes],
+        [queue("q1", created=0)],
+        [JobSpec(f"hog{i:02d}", "q1", gpu=1, running_on=[nodes[i % 4]], created=i) for i in range(16)]
+        + [JobSpec("whole", "q1", gpu=4, priority=100, preemptible=True, created=20)],
+    )
+    read: list[int] = []
+    victims_after = Scenario.victims_after
+
+    def counting(scenario: Scenario, cursor: object) -> list[object]:
+        fresh = victims_after(scenario, cursor)  # type: ignore[arg-type]
+        read.append(len(fresh))
+        return fresh  # type: ignore[return-value]
+
+    monkeypatch.setattr(Scenario, "victims_after", counting)
+    pods = run_session(cluster, config(), NOW, ["preempt"]).pods
+    assert pods["default/whole-0"].status == "Pipelined"
+    evicted = [p for k, p in pods.items() if p.status == "Releasing"]
+    assert len(evicted) == 4 and len({p.node for p in evicted}) == 1
+    # 13 victims at most before one node holds four (the last hog of each node comes last);
+    # the idle-GPU filter is the only filter here, so it reads no more than that in all.
+    assert len(read) > 4 and sum(read) <= 13
