@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from coordinator.decisions import Decisions, PodDecision
-from coordinator.gpu_request import requested_gpus
+from coordinator.gated_demand import gated_request, held_by_us_alone
 from coordinator.jobs import missing_group_note
 from coordinator.queue_state import QueueState
 from coordinator.session import Quota, SessionState
@@ -56,7 +56,7 @@ def admit(state: SessionState, gated: Mapping[str, Pod], groups: Mapping[str, Po
         if pod.scheduler_name != state.config.schedulerName:
             why = f"scheduled by {pod.scheduler_name}, not by {state.config.schedulerName}"
             out.pods[pod.key] = _pending(pod, why, FOREIGN)
-        elif any(gate != L.ADMISSION_GATE for gate in pod.scheduling_gates):
+        elif not held_by_us_alone(pod):
             out.pods[pod.key] = _pending(pod, _foreign_reason(pod), FOREIGN)
         elif pod.pod_group is None:
             out.pods[pod.key] = _pending(pod, _held("not part of any PodGroup yet"), HELD)
@@ -116,9 +116,10 @@ def _preemptible(group: PodGroup) -> bool:
 def _request(pods: list[Pod]) -> Quota:
     gpu = cpu = memory = 0.0
     for pod in pods:
-        gpu += requested_gpus(pod)  # as a job's own capacity check counts it, before any node is chosen
-        cpu += pod.requests.cpu
-        memory += pod.requests.memory
+        g, c, m = gated_request(pod)  # as a job's own capacity check counts it, before any node is chosen
+        gpu += g
+        cpu += c
+        memory += m
     return (gpu, cpu, memory)
 
 

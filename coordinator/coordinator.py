@@ -255,7 +255,8 @@ class Coordinator:
         node sets, so its session also moves onto every node's row, with the shards' domains."""
         if self.model.uses_dra:
             stats.full_table = True
-            state = open_session(self.model.snapshot(), self.config, now, self._whole_table(), self.placer_type)
+            snapshot, gated = self.model.snapshot(), tuple(self.model.gated.values())
+            state = open_session(snapshot, self.config, now, self._whole_table(), self.placer_type, gated)
         else:
             state = self.sessions.open(self.model, now, self._session_table(), self.placer_type)
             if not any(job.tree is not None for job in state.pending_jobs()):
