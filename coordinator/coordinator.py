@@ -210,6 +210,7 @@ class Coordinator:
             admission = admit(state, self.model.gated, self.model.pod_groups)
             result.decisions = with_gated(result.decisions, admission)
             result.ungates = admission.ungate
+            result.gated_by_queue, result.gated_by_group = admission.by_queue, admission.by_group
         result.pod_queues, result.pod_jobs = self.pod_maps.of(state)
         result.not_ready_jobs = not_ready_gangs(state, stmt.touched)
         result.search_skipped = dict(state.searches.skipped)
