@@ -16,12 +16,13 @@ left to its owner (docs/admission-gating.md).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from coordinator.decisions import Decisions, PodDecision
-from coordinator.gpu_request import requested_gpus
+from coordinator.gated_demand import gated_request, held_by_us_alone
 from coordinator.jobs import missing_group_note
 from coordinator.queue_state import QueueState
 from coordinator.session import Quota, SessionState
@@ -41,29 +42,39 @@ FOREIGN = "foreign"  # another gate holds the pod: kai-ray leaves it to that gat
 
 @dataclass(slots=True)
 class Admission:
-    """The gated pods' decisions, their pod groups' reasons, and the pods to ungate now."""
+    """The gated pods' decisions, their pod groups' reasons, the pods to ungate now, and how many
+    of this scheduler's gated pods there are by queue and gate state, and by pod group."""
 
     pods: dict[str, PodDecision] = field(default_factory=dict)
     pod_groups: dict[str, str] = field(default_factory=dict)  # group -> why its gated pods wait
     ungate: list[str] = field(default_factory=list)
+    by_queue: dict[tuple[str, str], int] = field(default_factory=dict)  # (queue, held|removing|foreign) -> pods
+    by_group: dict[str, int] = field(default_factory=dict)  # pod group -> its gated pods
 
 
 def admit(state: SessionState, gated: Mapping[str, Pod], groups: Mapping[str, PodGroup]) -> Admission:
     """Judge every gated pod after the session ran (``state`` as its actions left it)."""
     out = Admission()
+    _judge(state, gated, groups, out)
+    _count(state, gated, groups, out)
+    return out
+
+
+def _judge(state: SessionState, gated: Mapping[str, Pod], groups: Mapping[str, PodGroup], out: Admission) -> None:
+    """Each gated pod's decision, and its group's reason, into ``out``."""
     members: dict[str, list[Pod]] = {}
     for pod in gated.values():
         if pod.scheduler_name != state.config.schedulerName:
             why = f"scheduled by {pod.scheduler_name}, not by {state.config.schedulerName}"
             out.pods[pod.key] = _pending(pod, why, FOREIGN)
-        elif any(gate != L.ADMISSION_GATE for gate in pod.scheduling_gates):
+        elif not held_by_us_alone(pod):
             out.pods[pod.key] = _pending(pod, _foreign_reason(pod), FOREIGN)
         elif pod.pod_group is None:
             out.pods[pod.key] = _pending(pod, _held("not part of any PodGroup yet"), HELD)
         else:
             members.setdefault(f"{pod.namespace}/{pod.pod_group}", []).append(pod)
     if not members:
-        return out
+        return
     queues = _with_reserved(state)
     for key in _in_order(state, members):
         pods = sorted(members[key], key=lambda p: p.name)
@@ -79,7 +90,23 @@ def admit(state: SessionState, gated: Mapping[str, Pod], groups: Mapping[str, Po
             continue
         out.pod_groups[key] = _held(verdict)
         out.pods.update((p.key, _pending(p, _held(verdict), HELD)) for p in pods)
-    return out
+
+
+def _count(state: SessionState, gated: Mapping[str, Pod], groups: Mapping[str, PodGroup], out: Admission) -> None:
+    """This scheduler's gated pods by queue (their PodGroup's, else their queue label) and gate
+    state, and by pod group: what the metrics and KAI's NotReady event count (other gates too)."""
+    by_queue: Counter[tuple[str, str]] = Counter()
+    by_group: Counter[str] = Counter()
+    for pod in gated.values():
+        if pod.scheduler_name != state.config.schedulerName:
+            continue
+        key = f"{pod.namespace}/{pod.pod_group}" if pod.pod_group else None
+        group = groups.get(key) if key is not None else None
+        queue = group.queue if group is not None else pod.queue_label or ""
+        by_queue[(queue, out.pods[pod.key].gate)] += 1
+        if group is not None:
+            by_group[group.key] += 1
+    out.by_queue, out.by_group = dict(by_queue), dict(by_group)
 
 
 def with_gated(decisions: Decisions, admission: Admission) -> Decisions:
@@ -116,9 +143,10 @@ def _preemptible(group: PodGroup) -> bool:
 def _request(pods: list[Pod]) -> Quota:
     gpu = cpu = memory = 0.0
     for pod in pods:
-        gpu += requested_gpus(pod)  # as a job's own capacity check counts it, before any node is chosen
-        cpu += pod.requests.cpu
-        memory += pod.requests.memory
+        g, c, m = gated_request(pod)  # as a job's own capacity check counts it, before any node is chosen
+        gpu += g
+        cpu += c
+        memory += m
     return (gpu, cpu, memory)
 
 

@@ -210,6 +210,7 @@ class Coordinator:
             admission = admit(state, self.model.gated, self.model.pod_groups)
             result.decisions = with_gated(result.decisions, admission)
             result.ungates = admission.ungate
+            result.gated_by_queue, result.gated_by_group = admission.by_queue, admission.by_group
         result.pod_queues, result.pod_jobs = self.pod_maps.of(state)
         result.not_ready_jobs = not_ready_gangs(state, stmt.touched)
         result.search_skipped = dict(state.searches.skipped)
@@ -255,7 +256,8 @@ class Coordinator:
         node sets, so its session also moves onto every node's row, with the shards' domains."""
         if self.model.uses_dra:
             stats.full_table = True
-            state = open_session(self.model.snapshot(), self.config, now, self._whole_table(), self.placer_type)
+            snapshot, gated = self.model.snapshot(), tuple(self.model.gated.values())
+            state = open_session(snapshot, self.config, now, self._whole_table(), self.placer_type, gated)
         else:
             state = self.sessions.open(self.model, now, self._session_table(), self.placer_type)
             if not any(job.tree is not None for job in state.pending_jobs()):

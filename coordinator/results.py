@@ -57,3 +57,6 @@ class CycleResult:
     refused: dict[str, str] = field(default_factory=dict)  # job -> why a shard refused its binds
     job_clocks: dict[str, JobClock] = field(default_factory=dict)  # pod groups whose timestamps changed
     ungates: list[str] = field(default_factory=list)  # gated pods whose queue has room: remove kai-ray's gate
+    # Our pods held by a scheduling gate (never in ``pod_jobs``): by (queue, gate state) and by pod group.
+    gated_by_queue: dict[tuple[str, str], int] = field(default_factory=dict)
+    gated_by_group: dict[str, int] = field(default_factory=dict)

@@ -8,7 +8,7 @@ schedulers' pods.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -286,9 +286,11 @@ def open_session(
     now: float,
     table: NodeTable | None = None,
     placer_type: type[Placer] = Placer,
+    gated: Collection[Pod] = (),
 ) -> SessionState:
     """A session over ``table`` (rows that already carry their usage, e.g. from shards), or
-    over a table built here from every node and placed pod of the snapshot."""
+    over a table built here from every node and placed pod of the snapshot. ``gated``: pods a
+    scheduling gate holds out of the snapshot, whose demand counts in their queues' requests."""
     ours = [p for p in snapshot.pods if p.scheduler_name == config.schedulerName]
     vectors = [n.allocatable for n in snapshot.nodes] + [p.requests for p in snapshot.pods]
     built_here = table is None
@@ -341,7 +343,7 @@ def open_session(
         problem = state.claim_problem(task) if task.status is Status.PENDING else None
         if problem:
             state.pod_notes.setdefault(task.key, problem)
-    state.queues = queue_state_of(state, snapshot)
+    state.queues = queue_state_of(state, snapshot, gated)
     state.min_runtimes = MinRuntimes.of(
         snapshot.queues, config.defaultPreemptMinRuntime, config.defaultReclaimMinRuntime, config.reclaimResolveMethod
     )

@@ -20,6 +20,7 @@ import numpy as np
 
 from coordinator.cluster_model import ChangeLog, ClusterModel
 from coordinator.fairshare import QueueTree, divide, usage_array
+from coordinator.gated_demand import add_gated_demand, gated_demand
 from coordinator.gpu_request import requested_gpus
 from coordinator.job_timers import apply_timers
 from coordinator.jobs import Job, PodSet, missing_group_note
@@ -406,6 +407,9 @@ class SessionCache:
             leaf = tree.index.get(queue)
             if leaf is not None:
                 sums[leaf] += summed
+        if model.gated:  # summed afresh: admission walks every gated pod each cycle anyway
+            demand = gated_demand(model.gated.values(), model.pod_groups, self.config.schedulerName)
+            add_gated_demand(sums[:, 0:3], tree.index, demand)
         request, allocated, allocated_np = (tree.roll_up(sums[:, k : k + 3].copy()) for k in (0, 3, 6))
         usage = usage_array(tree, model.queue_usage) if model.queue_usage else None
         division = divide(tree, total, request, usage, self.config.kValue)

@@ -3,18 +3,19 @@ sums (requested, allocated, non-preemptible allocated) rolled up the queue tree.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from coordinator.fairshare import QueueSpec, QueueTree, divide, usage_array
+from coordinator.gated_demand import add_gated_demand, gated_demand
 from coordinator.gpu_request import requested_gpus
 from coordinator.jobs import Job
 from coordinator.queue_state import QueueState
 from coordinator.semi_preemptible import core_quota_at_open
 from coordinator.tasks import Status, Task, task_status
-from kai_ray.model import ClusterSnapshot, Queue, mig_gpus
+from kai_ray.model import ClusterSnapshot, Pod, Queue, mig_gpus
 
 if TYPE_CHECKING:
     from coordinator.session import Quota, SessionState
@@ -39,7 +40,9 @@ def queue_spec(q: Queue) -> QueueSpec:
     )
 
 
-def queue_state_of(state: SessionState, snapshot: ClusterSnapshot) -> QueueState:
+def queue_state_of(state: SessionState, snapshot: ClusterSnapshot, gated: Collection[Pod] = ()) -> QueueState:
+    """The queues of a session opened on ``snapshot``; ``gated``, the pods a scheduling gate holds
+    out of it, count in their queues' requests (``coordinator.gated_demand``)."""
     specs = [queue_spec(q) for q in snapshot.queues]
     tree = QueueTree.build(specs)
     n = len(tree)
@@ -51,6 +54,9 @@ def queue_state_of(state: SessionState, snapshot: ClusterSnapshot) -> QueueState
             continue
         add_queue_sums(sums[leaf], job, state.requested_quota)
     table_of = np.array(sums, dtype=np.float64).reshape(n, 9)
+    if gated:
+        groups = {g.key: g for g in snapshot.pod_groups}
+        add_gated_demand(table_of[:, 0:3], tree.index, gated_demand(gated, groups, state.config.schedulerName))
     request, allocated, allocated_np = (tree.roll_up(table_of[:, k : k + 3].copy()) for k in (0, 3, 6))
     total = divisible_total(state, snapshot)
     usage = usage_array(tree, snapshot.queue_usage) if snapshot.queue_usage else None

@@ -59,9 +59,10 @@ def pipelined(pod: str, node: str) -> str:
     return f"Pod {pod} was pipelined to node {node}"
 
 
-def not_ready(minimum: int, existing: int) -> str:
-    """KAI's NotReady event: the gang's pods are not all created yet (kai-ray has no gated pods)."""
-    return f"Job is not ready for scheduling. Waiting for {minimum} pods, currently {existing} exist, 0 are gated"
+def not_ready(minimum: int, existing: int, gated: int) -> str:
+    """KAI's NotReady event: the gang has fewer pods ready than its minimum. ``existing`` counts
+    the gated ones too (KAI's alive pods), which are not ready until their gates go."""
+    return f"Job is not ready for scheduling. Waiting for {minimum} pods, currently {existing} exist, {gated} are gated"
 
 
 def eviction(action: str, pod: str, preemptor: str | None, min_member: int, details: str = "") -> str:

@@ -135,7 +135,7 @@ class SchedulerLoop:
         self.usage = usage  # time-based fair share (None: no usage, KAI's default)
         self.pod_grouper = pod_grouper  # off: no PodGroup creates or pod patches (the chart may not grant them)
         self.binds = BindSender(self.binder, self.status, self.bind_backoff, cache, self.metrics, pod_grouper)
-        self.ungates = UngateSender(api, cache)
+        self.ungates = UngateSender(api, cache, self.metrics)
         self.grouper = PodGrouper(api, self.binds.in_flight, self.clocks, defer=DEFER_SECONDS)
         # Watches may have been started before this loop existed (``kai-ray run`` lists while it
         # imports the scheduler); what they brought meanwhile reaches the cache first.

@@ -188,7 +188,9 @@ class StatusWriter:
             if not self._waited(key, now):
                 continue
             if key in outcome.not_ready_jobs:
-                self._report(work, ref, "Normal", M.NOT_READY, M.not_ready(raw.min_member, existing[key]))
+                gated = outcome.gated_by_group.get(key, 0)  # never in ``pod_jobs``
+                message = M.not_ready(raw.min_member, existing[key] + gated, gated)
+                self._report(work, ref, "Normal", M.NOT_READY, message)
                 continue
             message = M.fit_message(decision.reason)
             self._report(work, ref, "Normal", M.UNSCHEDULABLE, message)

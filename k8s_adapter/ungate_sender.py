@@ -19,15 +19,17 @@ from k8s_adapter.api import KubeApi, KubeError, describe
 from k8s_adapter.cache import ClusterCache
 from k8s_adapter.job_clocks import rfc3339
 from k8s_adapter.kinds import PODS
+from k8s_adapter.metrics import SchedulerMetrics
 from kai_ray import labels as L
 
 log = logging.getLogger(__name__)
 
 
 class UngateSender:
-    def __init__(self, api: KubeApi, cache: ClusterCache) -> None:
+    def __init__(self, api: KubeApi, cache: ClusterCache, metrics: SchedulerMetrics) -> None:
         self.api = api
         self.cache = cache
+        self.metrics = metrics
         self.in_flight: set[str] = set()  # a cycle that repeats a removal still on its way adds none
         self.removed = 0
         self.failed = 0
@@ -46,6 +48,7 @@ class UngateSender:
         sent = sum(done)
         self.removed += sent
         self.failed += len(todo) - sent
+        self.metrics.observe_ungates(sent, len(todo) - sent)
         return sent
 
     def _still_gated(self, key: str) -> bool:

@@ -8,8 +8,9 @@ not KAI queues. kai-ray maps its pending pods onto them:
 - ``backoff``: pods of jobs whose victim search (reclaim, preempt, consolidation) waits out a
   backoff after failing -- kube-scheduler's backoffQ;
 - ``unschedulable``: pods the last cycle tried to place and left pending;
-- ``gated``: pods never tried because their gang is not complete yet (KAI: "Job is not ready
-  for scheduling"), as kube-scheduler never tries pods whose scheduling gates are set.
+- ``gated``: pods held by a scheduling gate (kube-scheduler's own meaning), and pods never tried
+  because their gang is not complete yet (KAI: "Job is not ready for scheduling"), as
+  kube-scheduler never tries pods whose scheduling gates are set.
 
 ``scheduler_schedule_attempts_total{result,profile}``: one attempt per pod and outcome, as
 kube-scheduler counts them: ``scheduled`` when a bind succeeded, ``error`` when it failed, and
@@ -55,7 +56,7 @@ class KubeSchedulerMetrics:
         self.pending = Gauge(
             "scheduler_pending_pods",
             "Number of pending pods, by the queue type: active (pipelined, bound once capacity is released), "
-            "backoff (victim search backed off), unschedulable, gated (gang not complete).",
+            "backoff (victim search backed off), unschedulable, gated (a scheduling gate, or gang not complete).",
             ["queue"],
             registry=registry,
         )
@@ -83,6 +84,7 @@ class KubeSchedulerMetrics:
                 if self._verdicts.get(pod) != reason:
                     new_attempts += 1
         self._verdicts = verdicts  # pods no longer pending start afresh
+        queues["gated"] += sum(result.gated_by_queue.values())  # never in ``pod_jobs``: no session has them
         for queue in PENDING_QUEUES:
             self.pending.labels(queue).set(queues.get(queue, 0))
         self.attempts.labels("unschedulable", self.profile).inc(new_attempts)

@@ -54,6 +54,21 @@ class KaiRayMetrics:
         )
         self.evictions = Counter("kai_ray_evicted_pods", "Pods evicted, by action.", ["action"], registry=r)
         self.binds = Counter("kai_ray_binds", "Bind requests by result (ok, failed).", ["result"], registry=r)
+        self.gated = Gauge(
+            "kai_ray_gated_pods",
+            "Pods of this scheduler held by a scheduling gate after the last cycle, by KAI queue and gate "
+            "state (held: the queue has no room; removing: kai-ray removes its gate; foreign: another gate).",
+            ["queue", "state"],
+            registry=r,
+        )
+        self.gate_removals = Counter(
+            "kai_ray_gate_removals",
+            "Removals of kai-ray's queue-admission gate sent to the API server, by result (ok, failed).",
+            ["result"],
+            registry=r,
+        )
+        for result in ("ok", "failed"):  # served at 0 before the first removal, so that rates start from it
+            self.gate_removals.labels(result)
 
     def observe_cycle(self, result: CycleResult) -> None:
         stats = result.stats
@@ -75,6 +90,9 @@ class KaiRayMetrics:
         paused = sum(1 for job in result.search_skipped if job in result.paused_jobs)
         self.skipped_searches.labels("paused").set(paused)
         self.skipped_searches.labels("similar").set(len(result.search_skipped) - paused)
+        self.gated.clear()  # a queue whose gated pods are gone loses its series
+        for (queue, state), count in result.gated_by_queue.items():
+            self.gated.labels(queue, state).set(count)
         self.queue_share.clear()
         self.queue_allocated.clear()
         for name, figures in result.decisions.queues.items():

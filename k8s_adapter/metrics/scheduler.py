@@ -39,6 +39,11 @@ class SchedulerMetrics:
         self.own.binds.labels("ok").inc(ok)
         self.own.binds.labels("failed").inc(failed)
 
+    def observe_ungates(self, ok: int, failed: int) -> None:
+        """Removals of kai-ray's gate sent: how many went through and how many failed."""
+        self.own.gate_removals.labels("ok").inc(ok)
+        self.own.gate_removals.labels("failed").inc(failed)
+
     def observe_eviction(
         self, action: str, podgroup: str = "", namespace: str = "", uid: str = "", nodepool: str = "default"
     ) -> None:

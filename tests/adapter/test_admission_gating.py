@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from k8s_adapter import kinds
+from k8s_adapter.cache import ClusterCache
+from kai_ray.app.runtime import in_process_coordinator
+from kai_ray.config import SchedulerConfig
+from tests import manifests as m
 from tests.adapter.conftest import Env, pod, pod_group, queue, running, until
 
 PODS = "/api/v1/namespaces/default/pods"
@@ -54,3 +59,30 @@ async def test_the_gate_goes_when_the_queue_has_room_and_stays_while_it_has_none
             await env.api.request("DELETE", f"{PODS}/{name}", query={"gracePeriodSeconds": 0})
         await until(lambda: stored(env, "second")["spec"].get("nodeName"), timeout=20)
         assert loop.ungates.removed == 2 and loop.ungates.failed == 0
+
+
+def no_gpu_quota(name: str, gpu_limit: int = -1) -> dict[str, Any]:
+    spec = queue(name, gpu_limit=gpu_limit)
+    spec["spec"]["resources"]["gpu"]["quota"] = 0
+    return spec
+
+
+def test_the_watch_cache_carries_gated_pods_into_the_fair_share() -> None:
+    """The live path: pods as the watches list them (no PodGroup of their own: the cache groups
+    them), through the cache's deltas into the coordinator. ``a``'s 6 gated GPUs count in its
+    request as if pending, so the 8 GPUs divide 4 and 4 (2 and 6 with only its running 2)."""
+    cache = ClusterCache()
+    cache.on_list(kinds.NODES, [m.node("n1", gpu=8)])
+    cache.on_list(kinds.QUEUES, [no_gpu_quota("a", gpu_limit=6), no_gpu_quota("b")])
+    backlog = [m.pod(f"backlog-{i}", "a", gpu=1, gates=(GATE,)) for i in range(6)]
+    running = [
+        m.pod("a-run", "a", gpu=2, node_name="n1", phase="Running"),
+        m.pod("b-run", "b", gpu=6, node_name="n1", phase="Running"),
+    ]
+    cache.on_list(kinds.PODS, [*backlog, *running, m.pod("b-more", "b", gpu=2)])
+    coordinator = in_process_coordinator(SchedulerConfig.model_validate({"kValue": 0}))
+    coordinator.apply(cache.take_deltas())
+    result = coordinator.cycle(1_000.0)
+    assert {q: figures["fairShare"]["gpu"] for q, figures in result.decisions.queues.items()} == {"a": 4, "b": 4}
+    assert not result.binds and not result.evictions  # gated pods are neither placed nor reclaimed for
+    assert sum(result.gated_by_queue.values()) == 6

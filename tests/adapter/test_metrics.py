@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 from prometheus_client import CollectorRegistry
 
+from k8s_adapter.api import Response
+from k8s_adapter.cache import ClusterCache
+from k8s_adapter.kinds import PODS
 from k8s_adapter.metrics import SchedulerMetrics, exposition, new_registry
+from k8s_adapter.ungate_sender import UngateSender
 from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.model import Queue, QueueResource
+from kai_ray.model import ClusterSnapshot, Queue, QueueResource
+from tests import manifests as m
+from tests.adapter.fake_api import FakeApi, fail, ok
 from tests.builders import JobSpec, build, config, node, queue
 
 PROFILE = {"profile": "kai-scheduler"}
@@ -141,3 +150,76 @@ def test_two_registries_do_not_share_state() -> None:
     SchedulerMetrics(second)
     assert first.get_sample_value("kai_ray_binds_total", {"result": "ok"}) == 3
     assert second.get_sample_value("kai_ray_binds_total", {"result": "ok"}) is None
+
+
+def gated(snapshot: ClusterSnapshot, gates: dict[str, tuple[str, ...]], **changes: Any) -> ClusterSnapshot:
+    """The snapshot with the pods of each job in ``gates`` created with those gates."""
+    pods = tuple(
+        replace(p, scheduling_gates=gates[p.pod_group], **changes) if p.pod_group in gates else p for p in snapshot.pods
+    )
+    return replace(snapshot, pods=pods)
+
+
+def test_gated_pods_are_counted_by_queue_and_gate_state_and_as_kube_schedulers_gated() -> None:
+    snapshot = build(
+        [node("a", gpu=4)],
+        [queue("q", gpu_quota=4, gpu_limit=4), queue("r", gpu_quota=4)],
+        [
+            JobSpec("admitted", "q", gpu=2),
+            JobSpec("over", "q", pods=2, gpu=2, created=1),  # 2 + 4 GPUs would pass q's limit of 4
+            JobSpec("waits-elsewhere", "r", pods=3, min_member=1),
+        ],
+    )
+    gate, other = "kai.scheduler/queue-admission", "example.com/wait"
+    snapshot = gated(snapshot, {"admitted": (gate,), "over": (gate,), "waits-elsewhere": (gate, other)})
+    [result] = cycles(snapshot)
+    registry = CollectorRegistry()
+    SchedulerMetrics(registry).observe_cycle(result)
+    value = registry.get_sample_value
+    assert value("kai_ray_gated_pods", {"queue": "q", "state": "removing"}) == 1
+    assert value("kai_ray_gated_pods", {"queue": "q", "state": "held"}) == 2
+    assert value("kai_ray_gated_pods", {"queue": "r", "state": "foreign"}) == 3
+    assert value("scheduler_pending_pods", {"queue": "gated"}) == 6  # kube-scheduler's meaning of gated
+    assert value("kai_ray_pending_pods", {"queue": "q"}) is None  # never in a session: not left pending by it
+
+
+def test_gated_pods_of_another_scheduler_are_not_counted() -> None:
+    snapshot = build([node("a", gpu=4)], [queue("q", gpu_quota=4)], [JobSpec("theirs", "q")])
+    snapshot = gated(snapshot, {"theirs": ("example.com/wait",)}, scheduler_name="default-scheduler")
+    [result] = cycles(snapshot)
+    registry = CollectorRegistry()
+    SchedulerMetrics(registry).observe_cycle(result)
+    assert registry.get_sample_value("kai_ray_gated_pods", {"queue": "q", "state": "foreign"}) is None
+    assert registry.get_sample_value("scheduler_pending_pods", {"queue": "gated"}) == 0
+
+
+def test_a_queue_whose_gated_pods_are_gone_loses_its_series() -> None:
+    snapshot = build([node("a", gpu=4)], [queue("q", gpu_quota=4)], [JobSpec("waits", "q")])
+    [result] = cycles(gated(snapshot, {"waits": ("example.com/wait",)}))
+    registry = CollectorRegistry()
+    metrics = SchedulerMetrics(registry)
+    metrics.observe_cycle(result)
+    assert registry.get_sample_value("kai_ray_gated_pods", {"queue": "q", "state": "foreign"}) == 1
+    [result] = cycles(snapshot)
+    metrics.observe_cycle(result)
+    assert registry.get_sample_value("kai_ray_gated_pods", {"queue": "q", "state": "foreign"}) is None
+
+
+async def test_gate_removals_are_counted_by_result() -> None:
+    cache = ClusterCache()
+    gate = [{"name": "kai.scheduler/queue-admission"}]
+    manifests = [m.pod(name, "q", group=name) for name in ("goes", "refused")]
+    for manifest in manifests:
+        manifest["spec"]["schedulingGates"] = gate
+    cache.on_list(PODS, manifests)
+    cache.take_deltas()
+
+    def answer(method: str, path: str, query: object, body: object) -> Response:
+        return fail(500) if path.endswith("/refused") else ok({})
+
+    registry = CollectorRegistry()
+    sender = UngateSender(FakeApi(answer), cache, SchedulerMetrics(registry))  # type: ignore[arg-type]
+    assert registry.get_sample_value("kai_ray_gate_removals_total", {"result": "ok"}) == 0  # served from the start
+    assert await sender.send(["team/goes", "team/refused", "team/unknown"]) == 1
+    assert registry.get_sample_value("kai_ray_gate_removals_total", {"result": "ok"}) == 1
+    assert registry.get_sample_value("kai_ray_gate_removals_total", {"result": "failed"}) == 1

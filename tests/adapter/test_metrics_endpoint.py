@@ -82,6 +82,10 @@ async def test_metrics_after_a_real_run_are_exactly_the_documented_ones(env: Env
     spare = [f"spare-{i}" for i in range(4)]
     for name in spare:  # fill all 32 GPUs over quota
         await env.create(PODS, pod(name, gpus=8, queue_name="spare"))
+    await env.create(QUEUES, queue("capped", gpu_quota=0, gpu_limit=0))
+    held = pod("held", gpus=1, queue_name="capped")  # gated, and its queue never has room
+    held["spec"]["schedulingGates"] = [{"name": "kai.scheduler/queue-admission"}]
+    await env.create(PODS, held)
     loop = env.loop()
     port = _free_port()
     server = await serve(env.registry, port, lambda: True, lambda: loop.state.synced, "127.0.0.1")
@@ -111,7 +115,9 @@ async def test_metrics_after_a_real_run_are_exactly_the_documented_ones(env: Env
     assert value['scheduler_schedule_attempts_total{profile="kai-scheduler",result="scheduled"}'] == 5
     pending = {q: value[f'scheduler_pending_pods{{queue="{q}"}}'] for q in ("active", "backoff", "unschedulable")}
     assert sum(pending.values()) == 1 and pending["active"] == 0, pending  # huge: tried, or its search backed off
-    assert value['scheduler_pending_pods{queue="gated"}'] == 0
+    assert value['scheduler_pending_pods{queue="gated"}'] == 1  # held
+    assert value['kai_ray_gated_pods{queue="capped",state="held"}'] == 1
+    assert value['kai_ray_gate_removals_total{result="ok"}'] == 0
     assert value['kai_ray_evicted_pods_total{action="reclaim"}'] == 1
     evicted = [k for k in value if k.startswith("kai_pod_group_evicted_pods_total{")]
     assert len(evicted) == 1 and 'action="reclaim"' in evicted[0] and 'namespace="default"' in evicted[0]

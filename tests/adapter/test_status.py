@@ -7,13 +7,19 @@ from typing import Any
 import pytest
 
 from k8s_adapter.api import Response
+from k8s_adapter.cache import ClusterCache
+from k8s_adapter.kinds import NODES, POD_GROUPS, PODS, QUEUES
 from k8s_adapter.resource_status import pod_group_figures, queue_status
 from k8s_adapter.status import Eviction, StatusWriter
+from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.model import Pod, PodGroup, PodState, Queue, ResourceVector
+from tests import manifests as m
 from tests.adapter.fake_api import FakeApi, ok
 from tests.adapter.status_scenario import REASON, scenario
+from tests.builders import config
 
 GIB = 1024**3
+HALF = {"name": "half", "namespace": "team", "uid": "u-half"}
 MESSAGE = "OverLimit: team-q quota has reached the allowable limit of GPUs."
 
 
@@ -232,3 +238,23 @@ def test_a_semi_preemptible_groups_non_preemptible_figure_is_its_protected_minim
     assert status["allocatedNonPreemptible"] == {"cpu": "2", "memory": str(2 * GIB), "nvidia.com/gpu": "2"}
     queue = queue_status({"team-q": Queue("team-q")}, {group.key: group}, figures)["team-q"]
     assert queue["allocatedNonPreemptible"] == status["allocatedNonPreemptible"]
+
+
+async def test_kais_not_ready_event_counts_the_gangs_gated_pods() -> None:
+    """KAI counts a gang's gated pods among those that exist and says how many are gated: they
+    are not ready until their gates go. The count comes from a real cycle."""
+    cache = ClusterCache()
+    cache.on_list(NODES, [m.node("n1", gpu=8)])
+    cache.on_list(QUEUES, [m.queue("q")])
+    cache.on_list(POD_GROUPS, [{**m.pod_group("half", "q", min_member=3), "metadata": HALF}])
+    members = [m.pod(f"half-{i}", group="half", gpu=1) for i in range(3)]
+    for manifest in members[1:]:
+        manifest["spec"]["schedulingGates"] = [{"name": "kai.scheduler/queue-admission"}]
+    cache.on_list(PODS, members)
+    coordinator = in_process_coordinator(config())
+    coordinator.apply(cache.take_deltas())
+    outcome = coordinator.cycle(1_000.0)
+    api = recording()
+    await StatusWriter(api, report_after=0).publish(outcome, cache)  # type: ignore[arg-type]
+    [not_ready] = events(api, "NotReady")
+    assert not_ready["message"] == "Job is not ready for scheduling. Waiting for 3 pods, currently 3 exist, 2 are gated"

@@ -102,3 +102,46 @@ def test_a_gated_gpu_memory_pod_is_judged_like_any_other(kai_ray: RunCli, tmp_pa
     pod["metadata"]["annotations"]["gpu-memory"] = "2000"
     decided = pods(decisions(kai_ray, tmp_path, cluster(group, pod), "-o", "json"))["mem"]
     assert decided["schedulingGates"] == {"names": [GATE], "state": "removing"}
+
+
+def no_gpu_quota(name: str, gpu_limit: int = -1) -> m.Manifest:
+    """A queue owed no GPUs: its GPU fair share is what it gets of the cluster by its request."""
+    resources = {r: dict(v) for r, v in m.UNLIMITED_RESOURCES.items()}
+    resources["gpu"] = {"quota": 0, "overQuotaWeight": 1, "limit": gpu_limit}
+    return m.queue(name, resources=resources)
+
+
+def competing(backlog_gates: tuple[str, ...]) -> list[m.Manifest]:
+    """8 GPUs and two queues owed none: ``a`` (limit 6) runs 2 GPUs and waits for 6 more, ``b``
+    runs 6 and waits for 2. ``a``'s 6 do not fit its limit, so they wait whether gated or not."""
+    return [
+        m.node("n1", gpu=8),
+        no_gpu_quota("a", gpu_limit=6),
+        no_gpu_quota("b"),
+        m.pod_group("a-run", "a"),
+        m.pod("a-run", "a", gpu=2, group="a-run", node_name="n1", phase="Running"),
+        *job("backlog", 6, gates=backlog_gates, queue="a"),
+        m.pod_group("b-run", "b"),
+        m.pod("b-run", "b", gpu=6, group="b-run", node_name="n1", phase="Running"),
+        *job("b-more", 2, gates=(), queue="b"),
+    ]
+
+
+def gpu_shares(out: dict[str, Any]) -> dict[str, float]:
+    return {name: q["fairShare"]["gpu"] for name, q in out["queues"].items()}
+
+
+def test_a_gated_backlog_counts_in_its_queues_fair_share_as_if_it_were_pending(kai_ray: RunCli, tmp_path: Path) -> None:
+    """KAI's design counts gated demand in the queue's request like pending demand, so gating a
+    backlog changes no fair share: ``a`` asks 8 GPUs (2 running, 6 gated), ``b`` 8, and the 8 GPUs
+    divide 4 and 4 (counting only ``a``'s running 2, it would be 2 and 6)."""
+    gated_out = decisions(kai_ray, tmp_path, competing((GATE,)), "-o", "json")
+    assert gpu_shares(gated_out) == {"a": 4, "b": 4}
+    pending_out = decisions(kai_ray, tmp_path, competing(()), "-o", "json")
+    assert gpu_shares(pending_out) == gpu_shares(gated_out)
+    got = pods(gated_out)
+    assert got["backlog"]["schedulingGates"]["state"] == "held"
+    assert got["backlog"]["reason"].startswith("OverLimit: queue a would exceed its gpu limit")
+    # A gated pod is no reclaimer: b stays above its fair share, and nothing of it is evicted.
+    assert got["b-run"]["status"] == "Running" and got["a-run"]["status"] == "Running"
+    assert all(p["status"] in ("Running", "Pending") for p in got.values())
