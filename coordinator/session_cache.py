@@ -435,6 +435,7 @@ def _same_shape(old: Pod, new: Pod) -> bool:
         and old.node_selector is new.node_selector
         and old.affinity is new.affinity
         and old.tolerations is new.tolerations
+        and old.legacy_mig == new.legacy_mig
     )
 
 

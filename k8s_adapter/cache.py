@@ -69,8 +69,11 @@ class PodNow:
 
 
 class ClusterCache:
-    def __init__(self, scheduler_name: str = L.DEFAULT_SCHEDULER_NAME) -> None:
+    def __init__(
+        self, scheduler_name: str = L.DEFAULT_SCHEDULER_NAME, mig_label_key: str = L.MIG_ENABLED_NODE_LABEL
+    ) -> None:
         self.scheduler_name = scheduler_name
+        self.mig_label_key = mig_label_key  # the config's migWorkerNodeLabelKey
         self.listeners: list[Callable[[Kind, str, JSON], None]] = []
         self._inbox = Inbox()  # event-loop side: what the watches delivered, not yet taken
         self._holds_read: dict[str, Hold] = {}  # holds taken by read_ahead, applied by take_deltas
@@ -290,7 +293,7 @@ class ClusterCache:
         try:
             reader = ObjectReader({**obj, "kind": _object_kind(kind)}, 0)
             if kind is NODES:
-                self.nodes[key] = parse_node(reader)
+                self.nodes[key] = parse_node(reader, self.mig_label_key)
                 self._changed["Node"].add(key)
                 self._removed["Node"].discard(key)
             elif kind is PODS:

@@ -249,6 +249,16 @@ class SchedulerConfig(BaseModel):
     expectedRuntimeExceeded: Literal["ignore", "preemptFirst", "stop"] = "ignore"  # noqa: N815
     reservation: Reservation | None = None  # None = off: no gang reserves nodes (KAI's behaviour)
     plugins: dict[str, PluginConfig] = Field(default_factory=dict)  # KAI's plugins: on/off and order
+    # KAI's --mig-worker-node-label-key: the node label whose boolean value says whether a node is
+    # MIG-enabled (without it, a node is MIG-enabled when it offers MIG profiles).
+    migWorkerNodeLabelKey: str = L.MIG_ENABLED_NODE_LABEL  # noqa: N815
+
+    @field_validator("migWorkerNodeLabelKey")
+    @classmethod
+    def _label_key(cls, value: str) -> str:
+        if not L.is_label_key(value):
+            raise ValueError(f"must be a node label key, got {value!r}")
+        return value
 
     @field_validator("plugins")
     @classmethod

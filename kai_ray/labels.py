@@ -1,6 +1,18 @@
 """Label and annotation keys of KAI's API that kai-ray reads and writes."""
 
+import re
 from collections.abc import Mapping
+
+# A qualified label key: optional DNS-subdomain prefix and '/', then a name (KAI's CRD pattern).
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+
+
+def is_label_key(text: str) -> bool:
+    """Whether ``text`` can be a Kubernetes label key."""
+    return bool(_LABEL_KEY.match(text))
+
 
 QUEUE_LABEL = "kai.scheduler/queue"
 LEGACY_QUEUE_LABEL = "runai/queue"

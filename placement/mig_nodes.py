@@ -5,8 +5,10 @@ table, worked out when the node is added or changes. ``single`` (every GPU cut i
 instance and offered as ``nvidia.com/gpu``) takes only whole-GPU pods, ``mixed`` (instances
 offered by profile) only pods asking for MIG profiles, a MIG-enabled node without a known
 strategy anything its resources allow. A pod asking for a MIG profile never goes to a node that
-is not MIG-enabled. CPU-only pods go anywhere. The refusals are KAI's fit-error messages, word
-for word.
+is not MIG-enabled. CPU-only pods go anywhere. A legacy MIG pod (one that asks for MIG by
+annotation) goes nowhere: KAI's predicate refuses it before anything else. The refusals are KAI's
+fit-error messages, word for word, but for the legacy one, whose wording says what to do about it
+(KAI's names each node, which would make one reason per node).
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ Mask = npt.NDArray[np.bool_]
 NOT_MIG_NODE = "MIG job cannot be scheduled on non-MIG node"
 SINGLE_STRATEGY_ONLY_WHOLE = "only whole gpu jobs can run on a node with MigStrategy='single'"
 MIXED_STRATEGY_ONLY_MIG = "non MIG jobs cant run on a node with MigStrategy='mixed'"
+LEGACY_MIG_REFUSED = (
+    "node(s) refused it: Legacy MIG jobs cannot be scheduled (the pod asks for MIG in an annotation; "
+    "ask for the profile in its resources instead)"
+)
 
 
 class GpuKind(enum.Enum):
@@ -34,10 +40,14 @@ class GpuKind(enum.Enum):
     WHOLE = "whole"  # whole GPUs (nvidia.com/gpu)
     SHARED = "shared"  # a GPU fraction or GPU memory
     MIG = "mig"  # MIG profiles (nvidia.com/mig-*), whatever else it asks
+    LEGACY_MIG = "legacy-mig"  # a MIG profile asked for in an annotation
 
 
 def gpu_kind(shape: TaskShape) -> GpuKind:
-    """How KAI classes the pod's GPU request: a MIG profile wins over everything else."""
+    """How KAI classes the pod's GPU request: a legacy MIG pod is refused before any other
+    check, then a MIG profile wins over everything else."""
+    if shape.legacy_mig:
+        return GpuKind.LEGACY_MIG
     if any(is_mig_resource(name) for name in shape.request.scalars):
         return GpuKind.MIG
     if shape.share is not None:
@@ -64,6 +74,8 @@ _ACCEPTED: weakref.WeakKeyDictionary[NodeTable, tuple[tuple[int, int], dict[GpuK
 
 def refusal(kind: GpuKind, mode: int) -> str | None:
     """KAI's message when a node of ``mode`` refuses a pod of ``kind``; None when it takes it."""
+    if kind is GpuKind.LEGACY_MIG:
+        return LEGACY_MIG_REFUSED
     if kind is GpuKind.CPU_ONLY:
         return None
     if mode == MigMode.NONE:
@@ -83,7 +95,7 @@ def accepts(table: NodeTable, shape: TaskShape) -> Mask | None:
     if kind is GpuKind.CPU_ONLY:
         return None
     modes = table.mig_mode
-    if kind is not GpuKind.MIG and not modes.any():
+    if kind not in (GpuKind.MIG, GpuKind.LEGACY_MIG) and not modes.any():
         return None
     stamp = (table.static_epoch, len(modes))
     known = _ACCEPTED.get(table)

@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from kai_ray.model import Node, Taint, is_mig_resource, mig_instances, node_mig_mode
+from kai_ray.model import Node, Taint, mig_instances, node_mig_mode
 from placement.dra_devices import DeviceBook
 from placement.gpu_groups import GroupUsage, summarize
-from placement.shapes import CORE_COLUMNS, GPU, PODS, ResourceSchema
+from placement.shapes import GPU, PODS, ResourceSchema
 
 Vector = npt.NDArray[np.float64]
 
@@ -101,6 +101,7 @@ class NodeTable:
         held: npt.NDArray[np.float64],
         gpu_mem: npt.NDArray[np.int64],
         groups: Sequence[dict[str, GroupUsage]],
+        mig_mode: npt.NDArray[np.int8],
     ) -> NodeTable:
         """A table of these nodes with their holds already in place, built column-wise: a session
         table is made of thousands of candidate rows every cycle, and this costs numpy operations
@@ -114,11 +115,7 @@ class NodeTable:
         table.gpu_count = table.alloc[:, GPU].copy()
         table.gpu_mem = np.asarray(gpu_mem, dtype=np.int64).copy()
         table.ready, table.unschedulable = np.asarray(ready, dtype=bool).copy(), np.asarray(unschedulable, dtype=bool)
-        mig_columns = [len(CORE_COLUMNS) + j for j, name in enumerate(schema.scalars) if is_mig_resource(name)]
-        table.mig_mode = np.array(
-            [node_mig_mode(table.labels[row], bool((table.alloc[row, mig_columns] > 0).any())) for row in range(n)],
-            dtype=np.int8,
-        ).reshape(n)
+        table.mig_mode = np.asarray(mig_mode, dtype=np.int8).reshape(n).copy()
         table.present = np.ones(n, dtype=bool)
         table.version = np.zeros(n, dtype=np.int64)
         table.stamp = np.zeros(n, dtype=np.int64)
@@ -363,4 +360,6 @@ class NodeTable:
 
 
 def _mig_mode(node: Node) -> int:
+    if node.mig_mode is not None:  # as its reader worked it out
+        return int(node.mig_mode)
     return int(node_mig_mode(node.labels, bool(mig_instances(node.allocatable.scalars))))

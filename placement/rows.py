@@ -34,6 +34,9 @@ class NodeRows:
     held: npt.NDArray[np.float64]  # (3, n, width)
     gpu_mem: npt.NDArray[np.int64]
     groups: list[dict[str, GroupState]]
+    # Each row's MIG mode: it travels as worked out where the node was read (the MIG-node label
+    # key is configured, and profiles listed at zero are not in ``alloc``).
+    mig_mode: npt.NDArray[np.int8]
     devices: list[RowDevices] = field(default_factory=list)  # DRA, per row; empty when no row has any
 
     def __len__(self) -> int:
@@ -53,6 +56,7 @@ class NodeRows:
             np.zeros((3, 0, width)),
             np.zeros(0, dtype=np.int64),
             [],
+            np.zeros(0, dtype=np.int8),
         )
 
 
@@ -94,6 +98,7 @@ def export_rows(table: NodeTable, rows: Sequence[int] | npt.NDArray[np.int64]) -
         groups=[
             {g: (u.active, u.releasing, u.pipelined, u.owns_slot) for g, u in table.groups[r].items()} for r in index
         ],
+        mig_mode=table.mig_mode[index].copy(),
         devices=table.devices.export(index) if table.devices else [],
     )
 
@@ -132,6 +137,7 @@ def merge_rows(parts: Sequence[NodeRows], schema: ResourceSchema) -> NodeRows:
         held=np.stack([widen(p, p.held[:, i]) for p, i in picks], axis=1).reshape(3, len(picks), width),
         gpu_mem=np.array([p.gpu_mem[i] for p, i in picks], dtype=np.int64),
         groups=[p.groups[i] for p, i in picks],
+        mig_mode=np.array([p.mig_mode[i] for p, i in picks], dtype=np.int8),
         devices=[p.devices[i] if p.devices else ((), {}) for p, i in picks] if any(p.devices for p in parts) else [],
     )
 
@@ -150,6 +156,7 @@ def table_from_rows(rows: NodeRows) -> NodeTable:
         rows.held,
         rows.gpu_mem,
         groups,
+        rows.mig_mode,
     )
     for row, (devices, owners) in enumerate(rows.devices):
         if devices or owners:
@@ -160,7 +167,7 @@ def table_from_rows(rows: NodeRows) -> NodeTable:
 def load_rows(table: NodeTable, rows: NodeRows) -> list[int]:
     """Add ``rows`` to ``table`` (or refresh the rows it already has) with their usage; their row
     numbers. The table must have every column the rows have."""
-    from kai_ray.model import Node, ResourceVector
+    from kai_ray.model import MigMode, Node, ResourceVector
 
     nodes = []
     for i, name in enumerate(rows.names):
@@ -175,6 +182,7 @@ def load_rows(table: NodeTable, rows: NodeRows) -> list[int]:
                 ready=bool(rows.ready[i]),
                 unschedulable=bool(rows.unschedulable[i]),
                 gpu_memory_mib=float(rows.gpu_mem[i]),
+                mig_mode=MigMode(int(rows.mig_mode[i])),
             )
         )
     returning = [n for n in nodes if n.name in table.index]

@@ -105,20 +105,24 @@ class TaskShape:
     share: GpuShare | None = None
     constraints: Constraints = Constraints()
     claims: tuple[ClaimSpec, ...] = ()  # DRA claims to allocate on the node (placement/dra_demand.py)
+    legacy_mig: bool = False  # a legacy MIG pod (asks for MIG by annotation): no node takes it
     _hash: int | None = field(default=None, init=False, repr=False, compare=False)  # see Constraints
 
     def __hash__(self) -> int:
         if self._hash is None:
-            object.__setattr__(self, "_hash", hash((self.request, self.share, self.constraints, self.claims)))
+            object.__setattr__(
+                self, "_hash", hash((self.request, self.share, self.constraints, self.claims, self.legacy_mig))
+            )
         return self._hash  # type: ignore[return-value]
 
     def __reduce__(self) -> tuple[type[TaskShape], tuple[Any, ...]]:
-        return TaskShape, (self.request, self.share, self.constraints, self.claims)
+        return TaskShape, (self.request, self.share, self.constraints, self.claims, self.legacy_mig)
 
     @staticmethod
     def of_pod(pod: Pod, demand: ClaimDemand | None = None) -> TaskShape:
         claims = demand.specs if demand is not None else ()
-        return TaskShape(pod.requests, pod.gpu_share, Constraints.of_pod(pod, demand), claims)
+        legacy_mig = pod.legacy_mig is not None
+        return TaskShape(pod.requests, pod.gpu_share, Constraints.of_pod(pod, demand), claims, legacy_mig)
 
     @property
     def wants_gpu(self) -> bool:

@@ -32,11 +32,12 @@ def _shape_plain(shape: TaskShape) -> Plain:
             [[[q.key, q.operator, list(q.values), q.field] for q in term] for term in c.affinity],
             [[t.key, t.operator, t.value, t.effect] for t in c.tolerations],
         ],
+        shape.legacy_mig,
     ]
 
 
 def _shape_of(plain: Plain) -> TaskShape:
-    (cpu, memory, gpu, pods, scalars), share, (selector, affinity, tolerations) = plain
+    (cpu, memory, gpu, pods, scalars), share, (selector, affinity, tolerations), legacy_mig = plain
     return TaskShape(
         ResourceVector.of(cpu, memory, gpu, pods, scalars),
         None if share is None else GpuShare(share[0], share[1], share[2]),
@@ -45,6 +46,7 @@ def _shape_of(plain: Plain) -> TaskShape:
             tuple(tuple(SelectorRequirement(k, o, tuple(v), f) for k, o, v, f in term) for term in affinity),
             tuple(Toleration(k, o, v, e) for k, o, v, e in tolerations),
         ),
+        legacy_mig=legacy_mig,
     )
 
 

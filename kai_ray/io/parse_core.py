@@ -24,6 +24,8 @@ from kai_ray.model import (
     Taint,
     Toleration,
     is_mig_resource,
+    lists_mig_profile,
+    node_mig_mode,
 )
 from kai_ray.quantity import QuantityError, plain
 
@@ -33,7 +35,9 @@ _TOLERATIONS: dict[tuple[str, str, str, str], Toleration] = {}
 _WHOLE = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.ParseInt takes in base 10
 
 
-def parse_node(reader: ObjectReader) -> Node:
+def parse_node(reader: ObjectReader, mig_label_key: str = L.MIG_ENABLED_NODE_LABEL) -> Node:
+    """A node record; ``mig_label_key`` is the label that marks a MIG node (the config's
+    ``migWorkerNodeLabelKey``)."""
     status = reader.mapping("status", namespaced=False)
     raw = status.get("allocatable") or status.get("capacity")
     if not isinstance(raw, Mapping):
@@ -66,6 +70,8 @@ def parse_node(reader: ObjectReader) -> Node:
         ready=ready,
         unschedulable=bool(reader.get("spec.unschedulable", False)),
         gpu_memory_mib=gpu_memory,
+        # Worked out here, where the profiles listed with a count of zero are still seen.
+        mig_mode=node_mig_mode(node_labels, lists_mig_profile(raw), mig_label_key),
     )
 
 
@@ -251,12 +257,10 @@ def parse_pod(reader: ObjectReader, lenient: list[str] | None = None) -> Pod:
             holds.append(f"{problem}; ignored")
     groups = _gpu_groups(pod_labels)
     legacy = legacy_mig_annotation(annotations)
-    if legacy is not None and lenient is not None:
-        lenient.append(
-            f"Pod {reader.namespace}/{reader.name}: metadata.annotations.{legacy} marks a legacy MIG pod; KAI never "
-            "schedules such a pod and keeps MIG pods off a node that runs one, kai-ray does neither "
-            "and counts the pod by its resource requests"
-        )
+    if legacy is not None:
+        requests = legacy_mig_requests(requests, legacy, int(annotations[legacy]))
+        if lenient is not None:
+            lenient.append(_legacy_mig_warning(reader, legacy, annotations[legacy], holds is not None))
     gang = workload_gang(reader, annotations, lenient)
     return Pod(
         namespace=reader.namespace,
@@ -266,7 +270,7 @@ def parse_pod(reader: ObjectReader, lenient: list[str] | None = None) -> Pod:
         state=state,
         node=node,
         requests=requests,
-        gpu_share=_placed_share(reader, annotations, requests, groups, holds),
+        gpu_share=None if legacy is not None else _placed_share(reader, annotations, requests, groups, holds),
         gpu_groups=groups,
         labels=pod_labels,
         annotations=annotations,
@@ -283,6 +287,7 @@ def parse_pod(reader: ObjectReader, lenient: list[str] | None = None) -> Pod:
         resource_claims=parse_pod_claims(reader),
         scheduling_gates=_gates(reader.get("spec.schedulingGates")),
         workload_gang=gang is not None,
+        legacy_mig=legacy,
     )
 
 
@@ -330,6 +335,26 @@ def legacy_mig_annotation(annotations: Mapping[str, str]) -> str | None:
     whole number: how MIG was once asked for), or None."""
     found = [name for name, value in annotations.items() if is_mig_resource(name) and _WHOLE.fullmatch(value)]
     return min(found) if found else None
+
+
+def _legacy_mig_warning(reader: ObjectReader, legacy: str, value: str, on_node: bool) -> str:
+    text = (
+        f"Pod {reader.namespace}/{reader.name}: metadata.annotations.{legacy} marks a legacy MIG pod; kai-ray, "
+        f"as KAI, never schedules such a pod and counts it as asking for {legacy}: {value} (ask for the "
+        "profile in the pod's resources instead)"
+    )
+    if on_node:  # KAI's other rule for these pods, which kai-ray does not follow
+        text += "; KAI also keeps MIG pods off the node it runs on, kai-ray does not"
+    return text
+
+
+def legacy_mig_requests(requests: ResourceVector, profile: str, count: int) -> ResourceVector:
+    """What KAI counts a legacy MIG pod as asking: its GPU request (whole GPUs, fractions, MIG
+    profiles in its resources) replaced by ``count`` instances of the annotation's profile; cpu,
+    memory and other resources as requested. A count below one asks for none."""
+    scalars = {name: value for name, value in requests.scalars.items() if not is_mig_resource(name)}
+    scalars[profile] = float(max(count, 0))
+    return ResourceVector.of(requests.cpu, requests.memory, 0.0, requests.pods, scalars)
 
 
 def _queue_label(pod_labels: Mapping[str, str]) -> str | None:

@@ -7,19 +7,15 @@ node label. A broken Topology is an input error (KAI's API server would refuse i
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from kai_ray import labels as L
 from kai_ray.io.fields import ObjectReader
 from kai_ray.model import Topology, TopologyConstraint, TopologyLevel
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 MAX_LEVELS = 16
-# A qualified label key: optional DNS-subdomain prefix and '/', then a name (KAI's CRD pattern).
-_LABEL_KEY = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
-)
 
 
 def parse_topology(reader: ObjectReader) -> Topology:
@@ -34,10 +30,10 @@ def parse_topology(reader: ObjectReader) -> Topology:
         if not isinstance(raw, Mapping):
             raise reader.fail(path, "must be a mapping", namespaced=False)
         label = raw.get("nodeLabel")
-        if not isinstance(label, str) or not _LABEL_KEY.match(label):
+        if not isinstance(label, str) or not L.is_label_key(label):
             raise reader.fail(f"{path}.nodeLabel", f"must be a node label key, got {label!r}", namespaced=False)
         alias = raw.get("alias") or ""
-        if not isinstance(alias, str) or (alias and not _LABEL_KEY.match(alias)):
+        if not isinstance(alias, str) or (alias and not L.is_label_key(alias)):
             raise reader.fail(f"{path}.alias", f"must be a label-like name, got {alias!r}", namespaced=False)
         levels.append(TopologyLevel(label, alias))
     labels = [level.node_label for level in levels]

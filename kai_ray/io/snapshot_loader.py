@@ -46,11 +46,16 @@ from pod_grouper.workload_api import GangPodGroup, WorkloadObject, gang_raw_grou
 KAI_KIND_NAMES = frozenset({"PodGroup", "Queue", "Topology", "Workload", "CompositePodGroup"})
 
 
-def load_snapshot(path: str | Path, scheduler_name: str = L.DEFAULT_SCHEDULER_NAME) -> ClusterSnapshot:
+def load_snapshot(
+    path: str | Path,
+    scheduler_name: str = L.DEFAULT_SCHEDULER_NAME,
+    mig_label_key: str = L.MIG_ENABLED_NODE_LABEL,
+) -> ClusterSnapshot:
     """A List or stream of manifests; a KAI ``/get-snapshot`` ZIP is read with its objects (its
-    configuration is the caller's business: ``kai_ray.io.kai_snapshot``)."""
+    configuration is the caller's business: ``kai_ray.io.kai_snapshot``). ``mig_label_key`` is
+    the config's ``migWorkerNodeLabelKey``."""
     with collector_paused():
-        return _load_snapshot(path, scheduler_name)
+        return _load_snapshot(path, scheduler_name, mig_label_key)
 
 
 @contextmanager
@@ -68,10 +73,10 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _load_snapshot(path: str | Path, scheduler_name: str) -> ClusterSnapshot:
+def _load_snapshot(path: str | Path, scheduler_name: str, mig_label_key: str) -> ClusterSnapshot:
     if is_kai_snapshot(path):
         kai = read_kai_snapshot(path)
-        snapshot = snapshot_from_documents(kai.documents, str(path), scheduler_name)
+        snapshot = snapshot_from_documents(kai.documents, str(path), scheduler_name, mig_label_key)
         return replace(snapshot, report=replace(snapshot.report, warnings=(*kai.warnings, *snapshot.report.warnings)))
     text = read_text(path)
     documents = parse_documents(text, str(path))
@@ -79,13 +84,14 @@ def _load_snapshot(path: str | Path, scheduler_name: str) -> ClusterSnapshot:
         # An empty cluster is written as an empty List; a file with no document at all is
         # nearly always a failed `kubectl get ... > file`, so it is refused rather than scheduled.
         raise InputError(f"{path}: no Kubernetes objects (an empty cluster is a List with no items)")
-    return snapshot_from_documents(documents, str(path), scheduler_name)
+    return snapshot_from_documents(documents, str(path), scheduler_name, mig_label_key)
 
 
 def snapshot_from_documents(
     documents: list[Any],
     source: str = "<input>",
     scheduler_name: str = L.DEFAULT_SCHEDULER_NAME,
+    mig_label_key: str = L.MIG_ENABLED_NODE_LABEL,
 ) -> ClusterSnapshot:
     nodes: dict[str, Node] = {}
     pods: dict[str, Pod] = {}
@@ -110,7 +116,7 @@ def snapshot_from_documents(
         reader = ObjectReader(doc, index)
         _check_version(kind, api_group, api_version, reader)
         if kind == "Node" and api_group == "":
-            _put(nodes, reader.name, parse_node(reader), reader, False)
+            _put(nodes, reader.name, parse_node(reader, mig_label_key), reader, False)
         elif kind == "Pod" and api_group == "" and L.is_reservation_pod(_labels(reader.meta)):
             skipped["Pod (GPU reservation)"] += 1
         elif kind == "Pod" and api_group == "":

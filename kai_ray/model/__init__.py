@@ -16,7 +16,16 @@ from kai_ray.model.dra import (
     ResourceClaim,
     ResourceSlice,
 )
-from kai_ray.model.mig import MIG_PREFIX, MigMode, is_mig_resource, mig_gpus, mig_instances, node_mig_mode, profile_gpus
+from kai_ray.model.mig import (
+    MIG_PREFIX,
+    MigMode,
+    is_mig_resource,
+    lists_mig_profile,
+    mig_gpus,
+    mig_instances,
+    node_mig_mode,
+    profile_gpus,
+)
 from kai_ray.model.objects import (
     UNLIMITED,
     AffinityTerm,
@@ -85,6 +94,7 @@ __all__ = [
     "TopologyLevel",
     "fairshare",
     "is_mig_resource",
+    "lists_mig_profile",
     "mig_gpus",
     "mig_instances",
     "node_mig_mode",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from kai_ray import labels as L
 
@@ -56,16 +56,24 @@ class MigMode(enum.IntEnum):
     MIXED = 3  # instances offered by profile
 
 
-def node_mig_mode(labels: Mapping[str, str], offers_mig: bool) -> MigMode:
-    """A node's mode: MIG-enabled when its ``node-role.kubernetes.io/mig-enabled`` label says so
+def node_mig_mode(labels: Mapping[str, str], offers_mig: bool, label_key: str = L.MIG_ENABLED_NODE_LABEL) -> MigMode:
+    """A node's mode: MIG-enabled when its MIG-node label (``label_key``, KAI's
+    ``--mig-worker-node-label-key``, ``node-role.kubernetes.io/mig-enabled`` by default) says so
     (a label that is there but is not a boolean says no) or, without the label, when it offers
     any MIG profile (``offers_mig``); then ``nvidia.com/mig.strategy`` says which strategy."""
-    flag = labels.get(L.MIG_ENABLED_NODE_LABEL)
+    flag = labels.get(label_key)
     enabled = _parse_bool(flag) if flag is not None else offers_mig
     if not enabled:
         return MigMode.NONE
     strategy = labels.get(L.MIG_STRATEGY_NODE_LABEL, "")
     return {"single": MigMode.SINGLE, "mixed": MigMode.MIXED}.get(strategy, MigMode.ENABLED)
+
+
+def lists_mig_profile(resource_names: Iterable[str]) -> bool:
+    """Whether a node's allocatable names any MIG profile, whatever its count: KAI v0.12 counts a
+    node without the MIG-node label as offering MIG when a profile is listed at all, even at zero
+    (it keeps every listed name; releases from v0.14 on look only at non-zero counts)."""
+    return any(is_mig_resource(name) for name in resource_names)
 
 
 def _parse_bool(text: str) -> bool:

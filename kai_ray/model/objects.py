@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from kai_ray.model.dra import PodClaim
+from kai_ray.model.mig import MigMode
 from kai_ray.model.resources import ZERO, GpuShare, ResourceVector
 from kai_ray.model.topology import TopologyConstraint
 
@@ -108,6 +109,10 @@ class Node:
     ready: bool = True
     unschedulable: bool = False
     gpu_memory_mib: float = 100.0  # per device, floored to a multiple of 100 (KAI)
+    # The node's MIG mode as its reader worked it out (with the configured MIG-node label key, and
+    # seeing MIG profiles listed with a count of zero, which ``allocatable`` drops). None for a
+    # node built in code: placement then works it out from ``labels`` and ``allocatable``.
+    mig_mode: MigMode | None = None
 
     @property
     def gpu_count(self) -> int:
@@ -142,6 +147,9 @@ class Pod:
     # ``pod_group`` names a gang of the Kubernetes Workload API (spec.schedulingGroup.podGroupName,
     # a scheduling.k8s.io PodGroup), not one of KAI's PodGroups: no pod grouper makes it a group.
     workload_gang: bool = False
+    # The annotation that makes this a legacy MIG pod (a MIG profile named in an annotation with a
+    # whole number, how MIG was once asked for), or None. KAI schedules no such pod.
+    legacy_mig: str | None = None
 
     @property
     def key(self) -> str:

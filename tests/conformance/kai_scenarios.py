@@ -241,6 +241,8 @@ def _pod(task: Doc, job: Doc, name: str, group: str, queues: dict[str, str]) -> 
             requests[profile] = str(count)
             resources.setdefault("limits", {})[profile] = str(count)
         resources["requests"] = requests
+        for profile, count in (task.get("legacy_mig") or {}).items():  # MIG asked for the old way
+            annotations[profile] = str(count)
         if task.get("gpu_fraction"):
             annotations["gpu-fraction"] = str(task["gpu_fraction"])
 

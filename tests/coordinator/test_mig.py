@@ -35,7 +35,9 @@ def mig_pod(name: str, queue_name: str, profile: str, count: int = 1, **kwargs: 
     return manifest
 
 
-def schedule(tmp_path: Path, objects: list[Manifest], actions: tuple[str, ...] = ("allocate",)) -> dict[str, Any]:
+def schedule(
+    tmp_path: Path, objects: list[Manifest], actions: tuple[str, ...] = ("allocate",), config_text: str = ""
+) -> dict[str, Any]:
     """``kai-ray schedule`` on these objects, each pod in a PodGroup of its own name."""
     groups = [
         pod_group(
@@ -48,9 +50,9 @@ def schedule(tmp_path: Path, objects: list[Manifest], actions: tuple[str, ...] =
     ]
     snapshot_file = write(tmp_path / "snapshot.yaml", objects + groups)
     config_file = tmp_path / "config.yaml"
-    config_file.write_text("kValue: 0\n")
+    config_file.write_text("kValue: 0\n" + config_text)
     config = load_config(config_file)
-    snapshot = load_snapshot(snapshot_file, config.schedulerName)
+    snapshot = load_snapshot(snapshot_file, config.schedulerName, config.migWorkerNodeLabelKey)
     result: dict[str, Any] = decide(snapshot, config, NOW, list(actions)).to_json()
     result["warnings"] = snapshot.report.warnings
     return result
@@ -156,13 +158,103 @@ def test_reclaim_frees_mig_instances_counted_as_gpus(tmp_path: Path) -> None:
     assert pods["team/claim"]["status"] == "Pipelined" and pods["team/claim"]["node"] == "a100"
 
 
-def test_a_legacy_mig_annotation_is_a_warning(tmp_path: Path) -> None:
+LEGACY_REASON = (
+    "no nodes with enough resources were found: 2 node(s) refused it: Legacy MIG jobs cannot be scheduled "
+    "(the pod asks for MIG in an annotation; ask for the profile in its resources instead)."
+)
+
+
+def legacy_pod(name: str, queue_name: str, profile: str, **kwargs: Any) -> Manifest:
+    """A pod asking for MIG the old way: the profile named in an annotation."""
+    return pod(name, queue_name, group=name, annotations={f"nvidia.com/mig-{profile}": "1"}, **kwargs)
+
+
+def test_a_legacy_mig_pod_stays_pending_with_a_reason_and_other_pods_schedule(tmp_path: Path) -> None:
+    out = schedule(
+        tmp_path,
+        [
+            queue("q", resources=gpu_quota(8)),
+            mig_node("a100-0", {"1g.5gb": 7, "3g.20gb": 1}, MIXED),
+            node("cpu-0", gpu=0),
+            legacy_pod("old", "q", "3g.20gb"),
+            mig_pod("new", "q", "1g.5gb"),
+            pod("web", "q", group="web"),
+        ],
+    )
+    pods = out["pods"]
+    assert pods["team/old"]["status"] == "Pending" and pods["team/old"]["node"] is None
+    assert pods["team/old"]["reason"].endswith(LEGACY_REASON) and "\n" not in pods["team/old"]["reason"]
+    assert pods["team/new"]["node"] == "a100-0" and pods["team/web"]["node"] == "cpu-0"
+    # KAI counts the pod as asking for the annotation's instance: 3 GPUs the queue asks for.
+    assert out["queues"]["q"]["fairShare"]["gpu"] == 4
+    [warning] = out["warnings"]
+    assert "team/old" in warning and "legacy MIG pod" in warning and "never schedules" in warning
+
+
+def test_no_victim_is_evicted_for_a_legacy_mig_pod(tmp_path: Path) -> None:
+    """As ``test_reclaim_frees_mig_instances_counted_as_gpus``, but the pod owed its share also
+    names its profile in an annotation: no node would take it, so reclaim frees nothing."""
+    deserves_three = gpu_quota(3)
+    claim = mig_pod("claim", "owed", "3g.20gb", priority_class_name="train")
+    claim["metadata"]["annotations"] = {"nvidia.com/mig-3g.20gb": "1"}
+    out = schedule(
+        tmp_path,
+        [
+            priority_class("train", 50),
+            queue("greedy", resources=deserves_three),
+            queue("owed", resources=deserves_three),
+            mig_node("a100", {"3g.20gb": 2}, MIXED),
+            mig_node("a100-spare", {"1g.5gb": 1}, MIXED),
+            mig_pod("hog-0", "greedy", "3g.20gb", node_name="a100", phase="Running", priority_class_name="train"),
+            mig_pod("hog-1", "greedy", "3g.20gb", node_name="a100", phase="Running", priority_class_name="train"),
+            claim,
+        ],
+        actions=("reclaim",),
+    )
+    pods = out["pods"]
+    assert [pods[f"team/hog-{i}"]["status"] for i in range(2)] == ["Running", "Running"]
+    assert pods["team/claim"]["status"] == "Pending"
+
+
+def test_a_running_legacy_mig_pod_holds_its_annotations_instance(tmp_path: Path) -> None:
     out = schedule(
         tmp_path,
         [
             queue("q"),
-            mig_node("a100", {"1g.5gb": 1}),
-            pod("old", "q", group="old", annotations={"nvidia.com/mig-1g.5gb": "1"}),
+            mig_node("a100", {"1g.5gb": 1}, MIXED),
+            legacy_pod("old", "q", "1g.5gb", node_name="a100", phase="Running"),
+            mig_pod("new", "q", "1g.5gb"),
         ],
     )
-    assert any("legacy MIG pod" in w and "team/old" in w for w in out["warnings"])
+    assert out["pods"]["team/new"]["status"] == "Pending"
+    assert "1 node(s) didn't have enough of mig profile: nvidia.com/mig-1g.5gb" in out["pods"]["team/new"]["reason"]
+    assert any("keeps MIG pods off the node it runs on, kai-ray does not" in w for w in out["warnings"])
+
+
+def test_the_configured_label_key_marks_mig_nodes(tmp_path: Path) -> None:
+    """With ``migWorkerNodeLabelKey`` set, that label decides and KAI's default one means nothing."""
+    objects = [
+        queue("q"),
+        node("a-labelled", gpu=4, labels={"example.com/mig": "true", "nvidia.com/mig.strategy": "mixed"}),
+        node("b-default-label", gpu=4, labels={"node-role.kubernetes.io/mig-enabled": "false"}),
+        pod("whole", "q", gpu=1, group="whole"),
+    ]
+    default = schedule(tmp_path, objects)
+    assert default["pods"]["team/whole"]["node"] == "a-labelled"  # the strategy alone makes no MIG node
+    configured = schedule(tmp_path, objects, config_text="migWorkerNodeLabelKey: example.com/mig\n")
+    assert configured["pods"]["team/whole"]["node"] == "b-default-label"
+
+
+def test_a_profile_listed_at_zero_makes_a_mig_node_as_in_kai_v0_12(tmp_path: Path) -> None:
+    """No MIG-node label, ``nvidia.com/mig-1g.5gb: 0`` listed: KAI v0.12 keeps the listed name and
+    counts the node as offering MIG, so its mixed strategy turns a whole-GPU pod away."""
+    out = schedule(
+        tmp_path,
+        [
+            queue("q"),
+            mig_node("stale", {"1g.5gb": 0}, {"nvidia.com/mig.strategy": "mixed"}, gpu=8),
+            pod("whole", "q", gpu=1, group="whole"),
+        ],
+    )
+    assert out["pods"]["team/whole"]["status"] == "Pending"
+    assert "1 non MIG jobs cant run on a node with MigStrategy='mixed'" in out["pods"]["team/whole"]["reason"]

@@ -96,3 +96,11 @@ def test_a_config_that_is_not_a_mapping_or_has_two_documents_is_refused(tmp_path
 def test_an_unknown_choice_says_what_was_written() -> None:
     with pytest.raises(ConfigError, match=r"placementStrategy.gpu: Input should be 'binpack' or 'spread', got 'tight'"):
         config_from_mapping({"placementStrategy": {"gpu": "tight"}}, "cfg.yaml")
+
+
+def test_the_mig_node_label_key_is_kais_default_unless_set_and_must_be_a_label_key() -> None:
+    assert config_from_mapping({}).migWorkerNodeLabelKey == "node-role.kubernetes.io/mig-enabled"
+    assert config_from_mapping({"migWorkerNodeLabelKey": "example.com/mig"}).migWorkerNodeLabelKey == "example.com/mig"
+    with pytest.raises(ConfigError) as caught:
+        config_from_mapping({"migWorkerNodeLabelKey": "not a label/"}, "c.yaml")
+    assert str(caught.value) == "c.yaml: migWorkerNodeLabelKey: must be a node label key, got 'not a label/'"

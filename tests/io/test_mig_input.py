@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_core import parse_node, parse_pod
+from kai_ray.model import MigMode
 from tests.manifests import node, pod
 
 
@@ -31,3 +32,23 @@ def test_a_legacy_mig_annotation_is_read_with_a_warning_and_other_annotations_ar
     quiet: list[str] = []
     parse_pod(ObjectReader(pod("note", "q", annotations={"nvidia.com/mig-1g.5gb": "one"}), 0), quiet)
     assert quiet == []
+
+
+def test_a_legacy_mig_pod_asks_for_the_annotations_profile_instead_of_its_gpus() -> None:
+    manifest = pod("old", "q", gpu=2, annotations={"nvidia.com/mig-2g.10gb": "3", "gpu-fraction": "0.5"})
+    parsed = parse_pod(ObjectReader(manifest, 0), [])
+    assert parsed.legacy_mig == "nvidia.com/mig-2g.10gb" and parsed.gpu_share is None
+    assert parsed.requests.gpu == 0 and dict(parsed.requests.scalars) == {"nvidia.com/mig-2g.10gb": 3.0}
+    assert parse_pod(ObjectReader(pod("new", "q", gpu=2), 0)).legacy_mig is None
+
+
+def test_a_nodes_mig_mode_is_read_with_the_configured_label_and_profiles_listed_at_zero() -> None:
+    listed = node("listed", gpu=8, labels={"nvidia.com/mig.strategy": "mixed"})
+    listed["status"]["allocatable"]["nvidia.com/mig-1g.5gb"] = "0"
+    assert parse_node(ObjectReader(listed, 0)).mig_mode == MigMode.MIXED
+    assert parse_node(ObjectReader(node("plain", gpu=8), 0)).mig_mode == MigMode.NONE
+    labelled = node("labelled", gpu=8, labels={"example.com/mig": "true", "node-role.kubernetes.io/mig-enabled": "1"})
+    assert parse_node(ObjectReader(labelled, 0)).mig_mode == MigMode.ENABLED
+    assert parse_node(ObjectReader(labelled, 0), "example.com/other").mig_mode == MigMode.NONE
+    labelled["metadata"]["labels"]["example.com/mig"] = "false"
+    assert parse_node(ObjectReader(labelled, 0), "example.com/mig").mig_mode == MigMode.NONE

@@ -6,10 +6,19 @@ from __future__ import annotations
 import numpy as np
 
 from kai_ray.model import GpuShare, MigMode, Node, ResourceVector
-from placement.mig_nodes import GpuKind, accepts, gpu_kind, mig_gpus_free, mig_modes
+from placement.mig_nodes import (
+    LEGACY_MIG_REFUSED,
+    GpuKind,
+    accepts,
+    gpu_kind,
+    mig_gpus_free,
+    mig_modes,
+    refusal_counts,
+)
 from placement.node_table import NodeTable
-from placement.rows import export_rows, table_from_rows
+from placement.rows import export_rows, load_rows, table_from_rows
 from placement.shapes import ResourceSchema, TaskShape
+from shards.wire import pack_shapes, unpack_shapes
 
 ENABLED = "node-role.kubernetes.io/mig-enabled"
 STRATEGY = "nvidia.com/mig.strategy"
@@ -89,3 +98,33 @@ def test_requests_without_mig_cost_nothing_on_a_cluster_without_mig() -> None:
 def test_free_instances_count_as_their_profiles_gpus() -> None:
     nodes = table(mig_node("a", {}, **{"1g_5gb": 2, "3g_20gb": 2}), mig_node("b", {}, gpu=8))
     assert list(mig_gpus_free(nodes, np.arange(2))) == [8.0, 0.0]
+
+
+def test_a_mode_worked_out_by_the_reader_wins_and_travels_with_the_rows() -> None:
+    """A reader sees what the table cannot (a configured label key, a profile listed at zero): the
+    node's own mode is taken as it is, by copies, row exports and rows loaded into another table."""
+    told = Node("told", ResourceVector.of(cpu=8000, gpu=8, pods=110), mig_mode=MigMode.MIXED)
+    nodes = table(mig_node("plain", {}, gpu=8), told)
+    expected = [MigMode.NONE, MigMode.MIXED]
+    assert list(mig_modes(nodes)) == expected
+    assert list(mig_modes(nodes.copy())) == expected
+    assert list(mig_modes(table_from_rows(export_rows(nodes, [0, 1])))) == expected
+    other = NodeTable(nodes.schema)
+    load_rows(other, export_rows(nodes, [1, 0]))
+    assert [MigMode(m) for m in mig_modes(other)] == [MigMode.MIXED, MigMode.NONE]
+
+
+def test_no_node_takes_a_legacy_mig_pod_whatever_its_mode() -> None:
+    nodes = table(
+        mig_node("plain", {}, gpu=8),
+        mig_node("mixed", {ENABLED: "true", STRATEGY: "mixed"}, **{"1g_5gb": 7}),
+        mig_node("enabled", {ENABLED: "true"}, gpu=8, **{"1g_5gb": 7}),
+    )
+    legacy = TaskShape(ResourceVector.of(cpu=1000, scalars={"nvidia.com/mig-1g.5gb": 1}, pods=1), legacy_mig=True)
+    assert gpu_kind(legacy) is GpuKind.LEGACY_MIG
+    assert list(accepts(nodes, legacy)) == [False, False, False]  # type: ignore[arg-type]
+    assert refusal_counts(nodes, legacy, np.ones(3, dtype=bool)) == {LEGACY_MIG_REFUSED: 3}
+    plain_only = table(mig_node("plain", {}, gpu=8))
+    cpu_legacy = TaskShape(ResourceVector.of(cpu=1000, pods=1), legacy_mig=True)
+    assert list(accepts(plain_only, cpu_legacy)) == [False]  # type: ignore[arg-type]
+    assert unpack_shapes(pack_shapes([legacy, cpu_legacy])) == (legacy, cpu_legacy)

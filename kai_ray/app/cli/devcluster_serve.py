@@ -83,7 +83,7 @@ async def _scheduler(args: argparse.Namespace, kubeconfig: str) -> None:
     registry = new_registry()
     loop = SchedulerLoop(
         api,
-        ClusterCache(config.schedulerName),
+        ClusterCache(config.schedulerName, config.migWorkerNodeLabelKey),
         lambda _: in_process_coordinator(config),
         registry,
         Leadership(enabled=False),

@@ -185,7 +185,7 @@ async def _main(args: argparse.Namespace) -> int:
     leadership = Leadership(enabled=args.leader_elect, lease_duration=args.lease_duration)
     loop = SchedulerLoop(
         api,
-        ClusterCache(config.schedulerName),
+        ClusterCache(config.schedulerName, config.migWorkerNodeLabelKey),
         lambda nodes: make_coordinator(config, nodes, args.shards),
         registry,
         leadership,

@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         now = parse_time(args.now) if args.now else time.time()
     except ValueError:
         raise InputError(f"--now: bad timestamp {args.now!r}") from None
-    snapshot = load_snapshot(args.snapshot, config.schedulerName)
+    snapshot = load_snapshot(args.snapshot, config.schedulerName, config.migWorkerNodeLabelKey)
     warn_about(config)
     warn_each(snapshot.report.warnings)
     if args.ray_shards is not None and args.ray_shards < 1:

@@ -44,6 +44,7 @@ from coordinator.coordinator import Coordinator, CycleResult
 from k8s_adapter.cache import ClusterCache
 from k8s_adapter.kinds import DEVICE_CLASSES, NODES, POD_GROUPS, PODS, QUEUES, RESOURCE_CLAIMS, RESOURCE_SLICES
 from k8s_adapter.kinds import PRIORITY_CLASSES as PRIORITY_CLASS_KIND
+from kai_ray import labels as L
 from kai_ray.app.sim import accounting
 from kai_ray.app.sim.apiserver import (
     SimApiServer,
@@ -122,6 +123,7 @@ class Simulation:
         on_step: Callable[[float], None] | None = None,
         dra: DraObjects | None = None,
         usage: SimUsage | None = None,
+        mig_label_key: str = L.MIG_ENABLED_NODE_LABEL,
     ) -> None:
         self.scheduler = scheduler
         self.usage = usage  # time-based fair share: usage accounted in simulated time
@@ -135,7 +137,7 @@ class Simulation:
         self.metrics = SimMetrics(nodes, workload)
         self._events: list[tuple[float, int, str, str, int]] = []  # time, seq, kind, subject, tag
         self._seq = itertools.count()
-        self.cache = ClusterCache()
+        self.cache = ClusterCache(mig_label_key=mig_label_key)  # reads nodes as the config says
         self.api = SimApiServer(lambda kind, event, obj: self.cache.on_event(KINDS[kind], event, obj))
         self.now = 0.0
         self.last_result: CycleResult | None = None

@@ -115,6 +115,7 @@ class SimulationRun:
                 on_step=None if bar is None else _advance(bar, self.settings.horizon),
                 dra=dra,
                 usage=usage,
+                mig_label_key=self.config.migWorkerNodeLabelKey,
             )
             simulation.metrics.usage = usage
             metrics = simulation.run()
