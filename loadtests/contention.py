@@ -5,6 +5,8 @@
   cluster changes hands; the rest of team-b's jobs are refused (team-b would go above its share).
 - ``preempt_storm``: the same full cluster; team-a submits higher-priority single-GPU jobs; one
   session of ``preempt``.
+- ``whole_node_preempt_storm``: the same, with the running jobs spread over the nodes and the
+  higher-priority jobs asking for a whole node each.
 
 Each is one session, timed from the pending jobs' arrival to the end of the cycle that decided
 them (the time ``kai-ray schedule`` spends deciding; reading the objects is not timed).
@@ -105,6 +107,25 @@ def preempt_storm(nodes: int = 500, jobs: int = 500) -> ContentionWorkload:
     return ContentionWorkload(label, _full_cluster(nodes, queues), _deltas(pending), ("preempt",), jobs)
 
 
+def whole_node_preempt_storm(nodes: int = 500, jobs: int = 20) -> ContentionWorkload:
+    """The full cluster with team-a's one-GPU jobs dealt round-robin over the nodes (job i on node
+    i mod n), and higher-priority jobs of one 8-GPU pod each: the jobs that go first in victim
+    order sit on different nodes, so a search pops about seven victims per node before one node
+    holds eight (a training job preempting a fleet of small inference pods)."""
+    workload = preempt_storm(nodes, jobs)
+    node_names = [n.name for n in workload.cluster.nodes_upserted]
+    running = tuple(replace(pod, node=node_names[i % nodes]) for i, pod in enumerate(workload.cluster.pods_upserted))
+    whole_node = ResourceVector.of(cpu=8_000, memory=32 * GIB, gpu=8, pods=1)
+    pending = tuple(replace(pod, requests=whole_node) for pod in workload.pending.pods_upserted)
+    label = f"preempt storm, whole nodes: {nodes:,} full 8-GPU nodes of spread one-GPU jobs, {jobs:,} 8-GPU jobs"
+    return replace(
+        workload,
+        label=label,
+        cluster=replace(workload.cluster, pods_upserted=running),
+        pending=replace(workload.pending, pods_upserted=pending),
+    )
+
+
 def fragmented_consolidation(nodes: int = 500, gangs: int = 100) -> ContentionWorkload:
     """Every 8-GPU node half full of one-GPU preemptible jobs, so no node is free; pending
     8-GPU pods of the same queue can run only if consolidation packs the small jobs together."""
@@ -199,6 +220,7 @@ def run(quick: bool) -> list[BenchRow]:
     # the nodes and running jobs it sits among.
     rows += compare_systems(reclaim_storm(nodes * 10, nodes * 2 // 5))
     rows += compare_systems(preempt_storm(nodes, nodes))
+    rows += compare_systems(whole_node_preempt_storm(nodes, nodes // 25))
     rows += compare_systems(fragmented_consolidation(nodes, nodes // 5))
     rows += compare_systems(tree_fill(nodes, nodes * 8))
     return rows
