@@ -30,11 +30,6 @@ from coordinator.tasks import Status
 from kai_ray import labels as L
 from kai_ray.model import Pod, PodGroup
 
-# How long the demand of a pod admitted earlier and still pending counts against its queue:
-# long enough for an autoscaler to bring a node, short enough that a pod stuck for another reason
-# (an affinity no node meets) does not hold its queue's gated pods back for good.
-RESERVATION_SECONDS = 600.0
-
 HELD = "held"  # kai-ray's gate stays: the queue has no room
 REMOVING = "removing"  # kai-ray's gate is being removed this cycle
 FOREIGN = "foreign"  # another gate holds the pod: kai-ray leaves it to that gate's owner
@@ -152,7 +147,10 @@ def _request(pods: list[Pod]) -> Quota:
 
 def _with_reserved(state: SessionState) -> QueueState:
     """The session's queue state on copies, with the demand of pods admitted within the last
-    ``RESERVATION_SECONDS`` that are still pending booked as if allocated."""
+    ``queueAdmissionGating.reservationTimeout`` that are still pending booked as if allocated."""
+    # Long enough for an autoscaler to bring a node, short enough that a pod stuck for another
+    # reason (an affinity no node meets) does not hold its queue's gated pods back for good.
+    timeout = state.config.queueAdmissionGating.reservationTimeout
     q = state.queues
     queues = QueueState(q.tree, q.fair_share, q.request, q.allocated.copy(), q.allocated_np.copy(), q.total)
     for task in state.tasks.values():
@@ -160,7 +158,7 @@ def _with_reserved(state: SessionState) -> QueueState:
             continue
         admitted = _admitted_at(task.pod)
         job = state.jobs_by_task.get(task.key)
-        if admitted is None or job is None or not queues.has(job.queue) or state.now - admitted > RESERVATION_SECONDS:
+        if admitted is None or job is None or not queues.has(job.queue) or state.now - admitted > timeout:
             continue
         queues.add_allocation(job.queue, state.requested_quota(task), job.preemptible and not job.semi_preemptible)
     return queues

@@ -206,6 +206,20 @@ class Reservation(BaseModel):
         return _non_negative(value)
 
 
+class QueueAdmissionGating(BaseModel):
+    """KAI's ``spec.global.queueAdmissionGating``: how long a pod whose gate kai-ray removed keeps
+    its room booked in its queue while it is still pending (docs/admission-gating.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    reservationTimeout: float = 600.0  # noqa: N815 - seconds (the design names no default)
+
+    @field_validator("reservationTimeout", mode="before")
+    @classmethod
+    def _timeout(cls, value: Any) -> float:
+        return _non_negative(value)
+
+
 class PluginConfig(BaseModel):
     """A SchedulingShard's override of one KAI plugin (``kai_ray.plugins`` resolves them)."""
 
@@ -248,6 +262,7 @@ class SchedulerConfig(BaseModel):
     jobAging: JobAging | None = None  # noqa: N815 - None = off (KAI's order)
     expectedRuntimeExceeded: Literal["ignore", "preemptFirst", "stop"] = "ignore"  # noqa: N815
     reservation: Reservation | None = None  # None = off: no gang reserves nodes (KAI's behaviour)
+    queueAdmissionGating: QueueAdmissionGating = QueueAdmissionGating()  # noqa: N815
     plugins: dict[str, PluginConfig] = Field(default_factory=dict)  # KAI's plugins: on/off and order
     # KAI's --mig-worker-node-label-key: the node label whose boolean value says whether a node is
     # MIG-enabled (without it, a node is MIG-enabled when it offers MIG profiles).

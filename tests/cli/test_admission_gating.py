@@ -73,6 +73,23 @@ def test_running_work_and_pending_admitted_pods_count_against_the_room(kai_ray: 
     assert got["late"]["reason"].startswith("OverLimit")
 
 
+def test_an_admitted_pod_holds_its_room_only_for_the_configured_reservation_timeout(
+    kai_ray: RunCli, tmp_path: Path
+) -> None:
+    stamp = {"kai.scheduler/queue-admitted-timestamp": "2026-01-02T23:53:20Z"}  # 400 s before NOW
+    admitted = m.pod("adm", "q", gpu=4, group="adm", annotations=stamp)
+    admitted["spec"]["nodeSelector"] = {"zone": "nowhere"}  # stuck for a reason that is not its queue
+    objects = cluster(m.pod_group("adm", "q"), admitted, *job("late", 1))
+    config = tmp_path / "config.yaml"
+    states = {}
+    for timeout in ("10m", "5m"):
+        config.write_text(f"queueAdmissionGating:\n  reservationTimeout: {timeout}\n")
+        got = pods(decisions(kai_ray, tmp_path, objects, "--config", str(config), "-o", "json"))
+        states[timeout] = got["late"]["schedulingGates"]["state"]
+    # Within the timeout the stuck pod's 4 GPUs fill the queue's limit; past it, they are let go.
+    assert states == {"10m": "held", "5m": "removing"}
+
+
 def test_a_pod_with_another_gate_is_never_placed_nor_ungated(kai_ray: RunCli, tmp_path: Path) -> None:
     objects = cluster(*job("x", 1, gates=("example.com/wait",)), *job("both", 1, gates=(GATE, "example.com/wait")))
     got = pods(decisions(kai_ray, tmp_path, objects, "-o", "json"))
