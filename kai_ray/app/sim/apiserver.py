@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from coordinator.job_timers import go_duration
 from kai_ray import labels as L
 from kai_ray.model import GPU_RESOURCE, Node, Pod, PodGroup, PodState, Queue, QueueResource, ResourceVector
 
@@ -90,17 +91,15 @@ def pod_group_manifest(group: PodGroup) -> JSON:
     spec: JSON = {"minMember": group.min_member, "queue": group.queue}
     if group.priority_class_name:
         spec["priorityClassName"] = group.priority_class_name
-    return {
-        "apiVersion": "scheduling.run.ai/v2alpha2",
-        "kind": "PodGroup",
-        "metadata": {
-            "name": group.name,
-            "namespace": group.namespace,
-            "uid": group.uid,
-            "creationTimestamp": timestamp(group.created),
-        },
-        "spec": spec,
+    metadata: JSON = {
+        "name": group.name,
+        "namespace": group.namespace,
+        "uid": group.uid,
+        "creationTimestamp": timestamp(group.created),
     }
+    if group.expected_runtime_seconds:  # what reservations, backfill and expectedRuntimeExceeded read
+        metadata["annotations"] = {L.EXPECTED_RUNTIME_ANNOTATION: go_duration(group.expected_runtime_seconds)}
+    return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": metadata, "spec": spec}
 
 
 def pod_manifest(pod: Pod, now: float) -> JSON:
