@@ -10,6 +10,7 @@ started, and how many still wait at the end), evictions and session p50 / p99.
     python -m loadtests.starved_gang                       # 1,000 nodes, 512-pod gang, seeds 1-3
     python -m loadtests.starved_gang --quick               # 80 nodes, a 64-pod gang, one seed
     python -m loadtests.starved_gang --after off 10m 30m --seeds 1 2 3 --json out.json
+    python -m loadtests.starved_gang --nodes 250 --gang-pods 128 --seeds 1
 """
 
 from __future__ import annotations
@@ -160,10 +161,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--after", nargs="+", default=["off", "10m"], help="'off' and reservation thresholds (Go durations)"
     )
+    parser.add_argument("--nodes", type=int, help="nodes (default: 1,000, or 80 with --quick)")
+    parser.add_argument("--gang-pods", type=int, help="pods of the gang (default: 512, or 64 with --quick)")
     parser.add_argument("--hours", type=float, help="simulated hours (default: the scenario's)")
     parser.add_argument("--json", metavar="FILE", help="write every run's figures as JSON")
     args = parser.parse_args(argv)
     size = QUICK if args.quick else FULL
+    if args.nodes:
+        size = replace(size, nodes=args.nodes)
+    if args.gang_pods:
+        size = replace(size, gang_pods=args.gang_pods)
     if args.hours:
         size = replace(size, hours=args.hours)
     seeds = args.seeds or ([1] if args.quick else [1, 2, 3])

@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from coordinator.job_timers import go_duration
 from kai_ray import labels as L
 from kai_ray.model import GPU_RESOURCE, Node, Pod, PodGroup, PodState, Queue, QueueResource, ResourceVector
 
@@ -25,6 +24,11 @@ MEMORY_UNIT = 1_000_000  # Queue memory is written in 10^6 bytes
 def timestamp(seconds: float) -> str:
     """Simulated seconds as an RFC 3339 time (second 0 is the epoch)."""
     return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _duration(seconds: float) -> str:
+    """Seconds as a Go duration, in seconds and without an exponent ("1140s", "4500.5s")."""
+    return f"{seconds:.9f}".rstrip("0").rstrip(".") + "s"
 
 
 def _amounts(vector: ResourceVector, with_pods: bool) -> dict[str, str]:
@@ -98,7 +102,7 @@ def pod_group_manifest(group: PodGroup) -> JSON:
         "creationTimestamp": timestamp(group.created),
     }
     if group.expected_runtime_seconds:  # what reservations, backfill and expectedRuntimeExceeded read
-        metadata["annotations"] = {L.EXPECTED_RUNTIME_ANNOTATION: go_duration(group.expected_runtime_seconds)}
+        metadata["annotations"] = {L.EXPECTED_RUNTIME_ANNOTATION: _duration(group.expected_runtime_seconds)}
     return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": metadata, "spec": spec}
 
 
