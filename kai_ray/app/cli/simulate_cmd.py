@@ -31,7 +31,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         choices=sorted(SCENARIO_NAMES),
         help="a fixed cluster and workload instead of the synthetic ones: kai-time-based-fairshare is KAI's "
         "time-based fair-share example (two queues, one 16-GPU node, 16-GPU jobs; its own config, hours "
-        "and period unless given)",
+        "and period unless given); big-gang and starved-gang put a 512-pod gang in a busy 1,000-node "
+        "cluster, starved-gang one kept full by small jobs (run them with and without reservation)",
     )
     parser.add_argument("--hours", type=float, help="simulated hours to run (default: 4, or the scenario's)")
     parser.add_argument(
@@ -59,7 +60,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 # kai_ray.app.sim.scenarios.SCENARIOS, without importing the simulator
-SCENARIO_NAMES = ("kai-time-based-fairshare", "big-gang")
+SCENARIO_NAMES = ("kai-time-based-fairshare", "big-gang", "starved-gang")
 
 
 def default_shards(nodes: int) -> int:

@@ -26,6 +26,11 @@ def timestamp(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
+def _duration(seconds: float) -> str:
+    """Seconds as a Go duration, in seconds and without an exponent ("1140s", "4500.5s")."""
+    return f"{seconds:.9f}".rstrip("0").rstrip(".") + "s"
+
+
 def _amounts(vector: ResourceVector, with_pods: bool) -> dict[str, str]:
     amounts = {"cpu": f"{vector.cpu:.0f}m", "memory": f"{vector.memory:.0f}"}
     if vector.gpu:
@@ -90,17 +95,15 @@ def pod_group_manifest(group: PodGroup) -> JSON:
     spec: JSON = {"minMember": group.min_member, "queue": group.queue}
     if group.priority_class_name:
         spec["priorityClassName"] = group.priority_class_name
-    return {
-        "apiVersion": "scheduling.run.ai/v2alpha2",
-        "kind": "PodGroup",
-        "metadata": {
-            "name": group.name,
-            "namespace": group.namespace,
-            "uid": group.uid,
-            "creationTimestamp": timestamp(group.created),
-        },
-        "spec": spec,
+    metadata: JSON = {
+        "name": group.name,
+        "namespace": group.namespace,
+        "uid": group.uid,
+        "creationTimestamp": timestamp(group.created),
     }
+    if group.expected_runtime_seconds:  # what reservations, backfill and expectedRuntimeExceeded read
+        metadata["annotations"] = {L.EXPECTED_RUNTIME_ANNOTATION: _duration(group.expected_runtime_seconds)}
+    return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": metadata, "spec": spec}
 
 
 def pod_manifest(pod: Pod, now: float) -> JSON:

@@ -10,7 +10,9 @@ cycles); here a cycle is ``PERIOD`` simulated seconds, so the same run is a 2560
 with it the node alternates and each queue's share of the GPU-hours goes to one half.
 
 ``big-gang`` is a 512-pod gang in a busy 1,000-node cluster, for reservations and backfill
-(docs/reservation-backfill.md): run it with and without ``reservation`` in the config.
+(docs/reservation-backfill.md): run it with and without ``reservation`` in the config. That
+cluster still leaves whole GPUs free, so the gang starts at once either way; ``starved-gang``
+(``starved_gang.py``) is the workload in which it never starts without a reservation.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from kai_ray.app.sim import starved_gang as starved
 from kai_ray.app.sim.cluster import model_nodes
 from kai_ray.app.sim.workload import UNLIMITED, JobSpec, Workload, generate
 from kai_ray.config import SchedulerConfig
@@ -116,5 +119,18 @@ def big_gang(seed: int = 1) -> Scenario:
     return Scenario(tuple(nodes), Workload(stream.queues, tuple(jobs)), SchedulerConfig(), BIG_GANG_HOURS, 10.0)
 
 
+def starved_gang(seed: int = 1, size: starved.StarvedGang | None = None) -> Scenario:
+    """A full 1,000-node cluster whose small jobs take every GPU that frees, and a 512-pod gang
+    that starves there without ``reservation`` in the config (``starved_gang.py``)."""
+    size = size or starved.StarvedGang()
+    nodes = model_nodes(size.nodes, taint=True)
+    gpus = float(sum(n.allocatable.gpu for n in nodes))
+    return Scenario(tuple(nodes), starved.workload(size, gpus, seed), SchedulerConfig(), size.hours, PERIOD)
+
+
 ScenarioMaker = Callable[[int], Scenario]  # seed -> the scenario
-SCENARIOS: dict[str, ScenarioMaker] = {"kai-time-based-fairshare": kai_time_based_fairshare, "big-gang": big_gang}
+SCENARIOS: dict[str, ScenarioMaker] = {
+    "kai-time-based-fairshare": kai_time_based_fairshare,
+    "big-gang": big_gang,
+    "starved-gang": starved_gang,
+}
