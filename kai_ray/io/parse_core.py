@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from kai_ray import labels as L
 from kai_ray.errors import InputError
 from kai_ray.io.fields import ObjectReader, dict_or_absent, text_map
+from kai_ray.io.legacy_mig import legacy_mig_annotation, legacy_mig_requests, legacy_mig_warning
 from kai_ray.io.parse_dra import parse_pod_claims
+from kai_ray.io.parse_workload import WORKLOAD_GROUP_FIELDS, workload_gang
 from kai_ray.io.requests import pod_requests, resource_vector
 from kai_ray.model import (
     GPU_RESOURCE,
@@ -23,7 +24,6 @@ from kai_ray.model import (
     SelectorRequirement,
     Taint,
     Toleration,
-    is_mig_resource,
     lists_mig_profile,
     node_mig_mode,
 )
@@ -32,7 +32,6 @@ from kai_ray.quantity import QuantityError, plain
 # Pods of one workload tolerate the same taints: one (immutable) record per distinct toleration.
 _MAX_TOLERATIONS = 4096
 _TOLERATIONS: dict[tuple[str, str, str, str], Toleration] = {}
-_WHOLE = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.ParseInt takes in base 10
 
 
 def parse_node(reader: ObjectReader, mig_label_key: str = L.MIG_ENABLED_NODE_LABEL) -> Node:
@@ -260,7 +259,7 @@ def parse_pod(reader: ObjectReader, lenient: list[str] | None = None) -> Pod:
     if legacy is not None:
         requests = legacy_mig_requests(requests, legacy, int(annotations[legacy]))
         if lenient is not None:
-            lenient.append(_legacy_mig_warning(reader, legacy, annotations[legacy], holds is not None))
+            lenient.append(legacy_mig_warning(reader, legacy, annotations[legacy], holds is not None))
     gang = workload_gang(reader, annotations, lenient)
     return Pod(
         namespace=reader.namespace,
@@ -293,70 +292,6 @@ def parse_pod(reader: ObjectReader, lenient: list[str] | None = None) -> Pod:
 
 # How a pod names its group in the Kubernetes Workload API: spec.workloadRef (1.35, replaced in
 # 1.36 and not read), spec.schedulingGroup (1.36 on: the name of a scheduling.k8s.io PodGroup).
-WORKLOAD_GROUP_FIELDS = ("workloadRef", "schedulingGroup")
-
-
-def workload_gang(reader: ObjectReader, annotations: Mapping[str, str], lenient: list[str] | None) -> str | None:
-    """The Workload API gang the pod joins: the PodGroup ``spec.schedulingGroup.podGroupName``
-    names (KAI's design: the Workload API decides over ``pod-group-name``), or None. What is not
-    read is said in ``lenient``: the 1.35 field, a malformed reference, an opt-out, an annotation
-    the reference overrides."""
-    where = f"Pod {reader.namespace}/{reader.name}"
-    say = lenient.append if lenient is not None else (lambda _: None)
-    if reader.get("spec.workloadRef") is not None:
-        say(
-            f"{where}: spec.workloadRef (the Workload API of Kubernetes 1.35, replaced by spec.schedulingGroup "
-            "in 1.36) is not read: the pod is grouped as KAI's pod grouper groups it, without that group's gang policy"
-        )
-    group = reader.get("spec.schedulingGroup")
-    if group is None:
-        return None
-    name = group.get("podGroupName") if isinstance(group, Mapping) else None
-    if not isinstance(name, str) or not name:
-        say(f"{where}: spec.schedulingGroup: names no podGroupName ({group!r}); the pod is grouped as if it had none")
-        return None
-    if annotations.get(L.IGNORE_WORKLOAD_API_ANNOTATION) == "true":
-        say(
-            f"{where}: spec.schedulingGroup.podGroupName {name!r} ignored "
-            f"({L.IGNORE_WORKLOAD_API_ANNOTATION}: true); the pod is grouped as KAI's pod grouper groups it"
-        )
-        return None
-    named = annotations.get(L.POD_GROUP_ANNOTATION)
-    if named and named != name:
-        say(
-            f"{where}: metadata.annotations.{L.POD_GROUP_ANNOTATION} {named!r} ignored: the pod joins the "
-            f"Workload API gang its spec.schedulingGroup names ({name!r})"
-        )
-    return name
-
-
-def legacy_mig_annotation(annotations: Mapping[str, str]) -> str | None:
-    """The annotation that makes a pod a legacy MIG pod for KAI (a MIG profile's name with a
-    whole number: how MIG was once asked for), or None."""
-    found = [name for name, value in annotations.items() if is_mig_resource(name) and _WHOLE.fullmatch(value)]
-    return min(found) if found else None
-
-
-def _legacy_mig_warning(reader: ObjectReader, legacy: str, value: str, on_node: bool) -> str:
-    text = (
-        f"Pod {reader.namespace}/{reader.name}: metadata.annotations.{legacy} marks a legacy MIG pod; kai-ray, "
-        f"as KAI, never schedules such a pod and counts it as asking for {legacy}: {value} (ask for the "
-        "profile in the pod's resources instead)"
-    )
-    if on_node:  # KAI's other rule for these pods, which kai-ray does not follow
-        text += "; KAI also keeps MIG pods off the node it runs on, kai-ray does not"
-    return text
-
-
-def legacy_mig_requests(requests: ResourceVector, profile: str, count: int) -> ResourceVector:
-    """What KAI counts a legacy MIG pod as asking: its GPU request (whole GPUs, fractions, MIG
-    profiles in its resources) replaced by ``count`` instances of the annotation's profile; cpu,
-    memory and other resources as requested. A count below one asks for none."""
-    scalars = {name: value for name, value in requests.scalars.items() if not is_mig_resource(name)}
-    scalars[profile] = float(max(count, 0))
-    return ResourceVector.of(requests.cpu, requests.memory, 0.0, requests.pods, scalars)
-
-
 def _queue_label(pod_labels: Mapping[str, str]) -> str | None:
     return pod_labels.get(L.QUEUE_LABEL) or pod_labels.get(L.LEGACY_QUEUE_LABEL) or None
 

@@ -116,3 +116,40 @@ def _check_preemptibility(reader: ObjectReader, labels: Mapping[str, str], warni
             f"{reader.ident()}: metadata.labels.{L.PREEMPTIBILITY_LABEL}: ignored {value!r} "
             f"(must be one of {', '.join(L.PREEMPTIBILITIES)})"
         )
+
+
+WORKLOAD_GROUP_FIELDS = ("workloadRef", "schedulingGroup")
+
+
+def workload_gang(reader: ObjectReader, annotations: Mapping[str, str], lenient: list[str] | None) -> str | None:
+    """The Workload API gang the pod joins: the PodGroup ``spec.schedulingGroup.podGroupName``
+    names (KAI's design: the Workload API decides over ``pod-group-name``), or None. What is not
+    read is said in ``lenient``: the 1.35 field, a malformed reference, an opt-out, an annotation
+    the reference overrides."""
+    where = f"Pod {reader.namespace}/{reader.name}"
+    say = lenient.append if lenient is not None else (lambda _: None)
+    if reader.get("spec.workloadRef") is not None:
+        say(
+            f"{where}: spec.workloadRef (the Workload API of Kubernetes 1.35, replaced by spec.schedulingGroup "
+            "in 1.36) is not read: the pod is grouped as KAI's pod grouper groups it, without that group's gang policy"
+        )
+    group = reader.get("spec.schedulingGroup")
+    if group is None:
+        return None
+    name = group.get("podGroupName") if isinstance(group, Mapping) else None
+    if not isinstance(name, str) or not name:
+        say(f"{where}: spec.schedulingGroup: names no podGroupName ({group!r}); the pod is grouped as if it had none")
+        return None
+    if annotations.get(L.IGNORE_WORKLOAD_API_ANNOTATION) == "true":
+        say(
+            f"{where}: spec.schedulingGroup.podGroupName {name!r} ignored "
+            f"({L.IGNORE_WORKLOAD_API_ANNOTATION}: true); the pod is grouped as KAI's pod grouper groups it"
+        )
+        return None
+    named = annotations.get(L.POD_GROUP_ANNOTATION)
+    if named and named != name:
+        say(
+            f"{where}: metadata.annotations.{L.POD_GROUP_ANNOTATION} {named!r} ignored: the pod joins the "
+            f"Workload API gang its spec.schedulingGroup names ({name!r})"
+        )
+    return name
