@@ -224,12 +224,15 @@ class JobSolver:
         pushed_key = {key: order.key_of(job) for key, job in acting.items()}
         left = Counter(job.queue for job in acting.values())
         # KAI walks every pending job in fair order and skips those it does not act on: they
-        # still decide which queue comes next. Pending jobs of other queues would only be popped
-        # and skipped, so only the queues involved are offered, from the action's sorted lists.
+        # still decide which queue comes next. A queue's next job also stands for its parent
+        # when the parent is compared with another queue, so every leaf under the same top-level
+        # queue as a job acted on is offered, jobs or not; the leaves under other top-level
+        # queues would only have their jobs popped and skipped, and are left out.
         lists = self.pending.by_queue()
-        for queue in left:
-            if queue in lists:
-                order.push_sorted(queue, lists[queue], lambda j: j.key not in interesting and j.has_pending())
+        tops = {queues.path(queue)[-1] for queue in left}
+        for queue, entries in lists.items():
+            if queues.has(queue) and queues.is_leaf(queue) and queues.path(queue)[-1] in tops:
+                order.push_sorted(queue, entries, lambda j: j.key not in interesting and j.has_pending())
         order.push_all(acting.values())
         placed_preemptor = False
 
