@@ -13,8 +13,11 @@ allocatable, labels and taints), and exactly which pods are evicted.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import random
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 from unittest import mock
@@ -32,6 +35,7 @@ from kai_ray.io.fields import parse_time
 from kai_ray.io.snapshot_loader import snapshot_from_documents
 from placement.placer import Mask
 from tests.oracle.harness import Oracle, OracleCrash, OracleTimeout
+from tests.oracle.kai_job_order import KaiHeapJobOrder
 from tests.oracle.manifests import Case, Doc
 
 Outcome = dict[str, Any]
@@ -192,6 +196,26 @@ def _department_parent(order: JobOrder, node: int) -> int:
     return parent if parent >= 0 and tree.is_leaf(node) else ROOT
 
 
+# Where kai-ray's actions make a job order.
+_JOB_ORDER_USERS = (
+    "coordinator.actions.allocate",
+    "coordinator.actions.solver",
+    "coordinator.actions.victim_search",
+    "coordinator.actions.victims",
+)
+
+
+@contextlib.contextmanager
+def _kai_heaps(map_seed: int = 0) -> Iterator[None]:
+    """Every job order kai-ray's actions make is KAI v0.12's heaps, its map walks drawn from one
+    seeded generator."""
+    maker = functools.partial(KaiHeapJobOrder, map_order=random.Random(map_seed))
+    with contextlib.ExitStack() as stack:
+        for module in _JOB_ORDER_USERS:
+            stack.enter_context(mock.patch(f"{module}.JobOrder", maker))
+        yield
+
+
 DELIBERATE: dict[str, Callable[[], AbstractContextManager[object]]] = {
     # KAI v0.12 puts every preemptible job of another queue in reclaim's victims queue and only
     # validates the pods it really evicts, so reclaim may move (re-place) pods of a queue within
@@ -219,6 +243,11 @@ DELIBERATE: dict[str, Callable[[], AbstractContextManager[object]]] = {
     "pipelined-fraction-books": lambda: mock.patch(
         "coordinator.actions.solver.JobSolver._feasible_rows", _feasible_by_kai_books
     ),
+    # KAI v0.12 orders departments by the queue on top of each department's heap, re-placed only
+    # when it comes up flagged, so a department can be judged by the queue it just served
+    # (``buildFuncOrderBetweenDepartmentsWithJobs`` in
+    # ``pkg/scheduler/actions/utils/job_order_by_queue.go``); kai-ray by its best queue.
+    "stale-department-heap": _kai_heaps,
 }
 
 
