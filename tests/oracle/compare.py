@@ -34,6 +34,7 @@ from kai_ray.io.config import config_from_mapping
 from kai_ray.io.fields import parse_time
 from kai_ray.io.snapshot_loader import snapshot_from_documents
 from placement.placer import Mask
+from placement.shapes import GPU
 from tests.oracle.harness import Oracle, OracleCrash, OracleTimeout
 from tests.oracle.kai_job_order import KaiHeapJobOrder
 from tests.oracle.manifests import Case, Doc
@@ -182,6 +183,11 @@ def _feasible_by_kai_books(solver: JobSolver, job: Job) -> Mask:
     the node stays a feasible node for GPU jobs after its last free GPU is taken this way."""
     rows = _FEASIBLE_ROWS(solver, job).copy()
     table = solver.state.table
+    if all(t.shape.wants_gpu for t in job.tasks):
+        # KAI's test is idle GPUs > 0 or releasing GPUs > 0, and it books a pod pipelined onto
+        # idle GPUs against releasing ones: the idle count stays, the releasing one goes below
+        # zero, and the node stays feasible though the pipelined pod took its last GPU.
+        rows |= table.present & (table.idle[:, GPU] > 0)
     for row in np.flatnonzero(table.present).tolist():
         if any(usage.waits_on_releasing_device for usage in table.groups[row].values()):
             rows[row] = True
@@ -237,10 +243,12 @@ DELIBERATE: dict[str, Callable[[], AbstractContextManager[object]]] = {
     # in one heap of departments and never compares the levels above them; kai-ray orders the
     # queue tree from its top, at any depth.
     "job-order-two-levels": lambda: mock.patch("coordinator.job_order.JobOrder._parent", _department_parent),
-    # KAI v0.12 takes a GPU opened by a pipelined fraction off the node's releasing GPUs, idle
-    # or not (``addSharedTaskResourcesPerPodGroup`` in
-    # ``pkg/scheduler/api/node_info/gpu_sharing_node_info.go``); kai-ray off the GPU it took.
-    "pipelined-fraction-books": lambda: mock.patch(
+    # KAI v0.12 takes what a pipelined pod holds off the node's releasing resources, idle or not
+    # (``addTaskResources`` in ``pkg/scheduler/api/node_info/node_info.go``; for a GPU a pipelined
+    # fraction opens, ``addSharedTaskResourcesPerPodGroup`` in ``gpu_sharing_node_info.go``), and
+    # keeps a node with idle or releasing GPUs among a GPU job's feasible nodes
+    # (``FeasibleNodesForJob``); kai-ray takes them off what they were.
+    "pipelined-books": lambda: mock.patch(
         "coordinator.actions.solver.JobSolver._feasible_rows", _feasible_by_kai_books
     ),
     # KAI v0.12 orders departments by the queue on top of each department's heap, re-placed only
