@@ -213,6 +213,10 @@ async def connect(kubeconfig: str | None = None, context: str | None = None) -> 
     missing or not one) is the user's to fix: it raises ``InputError`` with one line.
     """
     import yaml
+
+    from k8s_adapter import lazy_client
+
+    lazy_client.install()  # the client's names load as used: its models are most of a second
     from kubernetes_asyncio import client, config
     from kubernetes_asyncio.config.config_exception import ConfigException
 
