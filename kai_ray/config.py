@@ -231,6 +231,9 @@ class PluginConfig(BaseModel):
 
 
 LIVE_SESSION_BUDGET = 1.0  # seconds: sessionTimeBudget of `kai-ray run` and `up` when the config sets none
+# Seconds: the slowest round measured at 50,000 nodes (every row of a shard) takes under a second,
+# a frozen Ray node is found dead by Ray itself only after about a minute.
+DEFAULT_SHARD_ROUND_TIMEOUT = 10.0
 
 
 class SchedulerConfig(BaseModel):
@@ -267,6 +270,10 @@ class SchedulerConfig(BaseModel):
     # KAI's --mig-worker-node-label-key: the node label whose boolean value says whether a node is
     # MIG-enabled (without it, a node is MIG-enabled when it offers MIG profiles).
     migWorkerNodeLabelKey: str = L.MIG_ENABLED_NODE_LABEL  # noqa: N815
+    # Seconds a round waits for a shard actor's answer before taking it for lost and rebuilding it
+    # elsewhere (``kai_ray.app.actors.RayTransport``, which also grants batches that load a table
+    # and new actors more); 0: wait as long as Ray does. In-process shards never wait.
+    shardRoundTimeout: float = DEFAULT_SHARD_ROUND_TIMEOUT  # noqa: N815
 
     @field_validator("migWorkerNodeLabelKey")
     @classmethod
@@ -311,7 +318,13 @@ class SchedulerConfig(BaseModel):
             raise ValueError(f"must not be negative, got {value!r}")
         return seconds
 
-    @field_validator("defaultPreemptMinRuntime", "defaultReclaimMinRuntime", "victimSearchBackoff", mode="before")
+    @field_validator(
+        "defaultPreemptMinRuntime",
+        "defaultReclaimMinRuntime",
+        "victimSearchBackoff",
+        "shardRoundTimeout",
+        mode="before",
+    )
     @classmethod
     def _non_negative_duration(cls, value: Any) -> float:
         return _non_negative(value)
@@ -322,6 +335,11 @@ class SchedulerConfig(BaseModel):
         if isinstance(value, int) and value < 1:
             raise ValueError("must be at least 1")
         return value
+
+    @property
+    def shard_round_timeout(self) -> float | None:
+        """``shardRoundTimeout``, None for no limit."""
+        return self.shardRoundTimeout or None
 
     @property
     def effective_actions(self) -> tuple[ActionName, ...]:

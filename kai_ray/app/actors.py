@@ -1,12 +1,12 @@
 """Ray at the edges: the plain ``Shard`` and ``Coordinator`` classes as Ray actors.
 
 This is the only module that imports Ray. Every call's arguments and answer travel packed
-(``kai_ray.app.wire``). ``RayTransport`` delivers the shard client's
-batches to shard actors (every round is one ``ray.get`` per shard, all submitted at once)
-and reports an actor that died, or failed a batch, as ``ShardDown``; ``RemoteCoordinator``
-gives callers the same methods as ``Coordinator`` while the work happens in the
-coordinator actor, whose results come back as what changed since the last one
-(``coordinator.result_changes``), and replaces that actor when it dies.
+(``kai_ray.app.wire``). ``RayTransport`` delivers the shard client's batches to shard actors
+(every round is submitted to every shard at once, then awaited) and reports an actor that died,
+failed a batch or did not answer in time as ``ShardDown``; ``RemoteCoordinator`` gives callers
+the same methods as ``Coordinator`` while the work happens in the coordinator actor, whose
+results come back as what changed since the last one (``coordinator.result_changes``), and
+replaces that actor when it dies.
 
 Where actors run: Ray spreads the shard actors over the cluster's nodes. A new one (a
 replacement, or a shard added) avoids for a while the nodes where a shard actor was lost, since
@@ -18,6 +18,7 @@ nowhere else.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -27,9 +28,9 @@ from coordinator.coordinator import Coordinator
 from coordinator.replaceable import CoordinatorHost, HostGone, ReplaceableCoordinator
 from coordinator.shard_set import ShardSet
 from kai_ray.app.wire import pack, unpack
-from kai_ray.config import SchedulerConfig
+from kai_ray.config import DEFAULT_SHARD_ROUND_TIMEOUT, SchedulerConfig
 from placement.placer import PlacementPolicy
-from shards.protocol import Batch, BatchReply, ShardDown
+from shards.protocol import ApplyDeltas, Batch, BatchReply, HandOver, Load, ShardDown, TakeOver
 from shards.shard import Shard
 
 
@@ -70,10 +71,22 @@ NODE_ID_LABEL = "ray.io/node-id"
 # once it has missed its health checks (about 15 s with Ray's defaults for a node whose processes
 # died, measured); until then SPREAD still counts it alive, and an actor placed there waits for that
 # verdict and dies with it (6 and 12 s measured, the cycle blocked meanwhile). A node that went
-# silent is known lost here only through that verdict (a minute, measured), when Ray skips it
-# already. After this long the node is either known dead, and Ray skips it, or was fine all along
-# (the actor died for another reason) and takes shards again.
+# silent is known lost here once a round's timeout has passed (``answer_timeout``, at least 10 s by
+# default), and to Ray only a minute after it went (62-63 s measured): this outlasts the 50 s or
+# so between. After this long the node is either known dead, and Ray skips it, or was fine all
+# along (the actor died for another reason) and takes shards again.
 LOST_NODE_AVOIDANCE_SECONDS = 60.0
+# A round's answer is awaited ``shardRoundTimeout`` (10 s by default), where rounds take
+# milliseconds and the slowest measured at 50,000 nodes (every row of a shard) 0.6 s. Two kinds
+# of batch take longer and get more, so that a merely slow shard is not rebuilt, nor a rebuild
+# abandoned because it is big:
+# - one that fills or empties a table (a rebuild's ``Load``, a resize's ``HandOver`` and
+#   ``TakeOver``, changes that add nodes or pods): one more timeout per this many nodes, pods,
+#   devices and claims it moves. 50,000 nodes took 2-4 s to load in a shard actor on a busy 2-core
+#   machine, 25,000 1 s to hand over; this grants 60 s to the 50,000 (20 times that).
+# - the first batch to an actor that has not started yet (its process, its imports): one more timeout.
+# Scaled with the setting, so that whoever raises it for slow machines raises these too.
+TABLE_ITEMS_PER_EXTRA_TIMEOUT = 10_000
 
 
 class ShardActor(Shard):
@@ -104,12 +117,19 @@ class RayTransport:
 
     remote = True
 
-    def __init__(self, count: int, policy: PlacementPolicy, ttl: float = 30.0) -> None:
+    def __init__(
+        self,
+        count: int,
+        policy: PlacementPolicy,
+        ttl: float = 30.0,
+        round_timeout: float | None = DEFAULT_SHARD_ROUND_TIMEOUT,
+    ) -> None:
         import ray
 
         self._actor = ray.remote(num_cpus=SHARD_ACTOR_CPUS)(ShardActor)
         self._policy = policy
         self._ttl = ttl
+        self.round_timeout = round_timeout  # None: wait for an answer as long as Ray does
         # This process's node is alive while it runs: never avoided, so a new shard always has a place.
         self._home = ray.get_runtime_context().get_node_id()
         self._lost_on: dict[str, float] = {}  # Ray node -> when a shard actor on it stopped answering
@@ -187,16 +207,31 @@ class RayTransport:
         return sorted(self.handles)
 
     def wait_ready(self) -> None:
-        """Block until every shard actor has started and answered once (actors start lazily)."""
-        self.exchange({sid: Batch(0, ()) for sid in self.shard_ids()})
+        """Block until every shard actor has started (actors start lazily), however long that takes:
+        no cycle waits yet, and a round's timeout would take an actor slow to start for a lost one."""
+        self.ray_nodes()
 
     def exchange(self, batches: Mapping[int, Batch]) -> dict[int, BatchReply | ShardDown]:
+        """Every batch submitted, then every answer awaited until its deadline (``answer_timeout``).
+        An actor that has not answered by then is taken for lost, as one whose process died: a
+        node that went silent closes no connection, and Ray would find it dead only after its
+        health checks, about a minute, with the cycle blocked meanwhile; an actor that cannot be
+        placed anywhere would block it for good."""
         import ray
         from ray.exceptions import RayActorError, RayError
 
+        timeout = self.round_timeout
+        allowed = {sid: answer_timeout(timeout, batch, self._starting(sid)) for sid, batch in batches.items()}
         refs = {sid: self.handles[sid].handle_packed.remote(pack(batch)) for sid, batch in batches.items()}
+        late = _unanswered_by_deadline(refs, allowed)
         out: dict[int, BatchReply | ShardDown] = {}
         for sid, ref in refs.items():
+            if sid in late:
+                self._lost(sid)
+                # Killed now: should it wake up, it must not go on beside its replacement.
+                ray.kill(self.handles[sid], no_restart=True)
+                out[sid] = ShardDown(sid, f"no answer in {allowed[sid]:g} s")
+                continue
             try:
                 out[sid] = unpack(ray.get(ref))
             except RayActorError as error:  # the actor's process is gone, or unreachable
@@ -205,6 +240,13 @@ class RayTransport:
             except RayError as error:  # the batch raised inside the actor: its state is suspect
                 out[sid] = ShardDown(sid, f"{type(error).__name__}: {str(error).splitlines()[0]}")
         return out
+
+    def _starting(self, shard_id: int) -> bool:
+        """The shard's actor has not answered yet: its process may still be starting."""
+        import ray
+
+        answer = self._node_answers.get(shard_id)
+        return answer is None or not ray.wait([answer], timeout=0)[0]
 
     def replace(self, shard_id: int) -> None:
         import ray
@@ -224,6 +266,57 @@ class RayTransport:
         self._node_answers.pop(shard_id, None)
 
 
+def answer_timeout(timeout: float | None, batch: Batch, starting: bool) -> float | None:
+    """How long to wait for a shard actor's answer to ``batch`` (None: no limit); ``starting``: the
+    actor has not answered anything yet. See ``TABLE_ITEMS_PER_EXTRA_TIMEOUT``."""
+    if timeout is None:
+        return None
+    return timeout * (1 + int(starting) + table_items(batch) / TABLE_ITEMS_PER_EXTRA_TIMEOUT)
+
+
+def table_items(batch: Batch) -> int:
+    """The nodes, pods, devices and claims that ``batch`` adds to its shard's tables, or takes
+    out of them for another shard."""
+    items = 0
+    for request in batch.requests:
+        if isinstance(request, Load):
+            items += len(request.nodes) + len(request.pods) + len(request.devices) + len(request.claims)
+        elif isinstance(request, ApplyDeltas):
+            deltas = request.deltas
+            items += len(deltas.nodes_upserted) + len(deltas.pods_upserted) + len(deltas.devices) + len(deltas.claims)
+        elif isinstance(request, HandOver):  # the rows leave in the answer
+            items += len(request.names)
+        elif isinstance(request, TakeOver):
+            items += len(request.handover.rows.names) + len(request.handover.holdings)
+    return items
+
+
+def _unanswered_by_deadline(refs: Mapping[int, Any], allowed: Mapping[int, float | None]) -> set[int]:
+    """Wait for every answer in ``refs`` (shard -> Ray object ref) until each one's deadline,
+    ``allowed[shard]`` seconds from now (None: none); the shards that had not answered by theirs.
+    An actor that died counts as answered: getting its answer raises."""
+    import ray
+
+    started = time.monotonic()
+    deadlines = {sid: math.inf if (wait := allowed[sid]) is None else started + wait for sid in refs}
+    waiting = dict(refs)
+    late: set[int] = set()
+    while waiting:
+        now = time.monotonic()
+        for sid in [sid for sid in waiting if deadlines[sid] <= now]:
+            late.add(sid)
+            del waiting[sid]
+        if not waiting:
+            break
+        soonest = min(deadlines[sid] for sid in waiting)
+        ready, _ = ray.wait(
+            list(waiting.values()), num_returns=len(waiting), timeout=None if soonest == math.inf else soonest - now
+        )
+        answered = set(ready)
+        waiting = {sid: ref for sid, ref in waiting.items() if ref not in answered}
+    return late
+
+
 def _not_on(nodes: list[str]) -> dict[str, str]:
     """A label selector that matches every node but ``nodes``."""
     return {NODE_ID_LABEL: f"!in({','.join(nodes)})"}
@@ -237,7 +330,7 @@ def on_ray_actors(config: SchedulerConfig, shards: int) -> Iterator[Coordinator]
 
     started = not ray.is_initialized()
     ensure_ray()
-    transport = RayTransport(shards, PlacementPolicy.of(config))
+    transport = RayTransport(shards, PlacementPolicy.of(config), round_timeout=config.shard_round_timeout)
     try:
         transport.wait_ready()
         yield Coordinator(config, ShardSet(transport))
@@ -256,7 +349,7 @@ class _CoordinatorHost(CoordinatorHost):
         from kai_ray.app.runtime import tune_gc_for_long_runs
 
         tune_gc_for_long_runs()  # this actor's process keeps the coordinator for its lifetime
-        self._transport = RayTransport(shards, PlacementPolicy.of(config))
+        self._transport = RayTransport(shards, PlacementPolicy.of(config), round_timeout=config.shard_round_timeout)
         super().__init__(Coordinator(config, ShardSet(self._transport)))
 
     def ray_nodes(self) -> tuple[str, dict[int, str]]:

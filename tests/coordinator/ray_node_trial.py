@@ -1,11 +1,13 @@
 """A Ray node lost in the middle of a cycle, on a Ray cluster of three nodes started on this machine
 (``ray.cluster_utils.Cluster``: a head, where this process is the driver, and two workers).
 
-Run as ``python -m tests.coordinator.ray_node_trial REPORT.json``, in a process of its own: the
-driver joins the cluster as ``kai-ray run`` joins one (``ensure_ray`` with an address), which a
-test process that already runs the suite's local Ray instance could not do. It writes what it
-saw to REPORT.json; ``test_ray_node_loss`` asserts on it. With ``--freeze`` the node is frozen
-instead (see 2.), a measurement by hand: about a minute with Ray's defaults.
+Run as ``python -m tests.coordinator.ray_node_trial [--freeze] [--round-timeout=SECONDS]
+REPORT.json``, in a process of its own: the driver joins the cluster as ``kai-ray run`` joins one
+(``ensure_ray`` with an address), which a test process that already runs the suite's local Ray
+instance could not do. It writes what it saw to REPORT.json; ``test_ray_node_loss`` asserts on it.
+With ``--freeze`` the node is frozen instead of killed (see 2.). ``--round-timeout`` is the shard
+actors' ``shardRoundTimeout`` (the config's default unless given; 0: none, so that a frozen node
+is found only by Ray's health checks, about a minute).
 
 What it does:
 
@@ -19,7 +21,8 @@ What it does:
    and the cycle fails. Killed processes on one machine close their connections, so that
    exchange learns it at once; a machine that loses power or its network says nothing, which
    ``--freeze`` stands in for: the node's processes are stopped (SIGSTOP), and the exchange
-   waits until Ray's health checks declare the node dead.
+   waits until the round's timeout has passed (without one, until Ray's health checks declare
+   the node dead). The stopped processes are killed when the trial ends.
 3. Once the replacement has answered, while Ray still counts the dead node alive, three more
    shard actors are made as probes: SPREAD walks every node Ray counts alive in turn, so one of
    them, or the replacement, would land on the dead node unless new shards avoid it.
@@ -65,8 +68,8 @@ class NodeKillingTransport(RayTransport):
     """Two shard actors on the cluster; kills the worker node of one of them after the
     ``KILL_AT_ROUND``-th exchange that places and holds, and records what follows."""
 
-    def __init__(self, cluster: Cluster, workers: list[RayNode], freeze: bool = False) -> None:
-        super().__init__(2, PlacementPolicy.of(config()))
+    def __init__(self, cluster: Cluster, workers: list[RayNode], freeze: bool, round_timeout: float | None) -> None:
+        super().__init__(2, PlacementPolicy.of(config()), round_timeout=round_timeout)
         self.cluster, self.workers = cluster, workers
         self.freeze = freeze
         self.frozen: list[psutil.Process] = []  # killed by ``release``
@@ -177,7 +180,7 @@ def _node_of() -> str:
     return str(ray.get_runtime_context().get_node_id())
 
 
-def node_loss_trial(freeze: bool = False) -> dict[str, Any]:
+def node_loss_trial(freeze: bool = False, round_timeout: float | None = config().shard_round_timeout) -> dict[str, Any]:
     started = time.monotonic()
     transport: NodeKillingTransport | None = None
     cluster = Cluster(
@@ -196,7 +199,7 @@ def node_loss_trial(freeze: bool = False) -> dict[str, Any]:
         remote.close()
 
         trial_started = time.monotonic()
-        transport = NodeKillingTransport(cluster, workers, freeze)
+        transport = NodeKillingTransport(cluster, workers, freeze, round_timeout)
         report = fault_trials.shard_trial(SEED, lambda: transport, dict, reference=in_process_coordinator(config(), 2))
         out["trial_seconds"] = time.monotonic() - trial_started
         out["report"] = dataclasses.asdict(report)
@@ -210,6 +213,7 @@ def node_loss_trial(freeze: bool = False) -> dict[str, Any]:
         out["down_after_seconds"], out["down_why"] = transport.down_after, transport.down_why
         out["exchanges_after_kill"], out["down_in"] = transport.exchanges_after_kill, transport.down_in
         out["back_after_seconds"] = transport.back_after
+        out["round_timeout"] = round_timeout
         return out
     finally:
         if transport is not None:
@@ -218,7 +222,12 @@ def node_loss_trial(freeze: bool = False) -> dict[str, Any]:
         cluster.shutdown()  # type: ignore[no-untyped-call]
 
 
+def _round_timeout(args: list[str]) -> float | None:
+    given = [arg.removeprefix("--round-timeout=") for arg in args if arg.startswith("--round-timeout=")]
+    return (float(given[-1]) or None) if given else config().shard_round_timeout
+
+
 if __name__ == "__main__":
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    result = node_loss_trial(freeze="--freeze" in sys.argv[1:])
+    result = node_loss_trial(freeze="--freeze" in sys.argv[1:], round_timeout=_round_timeout(sys.argv[1:-1]))
     Path(sys.argv[-1]).write_text(json.dumps(result, indent=1, sort_keys=True))
