@@ -27,10 +27,11 @@ from typing import Any
 from coordinator.coordinator import Coordinator
 from coordinator.replaceable import CoordinatorHost, HostGone, ReplaceableCoordinator
 from coordinator.shard_set import ShardSet
+from kai_ray.app.round_timeout import answer_timeout
 from kai_ray.app.wire import pack, unpack
 from kai_ray.config import DEFAULT_SHARD_ROUND_TIMEOUT, SchedulerConfig
 from placement.placer import PlacementPolicy
-from shards.protocol import ApplyDeltas, Batch, BatchReply, HandOver, Load, ShardDown, TakeOver
+from shards.protocol import Batch, BatchReply, ShardDown
 from shards.shard import Shard
 
 
@@ -71,22 +72,11 @@ NODE_ID_LABEL = "ray.io/node-id"
 # once it has missed its health checks (about 15 s with Ray's defaults for a node whose processes
 # died, measured); until then SPREAD still counts it alive, and an actor placed there waits for that
 # verdict and dies with it (6 and 12 s measured, the cycle blocked meanwhile). A node that went
-# silent is known lost here once a round's timeout has passed (``answer_timeout``, at least 10 s by
+# silent is known lost here once a round's timeout has passed (``round_timeout.answer_timeout``, at least 10 s by
 # default), and to Ray only a minute after it went (62-63 s measured): this outlasts the 50 s or
 # so between. After this long the node is either known dead, and Ray skips it, or was fine all
 # along (the actor died for another reason) and takes shards again.
 LOST_NODE_AVOIDANCE_SECONDS = 60.0
-# A round's answer is awaited ``shardRoundTimeout`` (10 s by default), where rounds take
-# milliseconds and the slowest measured at 50,000 nodes (every row of a shard) 0.6 s. Two kinds
-# of batch take longer and get more, so that a merely slow shard is not rebuilt, nor a rebuild
-# abandoned because it is big:
-# - one that fills or empties a table (a rebuild's ``Load``, a resize's ``HandOver`` and
-#   ``TakeOver``, changes that add nodes or pods): one more timeout per this many nodes, pods,
-#   devices and claims it moves. 50,000 nodes took 2-4 s to load in a shard actor on a busy 2-core
-#   machine, 25,000 1 s to hand over; this grants 60 s to the 50,000 (20 times that).
-# - the first batch to an actor that has not started yet (its process, its imports): one more timeout.
-# Scaled with the setting, so that whoever raises it for slow machines raises these too.
-TABLE_ITEMS_PER_EXTRA_TIMEOUT = 10_000
 
 
 class ShardActor(Shard):
@@ -264,31 +254,6 @@ class RayTransport:
 
         ray.kill(self.handles.pop(shard_id))
         self._node_answers.pop(shard_id, None)
-
-
-def answer_timeout(timeout: float | None, batch: Batch, starting: bool) -> float | None:
-    """How long to wait for a shard actor's answer to ``batch`` (None: no limit); ``starting``: the
-    actor has not answered anything yet. See ``TABLE_ITEMS_PER_EXTRA_TIMEOUT``."""
-    if timeout is None:
-        return None
-    return timeout * (1 + int(starting) + table_items(batch) / TABLE_ITEMS_PER_EXTRA_TIMEOUT)
-
-
-def table_items(batch: Batch) -> int:
-    """The nodes, pods, devices and claims that ``batch`` adds to its shard's tables, or takes
-    out of them for another shard."""
-    items = 0
-    for request in batch.requests:
-        if isinstance(request, Load):
-            items += len(request.nodes) + len(request.pods) + len(request.devices) + len(request.claims)
-        elif isinstance(request, ApplyDeltas):
-            deltas = request.deltas
-            items += len(deltas.nodes_upserted) + len(deltas.pods_upserted) + len(deltas.devices) + len(deltas.claims)
-        elif isinstance(request, HandOver):  # the rows leave in the answer
-            items += len(request.names)
-        elif isinstance(request, TakeOver):
-            items += len(request.handover.rows.names) + len(request.handover.holdings)
-    return items
 
 
 def _unanswered_by_deadline(refs: Mapping[int, Any], allowed: Mapping[int, float | None]) -> set[int]:

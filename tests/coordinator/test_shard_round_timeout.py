@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from kai_ray.app.actors import TABLE_ITEMS_PER_EXTRA_TIMEOUT, answer_timeout, table_items
+from kai_ray.app.round_timeout import TABLE_ITEMS_PER_EXTRA_TIMEOUT, answer_timeout, table_items
 from kai_ray.io.config import config_from_mapping
 from kai_ray.model import Pod, ResourceVector
 from placement.placer import PlacementPolicy
