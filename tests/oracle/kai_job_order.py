@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from coordinator.job_order import ROOT, Entry, JobOrder, OrderArgs, RequestOf
+from coordinator.job_order import ROOT, Entry, JobOrder, OrderArgs
 from coordinator.jobs import Job
-from coordinator.plugins import KAI_KEYS, JobKeys
-from coordinator.queue_state import QueueState
 
 T = TypeVar("T")
 
@@ -93,17 +91,8 @@ class KaiHeapJobOrder(JobOrder):
     """``JobOrder``'s interface over KAI v0.12's heaps. Jobs pushed before the first ``pop`` or
     ``empty`` are KAI's ``InitializeWithJobs``; later pushes are its ``PushJob``."""
 
-    def __init__(
-        self,
-        queues: QueueState,
-        request_of: RequestOf,
-        victims: bool = False,
-        allocated_of: RequestOf | None = None,
-        keys: JobKeys = KAI_KEYS,
-        *,
-        map_order: random.Random,
-    ) -> None:
-        super().__init__(queues, request_of, victims, allocated_of, keys)
+    def __init__(self, *args: Any, map_order: random.Random, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # JobOrder's own parameters, as its callers pass them
         self._map_order = map_order
         self._built = False
         self._queue_jobs: dict[int, GoHeap[Job]] = {}  # leaf -> its jobs
