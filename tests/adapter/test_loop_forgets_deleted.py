@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
+from coordinator.replaceable import CoordinatorHost, ReplaceableCoordinator
 from k8s_adapter.cache import ClusterCache
 from k8s_adapter.leader import Leadership
 from k8s_adapter.runner import CoordinatorLike, SchedulerLoop
 from kai_ray.app.runtime import in_process_coordinator
+from kai_ray.app.wire import pack, unpack
 from kai_ray.config import SchedulerConfig
 from tests.adapter.conftest import Env, dev_env, pod, pod_group, queue, running, until
 
@@ -59,9 +61,25 @@ def _attributes(obj: object) -> Iterator[tuple[str, Any]]:
                 yield name, getattr(obj, name)
 
 
+class _PackedLink:
+    """A coordinator host in this process, every call packed as to a Ray actor: the loop's side of
+    a remote coordinator (what it keeps to rebuild a lost one, the results it holds) is the
+    scheduler process's, as with ``kai-ray run --shards 2``."""
+
+    def __init__(self, shards: int) -> None:
+        self.host = CoordinatorHost(in_process_coordinator(CONFIG, shards))
+
+    def call(self, method: str, *args: Any) -> Any:
+        return unpack(pack(getattr(self.host, method)(*unpack(pack(args)))))
+
+    def close(self) -> None:
+        pass
+
+
 CONFIG = SchedulerConfig.model_validate({"kValue": 0})
 COORDINATORS: dict[str, Callable[[int], CoordinatorLike]] = {
     "in-process": lambda _nodes: in_process_coordinator(CONFIG),
+    "replaceable": lambda _nodes: ReplaceableCoordinator(_PackedLink, 2),
 }
 
 
