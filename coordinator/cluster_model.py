@@ -57,7 +57,10 @@ class ChangeLog:
 
 
 class ClusterModel:
-    def __init__(self) -> None:
+    def __init__(self, change_log: bool = True) -> None:
+        """``change_log`` off: a model no session reads (a copy kept to rebuild a coordinator from)
+        keeps no log of the keys written; nothing would take it, and it held thousands of deleted
+        pods' names until it overflowed."""
         self.assumed: dict[str, Pod] = {}  # bound by us, not yet seen bound by the watch
         self.nodes: dict[str, Node] = {}
         self.pods: dict[str, Pod] = {}
@@ -75,6 +78,7 @@ class ClusterModel:
         self.dra = DraModel()  # ResourceSlices, DeviceClasses, ResourceClaims
         self.assumed_claims: dict[str, tuple[str, ...]] = {}  # pod -> claims its committed bind allocated
         self._changes = ChangeLog()
+        self._change_log = change_log
         self.claiming_pods: set[str] = set()  # pods that ask for ResourceClaims
 
     @property
@@ -86,13 +90,15 @@ class ClusterModel:
         """The pods and pod groups written since the last call (None: too many to list, read
         everything), and a fresh log. The model has one such reader."""
         changes, self._changes = self._changes, ChangeLog()
-        return None if changes.overflowed else changes
+        return None if changes.overflowed or not self._change_log else changes
 
     def _pod_written(self, key: str) -> None:
-        self._changes.note(self._changes.pods, key, self._log_limit())
+        if self._change_log:
+            self._changes.note(self._changes.pods, key, self._log_limit())
 
     def _group_written(self, key: str) -> None:
-        self._changes.note(self._changes.groups, key, self._log_limit())
+        if self._change_log:
+            self._changes.note(self._changes.groups, key, self._log_limit())
 
     def _log_limit(self) -> int:
         return 10_000 + 2 * (len(self.pods) + len(self.pod_groups))

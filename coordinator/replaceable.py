@@ -92,7 +92,7 @@ class ReplaceableCoordinator:
 
     def __init__(self, start: Callable[[int], HostLink], shards: int) -> None:
         self._start_link, self._shards = start, shards
-        self.model = ClusterModel()  # what the host was told, to rebuild a lost one from
+        self.model = ClusterModel(change_log=False)  # what the host was told, to rebuild a lost one from
         self._link: HostLink | None = None
         self._results = ResultReceiver()
         self._start()

@@ -129,6 +129,7 @@ class SchedulerLoop:
         self._next_reservation_sweep = 0.0
         self.evictor = Evictor(api, mode=eviction_mode, mark=mark_disruption_target)
         self.status = StatusWriter(api, component=cache.scheduler_name)
+        cache.listeners.append(self.status.on_watch_event)
         self.evictions = EvictSender(self.evictor, self.status, cache, self.metrics)
         self.bind_backoff = bind_backoff or BindBackoff()
         self.clocks = JobClockWriter(api)

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from k8s_adapter import messages as M
-from k8s_adapter.api import KubeApi, KubeError
+from k8s_adapter.api import JSON, KubeApi, KubeError
 from k8s_adapter.events import EventRecorder, ObjectRef
-from k8s_adapter.kinds import POD_GROUPS, PODS, QUEUES
+from k8s_adapter.kinds import POD_GROUPS, PODS, QUEUES, Kind
 from k8s_adapter.resource_status import pod_group_figures, queue_status
 
 if TYPE_CHECKING:
@@ -208,6 +208,16 @@ class StatusWriter:
         ]:
             del self._resources[(kind, key)]
         self.events.prune()
+
+    def on_watch_event(self, kind: Kind, event: str, obj: JSON) -> None:
+        """A cache listener: a deleted object's Event situations go with it. Its uid is never
+        used again, so no Event could be aggregated onto them any more; kept until the recorder's
+        prune (ten minutes unseen), every bound pod's ``Scheduled`` stayed that long, thousands at
+        a few short jobs a second."""
+        meta = obj.get("metadata") or {}
+        if event == "DELETED" and meta.get("uid"):
+            namespace = str(meta.get("namespace") or "")
+            self.events.forget(ObjectRef(kind.name, kind.version, namespace, str(meta.get("name")), str(meta["uid"])))
 
     # ------------------------------------------------------------------ writes
     def _report(self, work: list[Awaitable[None]], ref: ObjectRef, type_: str, reason: str, message: str) -> None:

@@ -11,6 +11,7 @@ a process whose second half grows as much as its first is not bounded.
 
     python -m loadtests.long_run --minutes 60             # the hour the issue asks for
     python -m loadtests.long_run --minutes 3 --sample 20  # a smoke run
+    python -m loadtests.long_run --minutes 20 --trace 4   # where this process's memory goes
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from kai_ray.config import SchedulerConfig
 from loadtests.dev_cluster_run import dev_cluster, scheduling
 from loadtests.devcluster_storm import QUEUES, queue_object
 from loadtests.kwok_driver import NAMESPACE, job_objects
+from loadtests.memory_trace import MemoryTrace
 
 JOB_SECONDS = 5  # the dev cluster's kubelet ends each job's pod this long after it starts
 
@@ -116,9 +118,12 @@ async def _churn(api: KubeApi, samples: Samples, until: float, jobs_per_second: 
         await asyncio.sleep(1 / jobs_per_second)
 
 
-async def run(minutes: float, sample_seconds: float, nodes: int, jobs_per_second: float) -> Samples:
+async def run(
+    minutes: float, sample_seconds: float, nodes: int, jobs_per_second: float, trace: MemoryTrace | None = None
+) -> Samples:
     config = SchedulerConfig().for_live_loop()
     samples = Samples()
+    next_trace = time.monotonic() + 2 * sample_seconds  # tracing starts once Ray and the loop are warm
     async with (
         dev_cluster(nodes) as kubeconfig,
         scheduling(kubeconfig, config.schedulerName, lambda n: make_coordinator(config, n, 2), 1.0) as (api, _),
@@ -132,8 +137,15 @@ async def run(minutes: float, sample_seconds: float, nodes: int, jobs_per_second
             await asyncio.sleep(sample_seconds)  # the first sample once Ray and the actors are up
             samples.take(_processes(server_pid))
             print(json.dumps({k: round(v[-1][1], 1) for k, v in samples.rss_mib.items()}), flush=True)
+            if trace is not None and time.monotonic() >= next_trace:
+                if not trace.snapshots:
+                    trace.start()
+                next_trace = time.monotonic() + trace.every_seconds
+                print(f"{trace.line(trace.take())}, jobs created {samples.created:,}", flush=True)
         await churn
         samples.take(_processes(server_pid))
+        if trace is not None:
+            trace.take()
     return samples
 
 
@@ -144,10 +156,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=50)
     parser.add_argument("--rate", type=float, default=5.0, help="jobs created per second")
     parser.add_argument("--out", type=Path, help="write the samples as JSON here")
+    parser.add_argument(
+        "--trace",
+        type=float,
+        metavar="MINUTES",
+        help="trace this process's allocations (slower): a snapshot every MINUTES, and at the end what grew "
+        "between the second snapshot and the last, the driver's apart from the loop's",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    samples = asyncio.run(run(args.minutes, args.sample, args.nodes, args.rate))
+    trace = None
+    if args.trace:
+        trace = MemoryTrace(args.trace * 60, driver=[_churn, Samples.take])
+    samples = asyncio.run(run(args.minutes, args.sample, args.nodes, args.rate, trace))
     print(samples.report())
+    if trace is not None:
+        print(trace.report())
     if args.out:
         args.out.write_text(json.dumps({k: v for k, v in samples.rss_mib.items()}, indent=1))
     return 0
