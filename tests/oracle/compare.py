@@ -178,16 +178,14 @@ _FEASIBLE_ROWS = JobSolver._feasible_rows
 
 
 def _feasible_by_kai_books(solver: JobSolver, job: Job) -> Mask:
-    """KAI books a pipelined fraction that opens a GPU group against the node's releasing GPUs
-    even when the GPU was idle: its idle count stays above zero (and releasing goes below), so
-    the node stays a feasible node for GPU jobs after its last free GPU is taken this way."""
+    """KAI books a pipelined pod against the node's releasing resources even where idle ones
+    took it, whole GPUs and a GPU a pipelined fraction opens alike: the idle count stays above
+    zero (and releasing goes below), and KAI's test, idle GPUs > 0 or releasing GPUs > 0, keeps
+    the node feasible for GPU jobs after its last free GPU was taken this way."""
     rows = _FEASIBLE_ROWS(solver, job).copy()
     table = solver.state.table
     if all(t.shape.wants_gpu for t in job.tasks):
-        # KAI's test is idle GPUs > 0 or releasing GPUs > 0, and it books a pod pipelined onto
-        # idle GPUs against releasing ones: the idle count stays, the releasing one goes below
-        # zero, and the node stays feasible though the pipelined pod took its last GPU.
-        rows |= table.present & (table.idle[:, GPU] > 0)
+        rows |= table.present & (table.idle[:, GPU] > 0)  # whole GPUs: idle is never lowered by a pipelined pod
     for row in np.flatnonzero(table.present).tolist():
         if any(usage.waits_on_releasing_device for usage in table.groups[row].values()):
             rows[row] = True
