@@ -100,18 +100,20 @@ class DraModel:
         )
         return DraObjects(tuple(self.slices.values()), tuple(self.classes.values()), claims)
 
-    def devices_of(self, node: str) -> tuple[Device, ...]:
-        return tuple(d for s in self.slices.values() if s.node == node for d in s.devices)
+    def devices_on(self, nodes: set[str]) -> dict[str, list[Device]]:
+        """Each of ``nodes``' devices, in slice order, from one pass over the slices: a pass per
+        node made loading a cluster quadratic (about 8 minutes at 50,000 nodes, 25,000 slices)."""
+        by_node: dict[str, list[Device]] = {}
+        for item in self.slices.values():
+            if item.node in nodes:
+                by_node.setdefault(item.node, []).extend(item.devices)
+        return by_node
 
     # ------------------------------------------------------------------ to the shards
     def state_of(self, nodes: set[str]) -> tuple[list[NodeDevices], list[ClaimHold]]:
         """Every device list and claim hold a shard owning ``nodes`` must have (a shard rebuilt
         from the model after it died): not what changed, all of it."""
-        by_node: dict[str, list[Device]] = {}
-        for item in self.slices.values():
-            if item.node in nodes:
-                by_node.setdefault(item.node, []).extend(item.devices)
-        devices = [(node, tuple(listed)) for node, listed in sorted(by_node.items())]
+        devices = [(node, tuple(listed)) for node, listed in sorted(self.devices_on(nodes).items())]
         holds: list[ClaimHold] = []
         for key in sorted(self.claims.keys() | self.assumed.keys()):
             allocation = self.allocation(key)
@@ -121,7 +123,9 @@ class DraModel:
 
     def take_updates(self, known_nodes: set[str]) -> tuple[list[NodeDevices], list[ClaimHold]]:
         """Device lists of changed nodes and claim holds that changed, for nodes that exist."""
-        devices = [(n, self.devices_of(n)) for n in sorted(self._dirty_nodes) if n in known_nodes]
+        changed = self._dirty_nodes & known_nodes
+        listed = self.devices_on(changed)
+        devices = [(n, tuple(listed.get(n, ()))) for n in sorted(changed)]
         self._dirty_nodes -= known_nodes
         holds: list[ClaimHold] = []
         for key in sorted(self._dirty_claims):

@@ -135,9 +135,14 @@ def _claim(name: str, count: int, selectors: tuple[str, ...], owner: str | None)
     return ResourceClaim(NS, name, f"uid-{name}", (request,), labels=labels, owner_pod=owner)
 
 
-def drive(system: str, coordinator: Coordinator, load: DraWorkload) -> tuple[BenchRow, dict[str, Decision]]:
+def drive(
+    system: str, coordinator: Coordinator, load: DraWorkload, measuring: Callable[[], None] = lambda: None
+) -> tuple[BenchRow, dict[str, Decision]]:
+    """Load the cluster, then one timed cycle per wave; ``measuring`` is called between the two
+    (a caller's meters start there)."""
     SELECTORS.forget()  # every system evaluates the CEL selectors from a cold cache
     coordinator.apply(load.cluster)
+    measuring()
     decided: dict[str, Decision] = {}
     cycles: list[float] = []
     now = 1_000.0

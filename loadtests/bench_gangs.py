@@ -87,13 +87,16 @@ class GangRun:
     shard_cpu: float = 0.0  # what the shards report for them
 
 
-def drive(coordinator: Coordinator, shards: TimedShardSet, workload: GangWorkload) -> GangRun:
-    """Feed the cluster, then one cycle per wave of gangs (plus a few to retry refused commits)."""
+def drive(
+    coordinator: Coordinator, shards: TimedShardSet, workload: GangWorkload, measuring: Callable[[], None] = fresh_heap
+) -> GangRun:
+    """Feed the cluster, then one cycle per wave of gangs (plus a few to retry refused commits);
+    ``measuring`` is called between the two (it collects garbage, or also starts a caller's meters)."""
     run = GangRun()
     started = time.perf_counter()
     coordinator.apply(workload.cluster)
     run.apply_seconds += time.perf_counter() - started
-    fresh_heap()
+    measuring()
     first_seen: dict[str, float] = {}
     now = 1_000.0
     waves = list(workload.waves) + [None] * MAX_EXTRA_CYCLES
@@ -131,8 +134,14 @@ def _record(run: GangRun, result: CycleResult, committed_at: float, first_seen: 
         run.gang_latency.setdefault(gang, committed_at - first_seen[gang])
 
 
-def measure(system: str, coordinator: Coordinator, shards: TimedShardSet, workload: GangWorkload) -> GangRow:
-    run = drive(coordinator, shards, workload)
+def measure(
+    system: str,
+    coordinator: Coordinator,
+    shards: TimedShardSet,
+    workload: GangWorkload,
+    measuring: Callable[[], None] = fresh_heap,
+) -> GangRow:
+    run = drive(coordinator, shards, workload, measuring)
     cpu, shard_cpu = run.cpu, run.shard_cpu
     partial = sum(1 for n in run.binds_per_gang.values() if n != workload.pods_per_gang)
     unplaced = workload.gangs - len(run.gang_latency)

@@ -175,12 +175,15 @@ def _queue(name: str, parent: str, quota: int, limit: int, weight: int, created:
 Outcome = tuple[dict[str, tuple[str, str | None]], list[tuple[str, str, str | None]]]
 
 
-def drive(system: str, coordinator: Coordinator, workload: ContentionWorkload) -> tuple[BenchRow, Outcome]:
-    """Load the full cluster, then time one session over the contending jobs."""
+def drive(
+    system: str, coordinator: Coordinator, workload: ContentionWorkload, measuring: Callable[[], None] = fresh_heap
+) -> tuple[BenchRow, Outcome]:
+    """Load the full cluster, then time one session over the contending jobs (``measuring`` is
+    called just before the clock starts: it collects garbage, or also starts a caller's meters)."""
     coordinator.apply(workload.cluster)
     coordinator.shards.flush()
     coordinator.cycle(500.0, ("allocate",))  # the running jobs settle in; nothing pending yet
-    fresh_heap()
+    measuring()
     started = time.perf_counter()
     cpu_started = time.process_time()
     coordinator.apply(workload.pending)
