@@ -25,6 +25,7 @@ import numpy.typing as npt
 from kai_ray.model import Device
 from placement.dra_cel import SELECTORS
 from placement.dra_demand import ClaimSpec, RequestSpec
+from placement.dra_fit_classes import FREE, HELD, RELEASING, FitClasses, Layout, Taken
 
 SEARCH_STEPS = 5_000  # choices tried per (node, pod) before the search gives up
 Mask = npt.NDArray[np.bool_]
@@ -46,13 +47,18 @@ class DeviceBook:
         self.claims: dict[str, Held] = {}  # claim key -> what it holds
         self.users: dict[str, set[str]] = {}  # claim key -> pods using it (sessions only)
         self.overrides: dict[str, tuple[bool, str | None]] = {}  # sessions: claims (de)allocated in them
-        self.releasing: dict[str, int] = {}  # sessions: devices freed by evictions, still in use until the pods go
+        # sessions: devices freed by evictions, still in use until the pods go; changed only
+        # with a release or take of the same devices, which make their row's class be worked out again
+        self.releasing: dict[str, int] = {}
         self.payer: dict[str, str] = {}  # sessions: the pod a claim's GPUs are charged to (one per claim)
         self.claim_gpus: dict[str, float] = {}  # sessions: GPUs each claim counts toward its queue
         self.selectors = SELECTORS
         self.on_change = on_change
-        self.row_version: dict[int, int] = {}  # moves with every change to a row's devices or holders
-        self._fits: dict[tuple[tuple[ClaimSpec, ...], int], tuple[int, bool]] = {}
+        # Nodes that look alike share verdicts (``dra_fit_classes``): the classes are shared with
+        # every copy, each book knows its own rows' layout and, once asked, class.
+        self.fit_classes = FitClasses()
+        self._layout: dict[int, Layout] = {}  # row -> its devices' kinds, in key order
+        self._class_of: dict[int, int] = {}  # row -> its class, until the row changes
 
     def __bool__(self) -> bool:
         return bool(self.devices or self.claims)
@@ -70,13 +76,14 @@ class DeviceBook:
         out.payer = dict(self.payer)
         out.claim_gpus = dict(self.claim_gpus)
         out.selectors = self.selectors
-        out.row_version = dict(self.row_version)
+        out.fit_classes = self.fit_classes
+        out._layout = dict(self._layout)
         return out
 
     def _changed(self, row: int | None) -> None:
         if row is None:
             return
-        self.row_version[row] = self.row_version.get(row, 0) + 1
+        self._class_of.pop(row, None)
         if self.on_change is not None:
             self.on_change(row)
 
@@ -84,11 +91,13 @@ class DeviceBook:
     def set_devices(self, row: int, devices: Sequence[Device]) -> None:
         for device in self.devices.pop(row, ()):
             self.by_key.pop(device.key, None)
+        self._layout.pop(row, None)
         ordered = tuple(sorted(devices, key=lambda d: d.key))
         if ordered:
             self.devices[row] = ordered
             for device in ordered:
                 self.by_key[device.key] = (row, device)
+            self._layout[row] = tuple(self.fit_classes.kind(d) for d in ordered)
         self._changed(row)
 
     def free(self, row: int) -> list[Device]:
@@ -127,23 +136,46 @@ class DeviceBook:
 
     # ------------------------------------------------------------------ fitting
     def fits(self, row: int, specs: tuple[ClaimSpec, ...]) -> bool:
-        version = self.row_version.get(row, 0)
-        cached = self._fits.get((specs, row))
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        verdict = self.allocate(row, specs) is not None
-        if len(self._fits) > 100_000:
-            self._fits.clear()
-        self._fits[(specs, row)] = (version, verdict)
-        return verdict
+        node_class = self._class(row)
+        return node_class is not None and self._verdict(specs, node_class, row)
 
     def mask(self, specs: tuple[ClaimSpec, ...], rows: npt.NDArray[np.int64], admitted: Mask) -> Mask:
-        """Which of ``rows`` (with ``admitted`` already true) can allocate every claim."""
+        """Which of ``rows`` (with ``admitted`` already true) can allocate every claim: the
+        search runs once per class of node among them, on its first row."""
         out = np.zeros(len(rows), dtype=bool)
-        for i in np.flatnonzero(admitted):
-            row = int(rows[i])
-            out[i] = row in self.devices and self.fits(row, specs)
+        members: dict[int, list[int]] = {}
+        for i in np.flatnonzero(admitted).tolist():
+            node_class = self._class(int(rows[i]))
+            if node_class is not None:
+                members.setdefault(node_class, []).append(i)
+        for node_class, at in members.items():
+            if self._verdict(specs, node_class, int(rows[at[0]])):
+                out[at] = True
         return out
+
+    def _verdict(self, specs: tuple[ClaimSpec, ...], node_class: int, row: int) -> bool:
+        verdict = self.fit_classes.verdict(specs, node_class)
+        if verdict is None:
+            verdict = self.allocate(row, specs) is not None
+            self.fit_classes.remember(specs, node_class, verdict)
+        return verdict
+
+    def _class(self, row: int) -> int | None:
+        """``row``'s class (None: no devices), computed when first asked after a change."""
+        node_class = self._class_of.get(row)
+        if node_class is None:
+            layout = self._layout.get(row)
+            if layout is None:
+                return None
+            node_class = self._class_of[row] = self.fit_classes.class_of(layout, self._taken(row))
+        return node_class
+
+    def _taken(self, row: int) -> Taken:
+        owner, releasing = self.owner, self.releasing
+        keys = [d.key for d in self.devices[row]]
+        if owner.keys().isdisjoint(keys) and releasing.keys().isdisjoint(keys):
+            return ()  # most nodes: nothing of theirs is taken
+        return tuple(HELD if key in owner else RELEASING if key in releasing else FREE for key in keys)
 
     def allocate(self, row: int, specs: tuple[ClaimSpec, ...]) -> Allocation | None:
         """Devices on ``row`` for every request of every claim, or None."""

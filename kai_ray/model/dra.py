@@ -10,7 +10,7 @@ creates a claim for that pod alone. These records are what the readers produce f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # An attribute value as a slice publishes it: bool, int, string or a version (kept as "v:1.2.3").
 AttrValue = bool | int | str
@@ -25,10 +25,11 @@ class Device:
     name: str
     attributes: tuple[tuple[str, str, AttrValue], ...] = ()  # (domain, name, value), domain qualified
     capacity: tuple[tuple[str, str, float], ...] = ()  # (domain, name, amount in base units)
+    # driver/pool/name, made once: the allocator's search looks it up millions of times a session.
+    key: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.driver}/{self.pool}/{self.name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.driver}/{self.pool}/{self.name}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,3 +91,34 @@ def test_a_device_held_by_one_claim_is_refused_to_another_until_released() -> No
     assert not book.fits(0, spec(req(1)))
     book.release("a")
     assert book.fits(0, spec(req(1)))
+
+
+def node_gpus(pool: str, *memory_gib: int) -> list[Device]:
+    return [
+        Device(DRIVER, pool, f"gpu-{i}", ((DRIVER, "index", i),), ((DRIVER, "memory", float(m * 2**30)),))
+        for i, m in enumerate(memory_gib)
+    ]
+
+
+def test_nodes_of_one_type_share_verdicts_but_each_answers_for_its_own_devices() -> None:
+    big = f"device.capacity['{DRIVER}'].memory.compareTo(quantity('60Gi')) >= 0"
+    two_big = spec(req(2, big))
+    book = DeviceBook()
+    book.set_devices(0, node_gpus("a", 80, 80))
+    book.set_devices(1, node_gpus("b", 80, 80))
+    book.set_devices(2, node_gpus("c", 80, 24))  # same names and indices, a smaller second GPU
+    assert [book.fits(row, two_big) for row in (0, 1, 2)] == [True, True, False]
+
+    assert book.take("held", ["gpu.nvidia.com/a/gpu-1"]) == ""
+    assert [book.fits(row, two_big) for row in (0, 1, 2)] == [False, True, False]
+
+    session = book.copy(None)  # shares what the book learned, not what it holds
+    assert session.take("other", ["gpu.nvidia.com/b/gpu-0"]) == ""
+    session.release("held")
+    assert [session.fits(row, two_big) for row in (0, 1)] == [True, False]
+    assert [book.fits(row, two_big) for row in (0, 1)] == [False, True]
+
+    book.release("held")
+    assert book.fits(0, two_big)
+    book.set_devices(0, node_gpus("a", 24, 80))  # the node's devices change under the same names
+    assert not book.fits(0, two_big)
