@@ -28,6 +28,7 @@ to the shards, to the end of the last measured cycle):
     python -m loadtests.shard_scaling            # the sizes above
     python -m loadtests.shard_scaling --quick    # a smoke-sized run
     python -m loadtests.shard_scaling --nodes-factor 0.25   # every row on a quarter of the nodes
+    python -m loadtests.shard_scaling --actors ''           # the in-process rows alone
 """
 
 from __future__ import annotations
@@ -167,10 +168,10 @@ def metered(
 
 
 # ---------------------------------------------------------------------- the rows
-def systems(in_process_1: Make, ray_actors: Callable[[int], Make]) -> list[tuple[str, Make]]:
-    """In process with one shard (the reference), then 1, 2 and 4 Ray shard actors."""
+def systems(in_process_1: Make, ray_actors: Callable[[int], Make], actors: Sequence[int]) -> list[tuple[str, Make]]:
+    """In process with one shard (the reference), then each count of Ray shard actors."""
     out = [("kai-ray: in-process, 1 shard", in_process_1)]
-    out += [(f"kai-ray: {n} Ray shard actor{'s' if n > 1 else ''}", ray_actors(n)) for n in SHARD_ACTORS]
+    out += [(f"kai-ray: {n} Ray shard actor{'s' if n > 1 else ''}", ray_actors(n)) for n in actors]
     return out
 
 
@@ -178,7 +179,7 @@ def _ray(shards: int) -> Make:
     return lambda: on_ray(shards)
 
 
-def contention_rows(sizes: Sizes) -> list[BenchRow]:
+def contention_rows(sizes: Sizes, actors: Sequence[int]) -> list[BenchRow]:
     drive = metered(contention.drive)
     nodes = sizes.contention_nodes
     rows: list[BenchRow] = []
@@ -186,7 +187,7 @@ def contention_rows(sizes: Sizes) -> list[BenchRow]:
         contention.reclaim_storm(nodes, sizes.reclaimers),
         contention.whole_node_preempt_storm(nodes, sizes.whole_node_jobs),
     ):
-        rows += compare_runs(drive, workload, systems(in_process, _ray))
+        rows += compare_runs(drive, workload, systems(in_process, _ray, actors))
     return rows
 
 
@@ -215,39 +216,42 @@ def _gangs_on_ray(shards: int) -> Make:
     return lambda: bench_gangs.on_ray_actors(CONFIG, shards)[0]
 
 
-def topology_rows(sizes: Sizes) -> list[BenchRow]:
+def topology_rows(sizes: Sizes, actors: Sequence[int]) -> list[BenchRow]:
     workload, rack_of = bench_topology.topology_workload(**sizes.topology)
     drive = _gang_drive(rack_of)
     warm_up, warm_racks = bench_topology.topology_workload(nodes=20, racks=2, gangs=2, waves=1)
     _gang_drive(warm_racks)("warm-up", _gangs_in_process(), warm_up, fresh_heap)
-    rows = compare_runs(metered(drive), workload, systems(_gangs_in_process, _gangs_on_ray))
+    rows = compare_runs(metered(drive), workload, systems(_gangs_in_process, _gangs_on_ray, actors))
     label = f"required rack: {sizes.topology['nodes']:,} nodes in {sizes.topology['racks']} racks"
     for row in rows:
         row.workload = f"{label} / {workload.gangs:,} gangs x {workload.pods_per_gang}"
     return rows
 
 
-def dra_rows(sizes: Sizes) -> list[BenchRow]:
+def dra_rows(sizes: Sizes, actors: Sequence[int]) -> list[BenchRow]:
     load = bench_dra.workload(**sizes.dra)
     bench_dra.drive("warm-up", in_process(), bench_dra.workload(20, 20, 1))  # lazy imports, the CEL compile
-    rows = compare_runs(metered(bench_dra.drive), load, systems(in_process, _ray))
+    rows = compare_runs(metered(bench_dra.drive), load, systems(in_process, _ray, actors))
     for row in rows:
         row.workload = f"DRA with CEL selectors: {row.workload}"
     return rows
 
 
-def run(sizes: Sizes) -> list[BenchRow]:
+def run(sizes: Sizes, actors: Sequence[int] = SHARD_ACTORS) -> list[BenchRow]:
     """Every row; the victim-search rows first (they build in seconds), DRA's 50,000 nodes last."""
     contention.drive("warm-up", in_process(), contention.reclaim_storm(10, 20))
-    return contention_rows(sizes) + topology_rows(sizes) + dra_rows(sizes)
+    return contention_rows(sizes, actors) + topology_rows(sizes, actors) + dra_rows(sizes, actors)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``bench_main``'s command line (--quick, --json), and --nodes-factor for the node-count slope."""
+    """``bench_main``'s command line (--quick, --json), --nodes-factor for the node-count slope and
+    --actors for the Ray shard-actor counts (``--actors ''``: the in-process rows alone)."""
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--nodes-factor", type=float, default=1.0)
+    parser.add_argument("--actors", default=",".join(map(str, SHARD_ACTORS)))
     known, rest = parser.parse_known_args(argv)
-    return bench_main(rest, __doc__, lambda quick: run((QUICK if quick else FULL).scaled(known.nodes_factor)))
+    actors = tuple(int(n) for n in known.actors.split(",") if n.strip())
+    return bench_main(rest, __doc__, lambda quick: run((QUICK if quick else FULL).scaled(known.nodes_factor), actors))
 
 
 if __name__ == "__main__":
