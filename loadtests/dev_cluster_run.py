@@ -12,9 +12,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import IO
 
 from prometheus_client import CollectorRegistry
 
@@ -43,11 +46,25 @@ async def dev_cluster(nodes: int) -> AsyncIterator[str]:
         )
         try:
             assert server.stderr is not None
-            server.stderr.readline()  # "dev cluster at ..." once it serves
+            first = server.stderr.readline()  # "dev cluster at ..." once it serves
+            if not first.startswith("dev cluster at"):
+                raise RuntimeError(f"the dev cluster did not start: {first.strip() or 'no output'}")
+            # Drained for the whole run: a pipe nobody reads fills after 64 KiB of warnings and
+            # then stops the dev cluster at its next log line, and the run with it.
+            tail = _drain(server.stderr)
             yield kubeconfig
         finally:
             server.send_signal(signal.SIGINT)
             server.wait(timeout=30)
+        if server.returncode not in (0, -signal.SIGINT):
+            print(f"the dev cluster exited with {server.returncode}; its last lines:", *tail, sep="\n", file=sys.stderr)
+
+
+def _drain(stream: IO[str], keep: int = 20) -> deque[str]:
+    """Read ``stream`` to its end on a thread of its own; returns its last ``keep`` lines so far."""
+    tail: deque[str] = deque(maxlen=keep)
+    threading.Thread(target=lambda: tail.extend(line.rstrip() for line in stream), daemon=True).start()
+    return tail
 
 
 @asynccontextmanager
