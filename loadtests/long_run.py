@@ -34,7 +34,7 @@ from kai_ray.config import SchedulerConfig
 from loadtests.dev_cluster_run import dev_cluster, scheduling
 from loadtests.devcluster_storm import QUEUES, queue_object
 from loadtests.kwok_driver import NAMESPACE, job_objects
-from loadtests.memory_trace import MemoryTrace
+from loadtests.memory_trace import MemoryTrace, trim_heap
 
 JOB_SECONDS = 5  # the dev cluster's kubelet ends each job's pod this long after it starts
 
@@ -119,7 +119,12 @@ async def _churn(api: KubeApi, samples: Samples, until: float, jobs_per_second: 
 
 
 async def run(
-    minutes: float, sample_seconds: float, nodes: int, jobs_per_second: float, trace: MemoryTrace | None = None
+    minutes: float,
+    sample_seconds: float,
+    nodes: int,
+    jobs_per_second: float,
+    trace: MemoryTrace | None = None,
+    trim: bool = False,
 ) -> Samples:
     config = SchedulerConfig().for_live_loop()
     samples = Samples()
@@ -135,6 +140,8 @@ async def run(
         churn = asyncio.create_task(_churn(api, samples, until, jobs_per_second))
         while time.monotonic() < until:
             await asyncio.sleep(sample_seconds)  # the first sample once Ray and the actors are up
+            if trim:
+                print(f"malloc_trim gave back {trim_heap():.1f} MiB of this process", flush=True)
             samples.take(_processes(server_pid))
             print(json.dumps({k: round(v[-1][1], 1) for k, v in samples.rss_mib.items()}), flush=True)
             if trace is not None and time.monotonic() >= next_trace:
@@ -163,12 +170,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="trace this process's allocations (slower): a snapshot every MINUTES, and at the end what grew "
         "between the second snapshot and the last, the driver's apart from the loop's",
     )
+    parser.add_argument(
+        "--trim",
+        action="store_true",
+        help="before each sample, give this process's free C-heap pages back (glibc's malloc_trim): "
+        "what it gives back grew as allocator free lists, not as objects kept",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     trace = None
     if args.trace:
         trace = MemoryTrace(args.trace * 60, driver=[_churn, Samples.take])
-    samples = asyncio.run(run(args.minutes, args.sample, args.nodes, args.rate, trace))
+    samples = asyncio.run(run(args.minutes, args.sample, args.nodes, args.rate, trace, args.trim))
     print(samples.report())
     if trace is not None:
         print(trace.report())
