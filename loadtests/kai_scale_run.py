@@ -20,7 +20,8 @@ from typing import Any
 from k8s_adapter.api import KubeApi, KubeError, connect
 from loadtests.kai_scale_scenarios import BY_KEY, NAMESPACE, Scenario, Size
 from loadtests.kai_scale_state import GROUPS, PATHS, PODS, final_state, settle_running
-from loadtests.kwok_phase import Watch, apiserver_requests, cpu_seconds, create_all, load_cluster, request_delta
+from loadtests.kwok_phase import Watch, create_all, load_cluster
+from loadtests.kwok_readings import apiserver_requests, cpu_seconds, request_delta
 from loadtests.systems import ClusterScheduler
 from realcluster.cluster import RealCluster
 

@@ -33,20 +33,22 @@ from loadtests.kwok_phase import (
     KUBE,
     NAMESPACE,
     Watch,
-    apiserver_requests,
-    cpu_seconds,
     create_all,
-    kai_ray_iterations,
-    kai_ray_steps,
     load_cluster,
     load_pod,
-    per_pod_requests,
     populate,
-    request_delta,
     scheduler_command,
     scheduler_log,
     start_scheduler,
     stop_scheduler,
+)
+from loadtests.kwok_readings import (
+    apiserver_requests,
+    cpu_seconds,
+    kai_ray_iterations,
+    kai_ray_steps,
+    per_pod_requests,
+    request_delta,
 )
 from loadtests.scheduler_log import (
     LogFacts,

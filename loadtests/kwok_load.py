@@ -42,7 +42,8 @@ from typing import Any
 
 from kai_ray.app.cli.output import format_table
 from loadtests.kwok_arrivals import BATCH, ArrivalResult, arrival_pods, arrivals_ratio, arrivals_report, run_arrivals
-from loadtests.kwok_phase import KAI, KUBE, NAMESPACE, PhaseResult, load_pod, per_pod_requests, run_phase
+from loadtests.kwok_phase import KAI, KUBE, NAMESPACE, PhaseResult, load_pod, run_phase
+from loadtests.kwok_readings import per_pod_requests
 from realcluster.build import BuildFailed, GoMissing, ensure_built
 
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
