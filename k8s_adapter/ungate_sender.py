@@ -31,12 +31,16 @@ class UngateSender:
         self.cache = cache
         self.metrics = metrics
         self.in_flight: set[str] = set()  # a cycle that repeats a removal still on its way adds none
+        # Removed, and the cache not told yet: a cycle that runs before the watch brings the pod
+        # back without its gate names it again, and a second PATCH would only re-stamp it.
+        self.sent: set[str] = set()
         self.removed = 0
         self.failed = 0
 
     async def send(self, pods: list[str]) -> int:
         """Remove kai-ray's gate from these pods; returns how many PATCHes went through."""
-        todo = [pod for pod in pods if pod not in self.in_flight and self._still_gated(pod)]
+        self.sent = {pod for pod in self.sent if self._still_gated(pod)}
+        todo = [pod for pod in pods if pod not in self.in_flight and pod not in self.sent and self._still_gated(pod)]
         if not todo:
             return 0
         self.in_flight.update(todo)
@@ -45,6 +49,7 @@ class UngateSender:
             done = await asyncio.gather(*(self._remove(pod, stamp) for pod in todo))
         finally:
             self.in_flight.difference_update(todo)
+        self.sent.update(pod for pod, ok in zip(todo, done, strict=True) if ok)
         sent = sum(done)
         self.removed += sent
         self.failed += len(todo) - sent
