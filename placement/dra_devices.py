@@ -121,6 +121,7 @@ class DeviceBook:
         for key in keys:
             self.owner[key] = claim
         self.claims[claim] = Held(at, tuple(keys))
+        self._forget_classes(keys)
         self._changed(at)
         return ""
 
@@ -131,8 +132,17 @@ class DeviceBook:
         for key in held.keys:
             if self.owner.get(key) == claim:
                 del self.owner[key]
+        self._forget_classes(held.keys)
         self._changed(held.row)
         return held
+
+    def _forget_classes(self, keys: Sequence[str]) -> None:
+        """The rows these devices are on change class, also where a claim spans rows (then it
+        has no row of its own to report)."""
+        for key in keys:
+            found = self.by_key.get(key)
+            if found is not None:
+                self._class_of.pop(found[0], None)
 
     # ------------------------------------------------------------------ fitting
     def fits(self, row: int, specs: tuple[ClaimSpec, ...]) -> bool:

@@ -122,3 +122,15 @@ def test_nodes_of_one_type_share_verdicts_but_each_answers_for_its_own_devices()
     assert book.fits(0, two_big)
     book.set_devices(0, node_gpus("a", 24, 80))  # the node's devices change under the same names
     assert not book.fits(0, two_big)
+
+
+def test_a_claim_over_two_nodes_changes_both_nodes_verdicts() -> None:
+    one = spec(req(1))
+    book = DeviceBook()
+    book.set_devices(0, node_gpus("a", 80))
+    book.set_devices(1, node_gpus("b", 80))
+    assert book.fits(0, one) and book.fits(1, one)
+    assert book.take("wide", ["gpu.nvidia.com/a/gpu-0", "gpu.nvidia.com/b/gpu-0"]) == ""
+    assert not book.fits(0, one) and not book.fits(1, one)
+    book.release("wide")
+    assert book.fits(0, one) and book.fits(1, one)
