@@ -19,12 +19,16 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
+from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
 import numpy as np
 
+from coordinator.actions.consolidation import ConsolidationAction
+from coordinator.actions.preempt import PreemptAction
 from coordinator.actions.solver import JobSolver
+from coordinator.actions.victims import VictimPool
 from coordinator.job_order import ROOT, JobOrder
 from coordinator.jobs import Job
 from coordinator.tasks import Status, Task
@@ -160,9 +164,16 @@ def verdict(case: Case, kai: Outcome, ray: Outcome) -> tuple[str, list[str]]:
 # Differences README.md lists as deliberate, each with a test-only patch that makes kai-ray do
 # what KAI v0.12 (the oracle) does instead. A disagreement that vanishes under one of them is
 # that difference, and the verdict names it; the case files pin one example of each.
+# Per job: running pods KAI's ``activeAllocatedCount`` lost to second evictions (see below).
+_KAI_COUNT_LOST: Counter[str] = Counter()
+
+
 def _evict_twice(solver: JobSolver, task: Task, preemptor: str) -> None:
     """KAI's by-pod solver evicts the recorded victims, then every victim of the latest victim
-    job on a node, recorded ones included: a pod evicted twice is taken off its queue twice."""
+    job on a node, recorded ones included: a pod evicted twice is taken off its queue twice.
+    The second eviction goes through a victim representative's clone of the pod, still marked
+    ``Running``, and ``deleteTaskIndex`` (``pkg/scheduler/api/podgroup_info/job_info.go``) takes
+    one off the job's active-allocated count for it: the count is one short while it stands."""
     stmt = solver.stmt
     if task.status.active_allocated:
         stmt.evict(task, solver.action, preemptor)
@@ -171,7 +182,37 @@ def _evict_twice(solver: JobSolver, task: Task, preemptor: str) -> None:
         return
     job = stmt.jobs_by_task[task.key]
     stmt.queues.add_allocation(job.queue, task.accepted, job.preemptible, sign=-1.0)
+    _KAI_COUNT_LOST[job.key] += 1
     stmt.undo_log.append(lambda: stmt.queues.add_allocation(job.queue, task.accepted, job.preemptible, sign=1.0))
+    stmt.undo_log.append(lambda: _KAI_COUNT_LOST.subtract([job.key]))
+
+
+def _counted_by_kai(victims: Callable[..., JobOrder]) -> Callable[..., JobOrder]:
+    """Preempt's and consolidation's victims as KAI filters them (``GetActiveAllocatedTasksCount()
+    == 0`` leaves a job out), with the count short by what second evictions took."""
+
+    def filtered(action: object, state: object, pool: VictimPool, job: Job, request: object) -> JobOrder:
+        def queue(accept_queue: Callable[[str], bool], accept_job: Callable[[Job], bool]) -> JobOrder:
+            def counted(victim: Job) -> bool:
+                return accept_job(victim) and victim.active_allocated() > _KAI_COUNT_LOST[victim.key]
+
+            return pool.queue(accept_queue, counted)
+
+        return victims(action, state, SimpleNamespace(queue=queue), job, request)
+
+    return filtered
+
+
+@contextlib.contextmanager
+def _kai_double_eviction() -> Iterator[None]:
+    """KAI's second eviction of a recorded victim: its queue's books and its job's count."""
+    _KAI_COUNT_LOST.clear()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch("coordinator.actions.solver.JobSolver._evict", _evict_twice))
+        for action in (PreemptAction, ConsolidationAction):
+            stack.enter_context(mock.patch.object(action, "victims", _counted_by_kai(action.victims)))
+        yield
+    _KAI_COUNT_LOST.clear()
 
 
 _FEASIBLE_ROWS = JobSolver._feasible_rows
@@ -235,8 +276,10 @@ DELIBERATE: dict[str, Callable[[], AbstractContextManager[object]]] = {
     ),
     # KAI evicts a recorded victim a second time when the victims of a node include it, and takes
     # its resources off its queue twice: a later capacity check then passes on a queue over its
-    # limit. kai-ray evicts a pod once.
-    "evict-once": lambda: mock.patch("coordinator.actions.solver.JobSolver._evict", _evict_twice),
+    # limit. The second eviction also takes one off the job's count of running pods, so a job
+    # with a pod still running can drop out of later preempt and consolidation searches.
+    # kai-ray evicts a pod once.
+    "evict-once": _kai_double_eviction,
     # KAI v0.12's job order (``buildActiveJobOrderPriorityQueues``) puts each leaf queue's parent
     # in one heap of departments and never compares the levels above them; kai-ray orders the
     # queue tree from its top, at any depth.
