@@ -47,11 +47,17 @@ class _MallInfo2(ctypes.Structure):
     ]
 
 
-def _malloc_mib() -> tuple[float, float] | None:
-    """glibc's malloc: MiB handed out and MiB free inside its heaps (None off glibc)."""
+def _glibc(function: str) -> ctypes.CDLL | None:
+    """The C library, where it has ``function`` (glibc's malloc extras); None elsewhere."""
     name = ctypes.util.find_library("c")
     libc = ctypes.CDLL(name) if name else None
-    if libc is None or not hasattr(libc, "mallinfo2"):
+    return libc if libc is not None and hasattr(libc, function) else None
+
+
+def _malloc_mib() -> tuple[float, float] | None:
+    """glibc's malloc: MiB handed out and MiB free inside its heaps (None off glibc)."""
+    libc = _glibc("mallinfo2")
+    if libc is None:
         return None
     libc.mallinfo2.restype = _MallInfo2
     info = libc.mallinfo2()
@@ -149,13 +155,8 @@ def _within(traceback: tracemalloc.Traceback, ranges: list[tuple[str, int, int]]
 def trim_heap() -> float:
     """Give the C allocator's free pages back to the system (glibc's ``malloc_trim``); the MiB
     this process's resident memory went down by (0 where there is no glibc)."""
-    import ctypes
-
-    import psutil
-
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
+    libc = _glibc("malloc_trim")
+    if libc is None:
         return 0.0
     me = psutil.Process()
     before = me.memory_info().rss
