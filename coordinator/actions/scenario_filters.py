@@ -53,19 +53,24 @@ class IdleGpuFilter:
     """KAI's accumulated idle-GPU filter: could the pending pods' whole GPUs fit on the
     nodes with the most free-or-freeing GPUs, counting what the victims give back?
 
-    Only the ``k`` best nodes matter (k = pods pending), so they are kept in a small sorted
-    list that each new victim can only improve, as KAI does.
+    Only the ``k`` best nodes matter (k = pods pending). KAI keeps them in a sorted list that
+    each victim's GPUs update; here the victims' GPUs are added up per node as they come and the
+    ``k`` best are taken when asked. A node's value only grows, so the ``k`` best are the ``k``
+    largest of the nodes that started best and the nodes victims gave GPUs to; which of two
+    equal nodes is kept changes no answer. A gang's search asks this once or twice per pod it
+    grows by, with every victim so far counted: keeping the list sorted on every victim made
+    that cubic in the gang's size.
     """
 
     def __init__(self, state: SessionState, scenario: Scenario) -> None:
         table = state.table
         headroom = gpu_headroom_all(state.table)
-        self.capacity: dict[str, float] = {}
+        self.capacity: dict[str, float] = {}  # nodes victims gave GPUs to: their GPUs, counted so far
         self.required = sorted((required_gpus(t) for t in scenario.pending), reverse=True)
         k = max(len(self.required), 1)
         present = np.flatnonzero(table.present)
         best = present[largest_first(headroom[present], k)]
-        self.top: list[tuple[float, str]] = [(float(headroom[r]), table.names[r]) for r in best]
+        self.best_at_start: dict[str, float] = {table.names[r]: float(headroom[r]) for r in best}
         self.headroom = headroom
         self.table = table
         self.seen: set[str] = set()
@@ -75,17 +80,15 @@ class IdleGpuFilter:
         row = self.table.index.get(node)
         if row is None:
             return
-        value = self.capacity.get(node, float(self.headroom[row])) + gpus
-        self.capacity[node] = value
-        names = [name for _, name in self.top]
-        if node in names:
-            self.top[names.index(node)] = (value, node)
-        elif len(self.top) < len(self.required) or not self.top or value > self.top[-1][0]:
-            self.top.append((value, node))
-        else:
-            return
-        self.top.sort(key=lambda item: -item[0])
-        del self.top[max(len(self.required), 1) :]
+        self.capacity[node] = self.capacity.get(node, float(self.headroom[row])) + gpus
+
+    def _best(self) -> list[float]:
+        """The ``k`` largest GPU counts a node offers now, largest first."""
+        capacity = self.capacity
+        values = [capacity.get(name, value) for name, value in self.best_at_start.items()]
+        values += [value for name, value in capacity.items() if name not in self.best_at_start]
+        values.sort(reverse=True)
+        return values[: max(len(self.required), 1)]
 
     def could_ever_pass(self, ceiling: np.ndarray) -> bool:
         """False when no scenario can pass, whatever its victims: ``ceiling`` bounds what each
@@ -108,19 +111,30 @@ class IdleGpuFilter:
                 self._credit(task.node, task.accepted[0])
         if not self.required or self.required[0] == 0:
             return True
-        used = {name: 0.0 for _, name in self.top}
-        for need in self.required:
-            if need == 0:
-                return True
-            for capacity, name in self.top:
-                if capacity < need:
-                    return False  # sorted: no node has room for this pod
-                if capacity - used[name] >= need:
-                    used[name] += need
-                    break
-            else:
-                return False
-        return True
+        return _first_fit(self.required, self._best())
+
+
+def _first_fit(required: list[float], best: list[float]) -> bool:
+    """Whether the pods' GPUs (``required``, largest first) fit the nodes' (``best``, largest
+    first), each pod on the first node with room for it. A pod's scan starts where the last pod
+    of its size went: the nodes before that had no room for it, and room only shrinks."""
+    used = [0.0] * len(best)
+    start: dict[float, int] = {}
+    for need in required:
+        if need == 0:
+            return True
+        i = start.get(need, 0)
+        while i < len(best):
+            if best[i] < need:
+                return False  # sorted: no node further on has room for this pod
+            if best[i] - used[i] >= need:
+                used[i] += need
+                break
+            i += 1
+        else:
+            return False
+        start[need] = i
+    return True
 
 
 class NodeAffinityFilter:

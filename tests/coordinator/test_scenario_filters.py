@@ -98,3 +98,33 @@ def test_a_whole_node_preemptor_among_spread_jobs_reads_each_victim_once(monkeyp
     # 13 victims at most before one node holds four (the last hog of each node comes last);
     # the idle-GPU filter is the only filter here, so it reads no more than that in all.
     assert len(read) > 4 and sum(read) <= 13
+
+
+def _first_fit_from_the_top(required: list[float], best: list[float]) -> bool:
+    """Each pod scanned for from the first node: the rule the filter's shortcut must keep."""
+    used = [0.0] * len(best)
+    for need in required:
+        if need == 0:
+            return True
+        for i, capacity in enumerate(best):
+            if capacity < need:
+                return False
+            if capacity - used[i] >= need:
+                used[i] += need
+                break
+        else:
+            return False
+    return True
+
+
+gpus = st.sampled_from([0.0, 1.0, 2.0, 3.0, 4.0, 8.0])
+
+
+@given(st.lists(gpus, max_size=12), st.lists(gpus, max_size=12))
+@settings(max_examples=400, deadline=None)
+def test_the_idle_gpu_filters_first_fit_answers_as_a_scan_from_the_first_node(
+    required: list[float], best: list[float]
+) -> None:
+    required.sort(reverse=True)
+    best.sort(reverse=True)
+    assert scenario_filters._first_fit(required, best) == _first_fit_from_the_top(required, best)
