@@ -33,6 +33,7 @@ from functools import partial
 
 from coordinator.actions import VictimLists
 from coordinator.actions.allocate import explain_unplaced
+from coordinator.actions.paused_searches import PausedSearches
 from coordinator.actions.registry import build_actions
 from coordinator.admission import admit, with_gated
 from coordinator.binding import BindCommit, BindSink, ShardLost, check, retry_next_cycle
@@ -89,6 +90,7 @@ class Coordinator:
         self._closing_seconds = 0.0  # what the last session took after its actions (see _run_cycle)
         self.settled = Settled()  # decisions that follow from records alone (decisions.collect)
         self.victim_lists = VictimLists()  # the victim searches' sorted jobs, kept across cycles
+        self.paused_searches = PausedSearches()  # victim searches stopped at the time budget
         # Where a cycle hands its binds as their jobs are committed (the live loop sends them at
         # once); None: they are only in the cycle's result. Called on the cycle's thread.
         self.bind_sink: BindSink | None = None
@@ -175,6 +177,7 @@ class Coordinator:
         state = self._open_session(now, stats)
         searches = state.searches
         searches.lists = self.victim_lists
+        searches.resumable = self.paused_searches
         searches.paused = paused
         searches.paused_reasons = self.search_backoff.reasons(paused)
         if self.config.sessionTimeBudget:
@@ -229,15 +232,20 @@ class Coordinator:
         )
         if result.job_clocks:  # the pod groups changed: the next cycle must not be memoized
             self.model.clocks_changed(result.job_clocks)
+        # A job whose search one action stopped at the time budget is not held back because another
+        # action's search for it failed: the stopped search goes on next cycle.
+        failed = state.searches.failed - self.paused_searches.jobs()
         self.search_backoff.record(
             now,
-            state.searches.failed,
+            failed,
             {j.key for j in state.pending_jobs() if j.has_pending()},
-            {key: _search_reasons(state.jobs[key]) for key in state.searches.failed if key in state.jobs},
+            {key: _search_reasons(state.jobs[key]) for key in failed if key in state.jobs},
         )
+        self.paused_searches.keep_only(state.jobs)
         if state.membership is not None:  # opened by the session cache: it resets what we changed
             self.sessions.close(state, stmt.touched)
         unfinished = state.searches.cut_short  # the jobs not reached must be searched next cycle
+        stats.cut_short = unfinished
         if self.model.version == version and not (
             result.binds or result.evictions or stats.prepared_jobs or unfinished
         ):

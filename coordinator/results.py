@@ -40,6 +40,7 @@ class CycleStats:
     shard_calls: int = 0
     place_rounds: int = 0  # rounds in which the shards placed pods
     reused: bool = False  # nothing had changed: the last cycle's decisions, no session run
+    cut_short: bool = False  # victim searches stopped at the time budget: the next cycle goes on with them
 
 
 @dataclass(slots=True)

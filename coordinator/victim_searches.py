@@ -1,6 +1,7 @@
 """What a session's victim searches (reclaim, preempt, consolidation) share and leave behind: the
 jobs the backoff holds back, the searches that failed or did not run and why, the cycle's time
-budget, and the sorted lists of jobs they carry from action to action and cycle to cycle."""
+budget, the sorted lists of jobs they carry from action to action and cycle to cycle, and the
+searches stopped at the budget to be taken up again."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from coordinator.actions import VictimLists
+    from coordinator.actions.paused_searches import PausedSearches
 
 
 @dataclass(slots=True)
@@ -30,6 +32,9 @@ class VictimSearches:
     # The sorted lists of running and pending jobs, kept by the coordinator across cycles (None:
     # each action builds its own, as a session run once does).
     lists: VictimLists | None = None
+    # The searches stopped at the time budget, kept by the coordinator to be taken up again next
+    # cycle (None: a search runs to its end, as in a session run once).
+    resumable: PausedSearches | None = None
 
     def out_of_time(self) -> bool:
         """Past the running action's share of the budget (or the session's, if it has none)."""

@@ -91,6 +91,7 @@ class LoopState:
     evictions: int = 0
     cycles: int = 0  # cycles run as the leader
     gave_up: bool = False  # stopped because no coordinator could be started (see CoordinatorHealth)
+    work_left: bool = False  # the last cycle stopped at its time budget with victim searches to go on with
 
 
 class SchedulerLoop:
@@ -189,8 +190,11 @@ class SchedulerLoop:
                     self.stop()
                 # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
                 # that lands as its inner wait completes, and a cancelled loop must end.
+                # A cycle stopped at its time budget left searches to go on with: the next starts
+                # at once (the API work of this one goes on beside it), not a period later.
+                wait = 0.0 if self.state.work_left else max(0.0, self.period - elapsed)
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(max(0.0, self.period - elapsed)):
+                    async with asyncio.timeout(wait):
                         await self._stop.wait()
         finally:
             if self._grouping is not None and not self._grouping.done():
@@ -291,6 +295,7 @@ class SchedulerLoop:
         self.coordinator_health.decided()
         outcome = result[0]
         self.state.cycles += 1
+        self.state.work_left = outcome.stats.cut_short
         if outcome.binds:
             stats = outcome.stats
             self.startup.mark(

@@ -250,7 +250,7 @@ class SchedulerConfig(BaseModel):
     maxConsolidationPreemptees: int = Field(default=16, ge=0)  # noqa: N815
     allowConsolidatingReclaim: bool = True  # noqa: N815
     reclaimerSaturationMultiplier: float = Field(default=1.0, ge=1.0)  # noqa: N815
-    maxScenariosPerJob: int = Field(default=256, ge=1)  # noqa: N815 - victim scenarios simulated per job
+    maxScenariosPerJob: int = Field(default=256, ge=1)  # noqa: N815 - victim scenarios per step of a job's search
     maxScenariosPerAction: int = Field(default=4096, ge=1)  # noqa: N815 - ... and per action per cycle
     useSchedulingSignatures: bool = True  # noqa: N815 - KAI's pruning of repeated failed victim searches
     victimSearchBackoff: float = 120.0  # noqa: N815 - seconds; longest pause of a failing victim search (0: none)

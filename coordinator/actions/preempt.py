@@ -33,6 +33,8 @@ class PreemptAction(VictimSearchAction):
         super().execute(state, stmt)
         for key, (pending_before, kept_out) in self._notes.items():
             job = state.jobs.get(key)
+            if key in state.searches.skipped:
+                continue  # its search stopped at the time budget and says so
             if job is not None and kept_out and _pending_pods(job) >= pending_before:
                 job.fit_errors[self.name] = (
                     f"no lower-priority job of queue {job.queue} it may take makes room for it "

@@ -84,6 +84,8 @@ class ReclaimAction(VictimSearchAction):
         unpreemptible: set[str] | None = None  # queues running a job that is not preemptible
         for key, notes in self._notes.items():
             job = state.jobs.get(key)
+            if key in state.searches.skipped:
+                continue  # its search stopped at the time budget and says so
             # A successful search placed pods; a failed one left the job as it was.
             if job is not None and _pending_pods(job) >= notes.pending_before:
                 elsewhere = False

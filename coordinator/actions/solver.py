@@ -18,6 +18,7 @@ import numpy as np
 
 from coordinator.actions.allocate import allocate_job
 from coordinator.actions.gpu_headroom import gpu_headroom_all
+from coordinator.actions.paused_searches import PauseRule, SearchPaused
 from coordinator.actions.scenario import Scenario, job_with_tasks
 from coordinator.actions.scenario_filters import SCENARIO_FILTERS, ScenarioFilter
 from coordinator.actions.victims import SortedJobs
@@ -49,22 +50,32 @@ def _chunks_of(scenario: Scenario, tasks: list[Task]) -> list[Job]:
 
 
 class SearchBudget:
-    """How many victim scenarios may be simulated, per job and per action (KAI bounds its search
-    with time budgets; counting scenarios keeps decisions the same from run to run)."""
+    """How many victim scenarios may be simulated: per step of a job's search (the job grown by
+    one more pod) and per action. KAI bounds its search with time budgets; counting scenarios
+    keeps decisions the same from run to run.
 
-    def __init__(self, per_job: int, per_action: int) -> None:
-        self.per_job = per_job
+    The action's count is checked when a job's search starts: a search once started runs to its
+    end, each of its steps bounded. A gang of N pods needs at least N scenarios (one per step),
+    so a bound on the job's whole search would make every gang above it unsolvable, in every
+    cycle: KAI (unbounded in v0.12) reclaims such gangs."""
+
+    def __init__(self, per_step: int, per_action: int) -> None:
+        self.per_step = per_step
         self.left = per_action
-        self.job_left = per_job
+        self.step_left = per_step
 
-    def start_job(self) -> None:
-        self.job_left = self.per_job
+    def start_job(self) -> bool:
+        """Whether the action may search for one more job."""
+        return self.left > 0
+
+    def start_step(self) -> None:
+        self.step_left = self.per_step
 
     def take(self) -> bool:
-        if self.left <= 0 or self.job_left <= 0:
+        if self.step_left <= 0:
             return False
         self.left -= 1
-        self.job_left -= 1
+        self.step_left -= 1
         return True
 
 
@@ -80,6 +91,7 @@ class JobSolver:
         budget: SearchBudget | None = None,
         ceiling: Callable[[], np.ndarray | None] = lambda: None,
         keeps_minimum: Callable[[Job], bool] = lambda _: False,
+        pauses: PauseRule | None = None,
     ) -> None:
         self.state = state
         self.stmt = stmt
@@ -90,20 +102,35 @@ class JobSolver:
         self.ceiling = ceiling  # scenario.gpu_ceiling of the session as it is, or None if unknown
         self.keeps_minimum = keeps_minimum  # victims that give only their pods beyond the gang minimum
         self.budget = budget or SearchBudget(state.config.maxScenariosPerJob, state.config.maxScenariosPerAction)
+        self.pauses = pauses  # None: the search runs to its end whatever the time
 
     def solve(self, job: Job) -> bool:
         """Try to make room for ``job``; on success the statement holds the evictions and
-        placements, on failure nothing is left changed."""
+        placements, on failure nothing is left changed. Past the time budget (``pauses``) the
+        search stops between two steps, leaving nothing changed, and raises ``SearchPaused``;
+        the same action reaching the job next cycle goes on from that step."""
+        if not self.budget.start_job():
+            return False  # the action searched enough this cycle; the job is tried again next cycle
         start = self.stmt.checkpoint()
-        self.budget.start_job()
         original_active = job.active_used()
         tasks = job.tasks_to_allocate(real=False)
         feasible = self._feasible_rows(job)
         recorded: list[Job] = []
+        first = 1
+        pauses = self.pauses
+        resumed = pauses.searches.resume(self.action, job, tasks, self.state) if pauses is not None else None
+        if resumed is not None:
+            done, recorded = resumed
+            first = done + 1
         solved_all = False
-        for n in range(1, len(tasks) + 1):
+        for n in range(first, len(tasks) + 1):
+            if pauses is not None and n > first and pauses.due():  # every call takes one step at least
+                pauses.searches.pause(self.action, job, tasks, n - 1, recorded)
+                self.stmt.rollback(start)
+                raise SearchPaused(n - 1, len(tasks))
             partial = job_with_tasks(job, tasks[:n], min_from_tasks=True)
             step = self.stmt.checkpoint()
+            self.budget.start_step()
             solution = self._solve_partial(partial, tasks[:n], recorded, feasible)
             if solution is None:
                 break
@@ -134,7 +161,7 @@ class JobSolver:
             if not all(f.passes(scenario) for f in filters):
                 continue
             if not self.budget.take():
-                return None  # searched enough for this cycle; the job is tried again next cycle
+                return None  # searched enough for this step; the job is tried again next cycle
             solution = self._try_scenario(scenario, nodes)
             if solution is not None:
                 return solution

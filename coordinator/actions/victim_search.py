@@ -29,6 +29,7 @@ import numpy as np
 
 from coordinator.actions.allocate import eligible_jobs
 from coordinator.actions.gpu_headroom import gpu_ceiling
+from coordinator.actions.paused_searches import PauseRule, SearchPaused
 from coordinator.actions.scenario import Scenario
 from coordinator.actions.search_pruning import FailedSearches, search_failed, should_search
 from coordinator.actions.solver import JobSolver, SearchBudget, Validator
@@ -126,9 +127,15 @@ class VictimSearchAction:
         # However long the rest of the cycle took, the action takes the first job in fair order
         # and a share of the budget: every cycle moves contended jobs on, so no queue starves.
         guaranteed = time.perf_counter() + GUARANTEED_SHARE * (state.config.sessionTimeBudget or 0.0)
+
+        def spent() -> bool:
+            return state.searches.out_of_time() and time.perf_counter() > guaranteed
+
+        kept = state.searches.resumable
+        pauses = PauseRule(kept, spent) if kept is not None else None
         first = True
         while not order.empty():
-            if not first and state.searches.out_of_time() and time.perf_counter() > guaranteed:
+            if not first and spent():
                 self._postpone(state, order.remaining())
                 break
             first = False
@@ -162,8 +169,14 @@ class VictimSearchAction:
                     budget,
                     ceiling.get,
                     self.keeper(state, job),
+                    pauses,
                 )
-                if solver.solve(job):
+                try:
+                    solved = solver.solve(job)
+                except SearchPaused as paused:
+                    self._postpone(state, order.remaining(), job, paused)
+                    break
+                if solved:
                     stmt.commit()
                     ceiling.forget()  # who runs where has changed
                     changed = stmt.take_changed()  # a commit changes who runs and who waits
@@ -172,15 +185,25 @@ class VictimSearchAction:
                     continue
             search_failed(state, job, failed)
 
-    def _postpone(self, state: SessionState, jobs: Iterable[Job]) -> None:
+    def _postpone(
+        self, state: SessionState, jobs: Iterable[Job], stopped: Job | None = None, paused: SearchPaused | None = None
+    ) -> None:
         """The cycle's time budget is spent: the jobs not reached say so, and are searched next
-        cycle, in the same fair order (nothing counts against them: no failed search, no pause)."""
+        cycle, in the same fair order (nothing counts against them: no failed search, no pause).
+        ``stopped`` is the job whose search stopped half-way; it goes on from there."""
         state.searches.cut_short = True
         budget = state.config.sessionTimeBudget or 0.0
         why = f"{self.name} postponed to the next cycle: this cycle spent its time budget ({budget:g}s)"
         for job in jobs:
             job.fit_errors[self.name] = why
             state.searches.skipped[job.key] = why
+        if stopped is not None and paused is not None:
+            why = (
+                f"{self.name} stopped at this cycle's time budget ({budget:g}s) with room found for "
+                f"{paused.steps_done} of {paused.pods} pods; it goes on from there next cycle"
+            )
+            stopped.fit_errors[self.name] = why
+            state.searches.skipped[stopped.key] = why
 
     # ------------------------------------------------------------ the parts actions override
     def enabled(self, state: SessionState) -> bool:
