@@ -52,6 +52,11 @@ class PausedSearches:
     def __len__(self) -> int:
         return len(self._paused)
 
+    def steps_done(self, action: str, job_key: str) -> int:
+        """How many steps the job's search has done (0: no search of it is paused)."""
+        paused = self._paused.get((action, job_key))
+        return 0 if paused is None else paused.steps_done
+
     def jobs(self) -> set[str]:
         """The jobs with a search to go on with."""
         return {job for _, job in self._paused}

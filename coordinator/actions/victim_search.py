@@ -198,9 +198,11 @@ class VictimSearchAction:
             job.fit_errors[self.name] = why
             state.searches.skipped[job.key] = why
         if stopped is not None and paused is not None:
+            # The same words every cycle the search goes on: a reason that changed each cycle would
+            # rewrite every pod's status each cycle (a 500-pod gang: 500 PATCHes a second).
             why = (
-                f"{self.name} stopped at this cycle's time budget ({budget:g}s) with room found for "
-                f"{paused.steps_done} of {paused.pods} pods; it goes on from there next cycle"
+                f"{self.name} is still looking for room for its {paused.pods} pods: the search outlasts "
+                f"a cycle's time budget ({budget:g}s) and goes on each cycle from where it stopped"
             )
             stopped.fit_errors[self.name] = why
             state.searches.skipped[stopped.key] = why
