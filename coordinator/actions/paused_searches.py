@@ -57,6 +57,11 @@ class PausedSearches:
         paused = self._paused.get((action, job_key))
         return 0 if paused is None else paused.steps_done
 
+    def under_way_elsewhere(self, action: str, job_key: str) -> bool:
+        """Whether another action's search for the job is paused: the other actions leave the job
+        to it (each cycle they would search for it again, and fail, while it goes on)."""
+        return any(job == job_key and other != action for other, job in self._paused)
+
     def jobs(self) -> set[str]:
         """The jobs with a search to go on with."""
         return {job for _, job in self._paused}

@@ -141,6 +141,8 @@ class VictimSearchAction:
             first = False
             job = order.pop()
             assert job is not None
+            if kept is not None and kept.under_way_elsewhere(self.name, job.key):
+                continue  # another action's search for it goes on next cycle: it would place it
             # Taken before the search: placing the job's pods in a scenario changes what the
             # session would compute for it, and the victim filter must keep judging the request.
             request = state.job_request(job, real=False)
