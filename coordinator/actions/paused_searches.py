@@ -91,8 +91,9 @@ class PausedSearches:
         return paused.steps_done, recorded
 
     def keep_only(self, jobs: dict[str, Job]) -> None:
-        """Forget the searches of jobs that are gone."""
-        for key in [key for key in self._paused if key[1] not in jobs]:
+        """Forget the searches of jobs that are gone or have no pod waiting any more (placed
+        meanwhile: a later search of theirs starts afresh)."""
+        for key in [key for key in self._paused if key[1] not in jobs or not jobs[key[1]].has_pending()]:
             del self._paused[key]
 
 
