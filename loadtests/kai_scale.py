@@ -4,6 +4,7 @@ scenario is plain pods) for kube-scheduler, each on a fresh real cluster of kwok
     python -m loadtests.kai_scale                         # every scenario, 500 nodes of 8 GPUs
     python -m loadtests.kai_scale --quick                 # CI's size: 20 nodes, 3 samples
     python -m loadtests.kai_scale --nodes 500 --scenarios fill,reclaim-one --out kai-scale-500
+    python -m loadtests.kai_scale --nodes 500 --scenarios reclaim-large --systems kai-ray
 
 Scenarios (``kai_scale_scenarios.py`` says where they come from and what differs):
 fill, topology, infeasible, reclaim-one, reclaim-large, reclaim-many. Each row: the scenario's
@@ -55,15 +56,31 @@ from realcluster.kai import KaiOptions
 SHORT = {"kube-apiserver": "apiserver", "podgroupcontroller": "pgctl", "queuecontroller": "qctl"}
 
 
-def systems(scenario: Scenario, shards: int | None) -> list[ClusterScheduler]:
-    """KAI, kai-ray, and kube-scheduler where the scenario is plain pods; fresh for each run."""
-    found: list[ClusterScheduler] = [
-        KaiScheduler(KaiOptions(extra_args=dict(KAI_SCALE_ARGS))),
-        ProcessScheduler(KAI, shards),
-    ]
-    if scenario.plain_pods:
+SYSTEMS = ("KAI", "kai-ray", "kube-scheduler")
+
+
+def systems(scenario: Scenario, shards: int | None, names: Sequence[str] = SYSTEMS) -> list[ClusterScheduler]:
+    """KAI, kai-ray, and kube-scheduler where the scenario is plain pods (those of ``names``);
+    fresh for each run."""
+    found: list[ClusterScheduler] = []
+    if "KAI" in names:
+        found.append(KaiScheduler(KaiOptions(extra_args=dict(KAI_SCALE_ARGS))))
+    if "kai-ray" in names:
+        found.append(ProcessScheduler(KAI, shards))
+    if scenario.plain_pods and "kube-scheduler" in names:
         found.append(ProcessScheduler(KUBE))
     return found
+
+
+def chosen_systems(names: str | None) -> tuple[str, ...]:
+    if not names:
+        return SYSTEMS
+    by_lower = {name.lower(): name for name in SYSTEMS}
+    keys = [n.strip().lower() for n in names.split(",") if n.strip()]
+    unknown = [k for k in keys if k not in by_lower]
+    if unknown:
+        raise ValueError(f"no system {', '.join(unknown)}; there are {', '.join(SYSTEMS)}")
+    return tuple(by_lower[k] for k in keys)
 
 
 def chosen(names: str | None) -> list[Scenario]:
@@ -139,14 +156,14 @@ def write(out: Path, size: Size, outcomes: Sequence[Outcome], states: Any) -> No
 
 
 async def run_all(
-    scenarios: Sequence[Scenario], size: Size, shards: int | None, out: Path
+    scenarios: Sequence[Scenario], size: Size, shards: int | None, out: Path, names: Sequence[str] = SYSTEMS
 ) -> tuple[list[Outcome], Any]:
     """Every scenario for every system; the files are written after each row, so a long run
     stopped part-way still leaves what it measured."""
     outcomes: list[Outcome] = []
     states: dict[str, dict[str, Any]] = {}
     for scenario in scenarios:
-        for system in systems(scenario, shards):
+        for system in systems(scenario, shards, names):
             outcome, state = await run_scenario(scenario, system, size, STEPS[scenario.key])
             outcomes.append(outcome)
             states.setdefault(scenario.key, {})[system.name] = state
@@ -162,10 +179,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, help="samples of the averaged scenarios (KAI's: 10)")
     parser.add_argument("--scenarios", help=f"comma-separated, of: {', '.join(BY_KEY)} (default: all)")
     parser.add_argument("--shards", type=int, help="kai-ray's shard actors (default: its config)")
+    parser.add_argument(
+        "--systems", help=f"comma-separated, of: {', '.join(SYSTEMS)} (default: all; states compare KAI with kai-ray)"
+    )
     parser.add_argument("--out", default="kai-scale-out", help="directory for results.json, state.json, seconds.png")
     args = parser.parse_args(argv)
     try:
         scenarios = chosen(args.scenarios)
+        names = chosen_systems(args.systems)
     except ValueError as error:
         parser.error(str(error))
     size = QUICK if args.quick else FULL
@@ -184,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kai_scale: {error}", file=sys.stderr)
         return 2
     out = Path(args.out)
-    outcomes, states = asyncio.run(run_all(scenarios, size, args.shards, out))
+    outcomes, states = asyncio.run(run_all(scenarios, size, args.shards, out, names))
     plot(outcomes, out / "seconds.png")
     print(report(outcomes, size))
     print(summary(states))

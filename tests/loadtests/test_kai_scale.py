@@ -72,8 +72,18 @@ def test_kube_scheduler_runs_the_plain_pod_scenarios_only() -> None:
         kai_scale.chosen("fill,nope")
 
 
+def test_systems_can_be_chosen_by_name() -> None:
+    fill = SCENARIOS[0]
+    assert fill.key == "fill"
+    only = kai_scale.chosen_systems("kai-ray, Kube-Scheduler")
+    assert [system.name for system in kai_scale.systems(fill, None, only)] == ["kai-ray", "kube-scheduler"]
+    assert kai_scale.chosen_systems(None) == ("KAI", "kai-ray", "kube-scheduler")
+    with pytest.raises(ValueError, match="no system volcano"):
+        kai_scale.chosen_systems("kai,volcano")
+
+
 def test_a_scenario_that_timed_out_is_a_row_and_fails_the_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    async def run_all(scenarios: Any, size: Any, shards: Any, out: Path) -> tuple[list[Outcome], Any]:
+    async def run_all(scenarios: Any, size: Any, shards: Any, out: Path, names: Any) -> tuple[list[Outcome], Any]:
         done = Outcome("fill", "KAI", size.nodes, seconds=12.5, pods=160, done=160, window=13.0)
         late = Outcome("fill", "kai-ray", size.nodes, status="timed out", pods=160, done=90, window=240.0)
         states: dict[str, Any] = {"fill": {"KAI": {"counts": {}}, "kai-ray": {"counts": {}}}}
