@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
-from coordinator.actions.solver import JobSolver
-from coordinator.jobs import Job
 from coordinator.scheduler import run_session
 from tests.builders import JobSpec, build, config, node, queue
 
@@ -13,7 +9,7 @@ NOW = 1_000_000.0
 
 
 def test_no_search_when_the_big_nodes_run_only_pods_too_big_for_the_small_ones(
-    monkeypatch: pytest.MonkeyPatch,
+    searches: list[tuple[str, str]],
 ) -> None:
     # Both 8-GPU nodes run an 8-GPU pod; the 18 idle GPUs (more than the gang's 16) are on 4-GPU
     # nodes, where neither those pods nor the gang's fit. Each pod on a 4-GPU node "frees a slot"
@@ -26,16 +22,8 @@ def test_no_search_when_the_big_nodes_run_only_pods_too_big_for_the_small_ones(
         JobSpec("little", "q", pods=6, min_member=1, gpu=1, running_on=small),
         JobSpec("gang", "q", pods=2, gpu=8, created=10),
     ]
-    searched: list[str] = []
-    solve = JobSolver.solve
-
-    def noting_solve(solver: JobSolver, job: Job) -> bool:
-        searched.append(job.key)
-        return solve(solver, job)
-
-    monkeypatch.setattr(JobSolver, "solve", noting_solve)
     pods = run_session(build(nodes, [queue("q", gpu_quota=32)], jobs), config(), NOW, ["consolidation"]).pods
-    assert searched == []
+    assert searches == []
     assert pods["default/gang-0"].status == "Pending"
 
 

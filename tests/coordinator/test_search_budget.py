@@ -4,11 +4,7 @@ has no bound, makes it)."""
 
 from __future__ import annotations
 
-import pytest
-
-from coordinator.actions.solver import JobSolver
 from coordinator.coordinator import Coordinator
-from coordinator.jobs import Job
 from coordinator.results import CycleResult
 from coordinator.scheduler import run_session
 from kai_ray.config import SchedulerConfig
@@ -74,22 +70,14 @@ def test_a_gang_search_past_the_time_budget_goes_on_next_cycle_from_where_it_sto
     assert not len(coordinator.paused_searches)
 
 
-def test_a_stopped_search_is_not_held_back_by_another_actions_failed_search(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stopped_search_is_not_held_back_by_another_actions_failed_search(searches: list[tuple[str, str]]) -> None:
     """With every action: preempt's search for the gang (after reclaim's, in KAI's order) fails;
     the failure must not back the job off (ten seconds and more) while reclaim's search is under
     way, and the other actions leave the job to that search."""
-    searches: list[str] = []
-    solve = JobSolver.solve
-
-    def counted(solver: JobSolver, job: Job) -> bool:
-        searches.append(solver.action)
-        return solve(solver, job)
-
-    monkeypatch.setattr(JobSolver, "solve", counted)
     stepped, _ = _cycles_until_decided(1e-9, None)
     assert len(stepped) == NODES
     assert all(not r.paused_jobs for r in stepped)
-    assert searches == ["reclaim"] * NODES
+    assert searches == [("reclaim", "default/gang")] * NODES
 
 
 def test_a_paused_search_whose_victim_moved_starts_over() -> None:
