@@ -95,6 +95,11 @@ class CeilingUntilCommit:
         self._known, self._value = False, None
 
 
+# The fit-error key under which a job not reached by a victim search before the time budget
+# says so (one for every such action).
+POSTPONED = "victim searches"
+
+
 class VictimSearchAction:
     """Base of the victim-search actions; subclasses set ``name`` and override the hooks."""
 
@@ -195,9 +200,12 @@ class VictimSearchAction:
         ``stopped`` is the job whose search stopped half-way; it goes on from there."""
         state.searches.cut_short = True
         budget = state.config.sessionTimeBudget or 0.0
-        why = f"{self.name} postponed to the next cycle: this cycle spent its time budget ({budget:g}s)"
+        # The same words whichever actions did not reach the job: in a storm some cycles' later
+        # actions reach the deadline and some do not, and words naming them would rewrite
+        # thousands of waiting pods' status every cycle.
+        why = f"postponed to the next cycle: this cycle spent its time budget ({budget:g}s)"
         for job in jobs:
-            job.fit_errors[self.name] = why
+            job.fit_errors[POSTPONED] = why
             state.searches.skipped[job.key] = why
         if stopped is not None and paused is not None:
             # The same words every cycle the search goes on: a reason that changed each cycle would

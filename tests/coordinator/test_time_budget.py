@@ -28,7 +28,7 @@ def test_a_spent_budget_postpones_the_jobs_not_reached_to_the_next_cycle() -> No
     decided = {key: d for key, d in result.decisions.pods.items() if key.startswith("bench/b-")}
     assert decided.pop("bench/b-000000-0").status == "Pipelined"
     assert len(decided) == 19 and all(d.status == "Pending" for d in decided.values())
-    postponed = "reclaim postponed to the next cycle: this cycle spent its time budget"
+    postponed = "victim searches: postponed to the next cycle: this cycle spent its time budget"
     assert all(postponed in d.reason for d in decided.values())
     assert not result.paused_jobs  # a postponed job is not a failed one
     again = coordinator.cycle(1_001.0, ("reclaim",))
@@ -46,3 +46,18 @@ def test_live_loops_bound_their_cycles_unless_the_config_says_otherwise() -> Non
     assert SchedulerConfig().for_live_loop().sessionTimeBudget == LIVE_SESSION_BUDGET
     assert SchedulerConfig(sessionTimeBudget=0).for_live_loop().sessionTimeBudget == 0
     assert SchedulerConfig(sessionTimeBudget=3).for_live_loop().sessionTimeBudget == 3
+
+
+def test_a_postponed_job_says_the_same_whichever_actions_did_not_reach_it() -> None:
+    """In a storm, some cycles' later actions reach the deadline and some do not: the words
+    must not depend on which, or every waiting pod's status is rewritten each cycle."""
+    reasons = []
+    for actions in (("reclaim",), ("reclaim", "preempt")):
+        workload = reclaim_storm(nodes=4, jobs=20)
+        coordinator = in_process(SchedulerConfig(sessionTimeBudget=1e-9))
+        coordinator.apply(workload.cluster)
+        coordinator.cycle(500.0, ("allocate",))
+        coordinator.apply(workload.pending)
+        reasons.append(coordinator.cycle(1_000.0, actions).decisions.pods["bench/b-000019-0"].reason)
+    assert reasons[0] == reasons[1]
+    assert reasons[0].count("postponed to the next cycle") == 1
