@@ -31,9 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
-from coordinator.actions import VictimLists
+from coordinator.actions import PausedSearches, VictimLists
 from coordinator.actions.allocate import explain_unplaced
-from coordinator.actions.paused_searches import PausedSearches
 from coordinator.actions.registry import build_actions
 from coordinator.admission import admit, with_gated
 from coordinator.binding import BindCommit, BindSink, ShardLost, check, retry_next_cycle

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from coordinator.actions import VictimLists
-    from coordinator.actions.paused_searches import PausedSearches
+    from coordinator.actions import PausedSearches, VictimLists
 
 
 @dataclass(slots=True)
