@@ -188,11 +188,11 @@ class SchedulerLoop:
                     )
                     self.state.gave_up = True
                     self.stop()
-                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
-                # that lands as its inner wait completes, and a cancelled loop must end.
                 # A cycle stopped at its time budget left searches to go on with: the next starts
                 # at once (the API work of this one goes on beside it), not a period later.
                 wait = 0.0 if self.state.work_left else max(0.0, self.period - elapsed)
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
+                # that lands as its inner wait completes, and a cancelled loop must end.
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(wait):
                         await self._stop.wait()

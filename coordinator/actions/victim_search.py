@@ -181,7 +181,8 @@ class VictimSearchAction:
                 try:
                     solved = solver.solve(job)
                 except SearchPaused as paused:
-                    self._postpone(state, order.remaining(), job, paused)
+                    self._postpone(state, order.remaining())
+                    self._still_searching(state, job, paused)
                     break
                 if solved:
                     stmt.commit()
@@ -192,12 +193,9 @@ class VictimSearchAction:
                     continue
             search_failed(state, job, failed)
 
-    def _postpone(
-        self, state: SessionState, jobs: Iterable[Job], stopped: Job | None = None, paused: SearchPaused | None = None
-    ) -> None:
+    def _postpone(self, state: SessionState, jobs: Iterable[Job]) -> None:
         """The cycle's time budget is spent: the jobs not reached say so, and are searched next
-        cycle, in the same fair order (nothing counts against them: no failed search, no pause).
-        ``stopped`` is the job whose search stopped half-way; it goes on from there."""
+        cycle, in the same fair order (nothing counts against them: no failed search, no pause)."""
         state.searches.cut_short = True
         budget = state.config.sessionTimeBudget or 0.0
         # The same words whichever actions did not reach the job: in a storm some cycles' later
@@ -207,15 +205,18 @@ class VictimSearchAction:
         for job in jobs:
             job.fit_errors[POSTPONED] = why
             state.searches.skipped[job.key] = why
-        if stopped is not None and paused is not None:
-            # The same words every cycle the search goes on: a reason that changed each cycle would
-            # rewrite every pod's status each cycle (a 500-pod gang: 500 PATCHes a second).
-            why = (
-                f"{self.name} is still looking for room for its {paused.pods} pods: the search outlasts "
-                f"a cycle's time budget ({budget:g}s) and goes on each cycle from where it stopped"
-            )
-            stopped.fit_errors[self.name] = why
-            state.searches.skipped[stopped.key] = why
+
+    def _still_searching(self, state: SessionState, job: Job, paused: SearchPaused) -> None:
+        """The job whose search stopped half-way at the budget says so; it goes on from there."""
+        budget = state.config.sessionTimeBudget or 0.0
+        # The same words every cycle the search goes on: a reason that changed each cycle would
+        # rewrite every pod's status each cycle (a 500-pod gang: 500 PATCHes a second).
+        why = (
+            f"{self.name} is still looking for room for its {paused.pods} pods: the search outlasts "
+            f"a cycle's time budget ({budget:g}s) and goes on each cycle from where it stopped"
+        )
+        job.fit_errors[self.name] = why
+        state.searches.skipped[job.key] = why
 
     # ------------------------------------------------------------ the parts actions override
     def enabled(self, state: SessionState) -> bool:
