@@ -41,6 +41,7 @@ class StormReport:
     gpus: int
     storm_b_jobs: int
     seconds_to_share: float | None  # from storm-b's first job to holding its share; None: never
+    seconds_to_create: float  # the driver's creates of storm-b's jobs, one request at a time
     sessions: list[float]
     evictions: int
     budget: float
@@ -55,7 +56,8 @@ class StormReport:
         share = "never" if self.seconds_to_share is None else f"{self.seconds_to_share:.1f} s"
         return (
             f"{self.nodes} nodes, {self.gpus} GPUs full of storm-a; storm-b submits {self.storm_b_jobs} one-GPU jobs\n"
-            f"storm-b holds its share ({self.gpus // 2} GPUs) after {share}; {self.evictions} pods evicted\n"
+            f"storm-b holds its share ({self.gpus // 2} GPUs) after {share} (its jobs created in "
+            f"{self.seconds_to_create:.1f} s); {self.evictions} pods evicted\n"
             f"sessions while it reclaimed: {len(self.sessions)}, p50 {statistics.median(self.sessions or [0]):.3f} s, "
             f"p99 {p99:.3f} s, longest {self.longest:.3f} s (budget {self.budget:g} s)"
         )
@@ -138,7 +140,7 @@ async def run(nodes: int, period: float, timeout: float) -> StormReport:
         waited = await _wait_until(driver_api, "storm-b", gpus // 2, timeout)
         recording[0] = False
     to_share = None if waited is None else created + waited
-    return StormReport(nodes, gpus, gpus, to_share, sessions, evictions[0], config.sessionTimeBudget or 0.0)
+    return StormReport(nodes, gpus, gpus, to_share, created, sessions, evictions[0], config.sessionTimeBudget or 0.0)
 
 
 def main() -> int:
