@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
+from coordinator.action_shares import ActionShares
 from coordinator.actions import PausedSearches, VictimLists
 from coordinator.actions.allocate import explain_unplaced
 from coordinator.actions.registry import build_actions
@@ -87,6 +88,7 @@ class Coordinator:
         self.sessions = SessionCache(config)
         self.pod_maps = PodMaps()  # each pod's queue and job, kept while no pod or job changes
         self._closing_seconds = 0.0  # what the last session took after its actions (see _run_cycle)
+        self.action_shares = ActionShares(config.sessionTimeBudget or 0.0)  # the budget between searches
         self.settled = Settled()  # decisions that follow from records alone (decisions.collect)
         self.victim_lists = VictimLists()  # the victim searches' sorted jobs, kept across cycles
         self.paused_searches = PausedSearches()  # victim searches stopped at the time budget
@@ -188,17 +190,7 @@ class Coordinator:
         placer = state.source
         session_started = time.perf_counter()
         stats.open_seconds = session_started - started
-        actions = build_actions(names)
-        bounded_left = sum(1 for action in actions if action.time_bounded)
-        for action in actions:
-            action_started = time.perf_counter()
-            if action.time_bounded and searches.deadline is not None:
-                searches.action_deadline = action_started + max(0.0, searches.deadline - action_started) / bounded_left
-                bounded_left -= 1
-            action.execute(state, stmt)
-            searches.action_deadline = None
-            stmt.commit()
-            stats.action_seconds[action.name] = time.perf_counter() - action_started
+        self.action_shares.run(build_actions(names), state, stmt, stats)
         closing = time.perf_counter()
         stats.session_seconds = closing - session_started
         stats.candidate_nodes = len(state.table)

@@ -24,8 +24,8 @@ class VictimSearches:
     # The cycle's time budget (config sessionTimeBudget), as a time.perf_counter() deadline: past
     # it, victim searches take no new job and the jobs left are searched next cycle.
     deadline: float | None = None
-    # The running time-bounded action's deadline: the time left to the session's deadline, shared
-    # evenly with the time-bounded actions after it (the first cannot spend what the last needs).
+    # The running time-bounded action's deadline: the time left to the session's deadline less
+    # what the time-bounded actions after it expect to need (``coordinator/action_shares.py``).
     action_deadline: float | None = None
     cut_short: bool = False  # a victim-search action stopped at the deadline this session
     # The sorted lists of running and pending jobs, kept by the coordinator across cycles (None:
