@@ -26,6 +26,7 @@ from typing import Any
 
 from k8s_adapter.api import JSON
 from k8s_adapter.dra_cache import DraCache
+from k8s_adapter.expected_evictions import ExpectedEvictions
 from k8s_adapter.inbox import Batch, Hold, Inbox
 from k8s_adapter.kinds import (
     DEVICE_CLASSES,
@@ -96,6 +97,7 @@ class ClusterCache:
         self._invalid_queues: dict[str, str] = {}
         self.membership = PodMembership(scheduler_name)
         self._held: dict[str, tuple[float, str]] = {}  # pods kept from the coordinator for now
+        self.expected = ExpectedEvictions()  # evicted pods the watch has not shown leaving yet
         self._changed: dict[str, set[str]] = {"Node": set(), "Pod": set(), "Queue": set(), "Topology": set()}
         self._removed: dict[str, set[str]] = {"Node": set(), "Pod": set(), "Topology": set()}
         self._queues_dirty = False
@@ -118,6 +120,12 @@ class ClusterCache:
         if self._inbox.event(kind, event, obj):
             for listener in self.listeners:
                 listener(kind, event, obj)
+
+    def evicting(self, pods: list[str], sent: bool = True) -> None:
+        """These pods' evictions were handed out (``sent``), or turned out not sent or not taken: from
+        the next deltas on they read as releasing until the watch shows them leaving, or again as
+        the watch says (``expected_evictions``)."""
+        self._inbox.evictions(pods, sent)
 
     def hold_back(self, pod: str, until: float, why: str) -> None:
         """Keep ``pod`` from the coordinator until ``until`` (time.monotonic) unless it gets bound
@@ -147,7 +155,7 @@ class ClusterCache:
             reader = ObjectReader({**obj, "kind": "Pod"}, 0)
             state, node = pod_state(reader)
             return PodNow(str(reader.meta.get("uid") or ""), state, node)
-        pod = self.pods.get(key)
+        pod = self.expected.truth.get(key) or self.pods.get(key)
         return None if pod is None else PodNow(pod.uid, pod.state, pod.node)
 
     @property
@@ -199,6 +207,9 @@ class ClusterCache:
                 self._problems.pop((kind.name, key), None)
             else:
                 self._upsert(kind, obj, key)
+        for key, sent in batch.evictions:
+            if self.expected.mark(self.pods, key) if sent else self.expected.unmark(self.pods, key):
+                self._changed["Pod"].add(key)
 
     def _copy_on_write(self, kinds: set[str]) -> None:
         """Readers on the event loop (status, metrics, binds) iterate these records while a batch
@@ -335,7 +346,7 @@ class ClusterCache:
             return
         pod = parse_pod(reader, warnings)
         pod = self.membership.place(key, pod, obj, _owner_refs(obj), self.raw_groups)
-        self.pods[key] = pod
+        self.pods[key] = pod = self.expected.seen(key, pod)
         if pod.state is not PodState.PENDING and self._held.pop(key, None) is not None:
             self._removed["Pod"].discard(key)  # bound (or finished) after all: it must be counted
         self._changed["Pod"].add(key)
@@ -385,6 +396,7 @@ class ClusterCache:
             self._regang(self._gangs_of(key))
         elif kind is PODS:
             self.membership.forget(key)
+            self.expected.gone(key)
             self._held.pop(key, None)
             self._removed["Pod"].add(key)
             self._changed["Pod"].discard(key)

@@ -22,11 +22,17 @@ class EvictSender:
         self.cache = cache
         self.metrics = metrics
         self._evicting: dict[str, Eviction] = {}  # pod -> what its eviction events will say, until evicted
+        self._queued: list[EvictRequest] = []  # handed out, not sent yet
 
-    async def send(self, outcome: CycleResult) -> int:
-        """Send the cycle's evictions (and retry those still waiting); returns how many went out."""
-        requests = [EvictRequest(e.pod, e.action, e.preemptor, self._uid(e.pod)) for e in outcome.evictions]
+    def hand_out(self, outcome: CycleResult) -> None:
+        """Take the cycle's evictions to send: their pods read as releasing from the next deltas on."""
+        self._queued.extend(EvictRequest(e.pod, e.action, e.preemptor, self._uid(e.pod)) for e in outcome.evictions)
         self._evicting.update(describe_evictions(outcome, self.cache))
+        self.cache.evicting([e.pod for e in outcome.evictions])
+
+    async def send(self) -> int:
+        """Send the evictions handed out (and retry those still waiting); returns how many went out."""
+        requests, self._queued = self._queued, []
         if not requests and not self.evictor.waiting:
             return 0
         report = await self.evictor.evict_all(requests, self._still_wanted)
@@ -36,6 +42,8 @@ class EvictSender:
             self.metrics.observe_eviction(eviction.action, name, namespace, eviction.group_uid)
         for pod in (*report.failed, *report.dropped):
             self._evicting.pop(pod, None)
+        # Not gone after all (a budget may let it go later): the next cycle sees it as it is.
+        self.cache.evicting([*report.failed, *report.dropped, *report.blocked], sent=False)
         await self.status.evicted(sent)
         return len(report.evicted)
 

@@ -34,6 +34,8 @@ class Batch:
     relisted: dict[str, tuple[Kind, set[str]]] = field(default_factory=dict)  # kind -> (kind, keys listed)
     dra_lists: dict[str, tuple[Kind, list[JSON]]] = field(default_factory=dict)  # DRA kinds listed afresh
     holds: dict[str, Hold] = field(default_factory=dict)  # pods to keep from the coordinator
+    # Evictions, in the order they came: (pod, True) handed out, (pod, False) not sent or not taken.
+    evictions: list[tuple[str, bool]] = field(default_factory=list)
 
     def kinds(self) -> set[str]:
         return {name for name, _ in self.events} | set(self.relisted) | set(self.dra_lists)
@@ -102,15 +104,20 @@ class Inbox:
         with self._lock:
             self._batch.holds[pod] = (until, why)
 
+    def evictions(self, pods: list[str], sent: bool) -> None:
+        with self._lock:
+            self._batch.evictions.extend((pod, sent) for pod in pods)
+
     def versions(self) -> dict[tuple[str, str], int]:
         with self._lock:
             return dict(self._versions)
 
     def pending(self) -> int:
-        """Events, lists and holds not yet taken."""
+        """Events, lists, holds and evictions not yet taken."""
         with self._lock:
             batch = self._batch
-            return len(batch.events) + len(batch.relisted) + len(batch.dra_lists) + len(batch.holds)
+            parts = (batch.events, batch.relisted, batch.dra_lists, batch.holds, batch.evictions)
+            return sum(len(part) for part in parts)
 
     def newest(self, kind: Kind, key: str) -> Entry | None:
         """The newest event of an object not yet taken, if there is one."""

@@ -154,6 +154,7 @@ class SchedulerLoop:
         self._in_flight: set[asyncio.Task[None]] = set()
         self._explaining: asyncio.Task[None] | None = None
         self._grouping: asyncio.Task[None] | None = None  # the pod grouper's pass in flight
+        self._sending_evictions: asyncio.Task[None] | None = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -315,7 +316,7 @@ class SchedulerLoop:
         if outcome.ungates:  # like binds, beside the next cycle: the pods are only judged again if it fails
             ungates = outcome.ungates
             self._background(self._step("ungate", lambda: self.ungates.send(ungates)))
-        await self._step("evict", lambda: self._evict(outcome))
+        await self._send_evictions(outcome)
         if outcome.job_clocks or self.clocks.retry or self.clocks.waiting:
             groups, live = self.cache.raw_groups, outcome.decisions.pod_groups  # every job of the session
             self._background(
@@ -404,8 +405,21 @@ class SchedulerLoop:
         bound = await self.binds.send(binds, lambda failed: self._locked(coordinator.bind_failed, failed))
         self.state.binds += bound  # after the await: sends overlap, and each must add to the latest count
 
-    async def _evict(self, outcome: CycleResult) -> None:
-        evicted = await self.evictions.send(outcome)
+    async def _send_evictions(self, outcome: CycleResult) -> None:
+        """Evictions go out beside the next cycle, which sees their pods releasing already
+        (``expected_evictions``). One send at a time: a cycle with evictions of its own waits for
+        the last cycle's to be sent, so a slow API server holds the loop back rather than a queue
+        growing; a cycle without leaves retrying the ones a budget blocked to a later iteration."""
+        self.evictions.hand_out(outcome)
+        sending = self._sending_evictions
+        if sending is not None and not sending.done():
+            if not outcome.evictions:
+                return
+            await asyncio.wait({sending})
+        self._sending_evictions = self._background(self._step("evict", self._evict))
+
+    async def _evict(self) -> None:
+        evicted = await self.evictions.send()
         self.state.evictions += evicted  # after the await (see _bind)
 
     async def _explain(self, outcome: CycleResult) -> None:

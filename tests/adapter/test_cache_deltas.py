@@ -193,3 +193,41 @@ def test_what_is_read_ahead_comes_with_the_next_deltas_once() -> None:
     assert "ns/held" in cache.held_view
     again = cache.take_deltas()
     assert again.pods_upserted == () and again.nodes_upserted == ()
+
+
+def _running(name: str, **labels: str) -> dict[str, Any]:
+    obj = member(name, "g")
+    obj["spec"]["nodeName"], obj["status"]["phase"] = "n1", "Running"
+    obj["metadata"]["uid"] = f"uid-{name}"
+    obj["metadata"].setdefault("labels", {}).update(labels)
+    return obj
+
+
+def test_an_evicted_pod_reads_releasing_until_the_watch_shows_it_leaving() -> None:
+    cache = ClusterCache()
+    cache.on_list(PODS, [_running("v1"), _running("v2")])
+    cache.take_deltas()
+    cache.evicting(["ns/v1", "ns/v2"])
+    [first, second] = sorted(cache.take_deltas().pods_upserted, key=lambda p: p.key)
+    assert first.state is second.state is PodState.RELEASING
+    now = cache.pod_now("ns/v1")
+    assert now is not None and now.state is PodState.RUNNING  # the eviction's recheck sees the truth
+    # A change that is not the deletion (a label) keeps the pod releasing.
+    cache.on_event(PODS, "MODIFIED", versioned(_running("v1", touched="yes")))
+    assert [p.state for p in cache.take_deltas().pods_upserted] == [PodState.RELEASING]
+    # v2's eviction was not taken (a budget said no): it runs again, as the watch says.
+    cache.evicting(["ns/v2"], sent=False)
+    assert [(p.key, p.state) for p in cache.take_deltas().pods_upserted] == [("ns/v2", PodState.RUNNING)]
+    # The watch brings v1's deletion: gone, and nothing is left marked.
+    cache.on_event(PODS, "DELETED", _running("v1"))
+    assert cache.take_deltas().pods_removed == ("ns/v1",)
+    assert cache.expected.truth == {}
+
+
+def test_an_eviction_of_a_pod_that_is_not_running_marks_nothing() -> None:
+    cache = ClusterCache()
+    cache.on_list(PODS, [member("waiting", "g")])
+    cache.take_deltas()
+    cache.evicting(["ns/waiting", "ns/unknown"])
+    assert cache.take_deltas().pods_upserted == ()
+    assert cache.expected.truth == {}
