@@ -24,6 +24,11 @@ class DecisionLog:
         self._pending: dict[str, str] = {}  # pod -> the reason last logged
         self._pipelined: dict[str, str] = {}  # pod -> the node it was last logged pipelined to
 
+    @property
+    def waiting(self) -> bool:
+        """Whether the last cycle left pods pending or pipelined."""
+        return bool(self._pending or self._pipelined)
+
     def cycle(self, number: int, result: CycleResult) -> None:
         chosen_by = {e.preemptor: e.action for e in result.evictions if e.preemptor}
         debug = log.isEnabledFor(logging.DEBUG)

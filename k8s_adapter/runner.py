@@ -40,6 +40,7 @@ from k8s_adapter.startup import StartupClock
 from k8s_adapter.status import StatusWriter
 from k8s_adapter.ungate_sender import UngateSender
 from k8s_adapter.usage_feeds import UsageFeed
+from k8s_adapter.wakeup import Wakeup
 from k8s_adapter.watches import Watches
 from kai_ray.deltas import ClusterDeltas
 from pod_grouper.live import DEFER_SECONDS, PodGrouper
@@ -150,6 +151,8 @@ class SchedulerLoop:
         self.coordinator_health = CoordinatorHealth()
         self.decision_log = DecisionLog()
         self._stop = asyncio.Event()
+        self.wakeup = Wakeup(cache.scheduler_name, self._stop)  # an iteration before the period is up
+        cache.listeners.append(self.wakeup.on_watch_event)
         self._coordinator_lock = asyncio.Lock()
         self._in_flight: set[asyncio.Task[None]] = set()
         self._explaining: asyncio.Task[None] | None = None
@@ -158,6 +161,7 @@ class SchedulerLoop:
 
     def stop(self) -> None:
         self._stop.set()
+        self.wakeup.nudge()
         self.watches.stop()
 
     async def run(self) -> None:
@@ -192,11 +196,9 @@ class SchedulerLoop:
                 # A cycle stopped at its time budget left searches to go on with: the next starts
                 # at once (the API work of this one goes on beside it), not a period later.
                 wait = 0.0 if self.state.work_left else max(0.0, self.period - elapsed)
-                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
-                # that lands as its inner wait completes, and a cancelled loop must end.
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(wait):
-                        await self._stop.wait()
+                # asyncio.timeout inside, not wait_for: on Python 3.11 wait_for can swallow a
+                # cancellation that lands as its inner wait completes, and a cancelled loop must end.
+                await self.wakeup.rest(wait, elapsed)
         finally:
             if self._grouping is not None and not self._grouping.done():
                 self._grouping.cancel()  # what it did not create, the next start creates
@@ -270,6 +272,7 @@ class SchedulerLoop:
         assert coordinator is not None
         # The cache turns watch events into deltas in the worker thread too: at a hundred thousand
         # pods, that work must not stall the watches and health checks on the event loop.
+        self.wakeup.clear()
         await self._step("apply", lambda: self._locked(self._feed, coordinator))
         if self.pod_grouper and (self._grouping is None or self._grouping.done()):
             # Grouping runs beside the loop, one pass at a time: PodGroup creates for thousands of
@@ -306,6 +309,7 @@ class SchedulerLoop:
                 f"{len(outcome.binds)} binds",
             )
         self.decision_log.cycle(self.state.cycles, outcome)
+        self.wakeup.waiting = self.decision_log.waiting
         # Binds and explanations go on in the background while the next cycle is computed:
         # the coordinator already counts the binds as placed, and only the latest
         # explanation matters. Their failures come back through bind_failed. The binds the
