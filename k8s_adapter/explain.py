@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from k8s_adapter.binder import BindFailures
+from k8s_adapter.binder import BindBackoff, BindFailures
+from k8s_adapter.cache import ClusterCache
 from k8s_adapter.problems import ObjectKey, Problem
 
 
@@ -57,3 +58,19 @@ def group_notes(
         if uid:
             out[group] = GroupNote(uid, "; ".join(found))
     return out
+
+
+def cache_notes(cache: ClusterCache, backoff: BindBackoff, now: float) -> dict[str, GroupNote]:
+    """``group_notes`` for what the cache knows: its problems and the pods backed off after failed
+    binds (one bound meanwhile, or gone, is forgotten first)."""
+    backoff.forget(lambda pod: (seen := cache.pod_now(pod)) is not None and seen.node is None)
+
+    def group_of(pod: str) -> str | None:
+        record = cache.pods.get(pod)
+        return f"{record.namespace}/{record.pod_group}" if record is not None and record.pod_group else None
+
+    def uid_of(group: str) -> str | None:
+        raw = cache.raw_groups.get(group)
+        return raw.uid if raw is not None else None
+
+    return group_notes(cache.problems_view, backoff.failures, group_of, uid_of, now)

@@ -17,9 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry
 
-from coordinator.failures import CoordinatorLost
 from coordinator.results import BindIntent, CycleResult
-from k8s_adapter.api import KubeApi, KubeError, describe
+from k8s_adapter.api import KubeApi
 from k8s_adapter.bind_sender import BindSender
 from k8s_adapter.binder import BindBackoff, Binder
 from k8s_adapter.cache import ClusterCache
@@ -27,12 +26,13 @@ from k8s_adapter.coordinator_health import CoordinatorHealth
 from k8s_adapter.decision_log import DecisionLog
 from k8s_adapter.evict_sender import EvictSender
 from k8s_adapter.evictor import Evictor
-from k8s_adapter.explain import group_notes
+from k8s_adapter.explain import cache_notes
 from k8s_adapter.gpu_sharing import ReservationService, ReservationSettings, gpu_groups_of
 from k8s_adapter.job_clocks import JobClockWriter
 from k8s_adapter.kinds import PODS, Kind
 from k8s_adapter.leader import Leadership
 from k8s_adapter.loop_metrics import LoopMetrics
+from k8s_adapter.loop_steps import LoopSteps
 from k8s_adapter.metrics import SchedulerMetrics
 from k8s_adapter.problems import problem_events
 from k8s_adapter.reflector import Reflector
@@ -149,12 +149,11 @@ class SchedulerLoop:
             self.startup.mark("watching", at=self.watches.started_at)
         self.state = LoopState()
         self.coordinator_health = CoordinatorHealth()
+        self.steps = LoopSteps(self.loop_metrics, self.coordinator_health)
         self.decision_log = DecisionLog()
         self._stop = asyncio.Event()
         self.wakeup = Wakeup(cache.scheduler_name, self._stop)  # an iteration before the period is up
         cache.listeners.append(self.wakeup.on_watch_event)
-        self._coordinator_lock = asyncio.Lock()
-        self._in_flight: set[asyncio.Task[None]] = set()
         self._explaining: asyncio.Task[None] | None = None
         self._grouping: asyncio.Task[None] | None = None  # the pod grouper's pass in flight
         self._sending_evictions: asyncio.Task[None] | None = None
@@ -203,18 +202,9 @@ class SchedulerLoop:
             if self._grouping is not None and not self._grouping.done():
                 self._grouping.cancel()  # what it did not create, the next start creates
                 await asyncio.gather(self._grouping, return_exceptions=True)
-            if self._in_flight:  # let binds in flight finish: their pods are already counted as placed
-                await asyncio.wait(set(self._in_flight), timeout=SHUTDOWN_GRACE_SECONDS)
-            # What is still going after that is dropped before the client closes under it: its pods
-            # stay unbound, and the next scheduler to start places them from what it lists.
-            unfinished = [task for task in self._in_flight if not task.done()]
-            for task in unfinished:
-                task.cancel()
-            if unfinished:
-                log.info("stopping: %d API writes still going dropped", len(unfinished))
-                await asyncio.gather(*unfinished, return_exceptions=True)
+            await self.steps.drain(SHUTDOWN_GRACE_SECONDS)
             if self.usage is not None:
-                await self._step("usage", self.usage.close)  # keep the accounting for the next start
+                await self.steps.run("usage", self.usage.close)  # keep the accounting for the next start
             await self.watches.close()
 
     async def _start(self, deadline: float) -> None:
@@ -229,15 +219,15 @@ class SchedulerLoop:
         first = await asyncio.to_thread(self.cache.take_deltas, time.monotonic())
         self.coordinator = coordinator = self.coordinator_factory(len(self.cache.nodes))
         self._stream_binds(coordinator)
-        await self._locked(coordinator.apply, first)
+        await self.steps.locked(coordinator.apply, first)
         self.startup.mark("tables")
         pods = [r for r in self.reflectors if r.kind is PODS]
         # The pages so far go to the coordinator while the next ones come.
-        await self._read_while_listing(pods, deadline, lambda: self._locked(self._feed, coordinator))
+        await self._read_while_listing(pods, deadline, lambda: self.steps.locked(self._feed, coordinator))
         self.state.synced = True
         slowest = sorted(self.reflectors, key=lambda r: -r.stats.list_seconds)[:2]
         self.startup.mark("listed", ", ".join(f"{r.kind.plural} {r.stats.list_seconds:.2f}" for r in slowest))
-        await self._locked(self._feed, coordinator)
+        await self.steps.locked(self._feed, coordinator)
         self.startup.mark("decoded")
 
     async def _read_while_listing(
@@ -273,25 +263,25 @@ class SchedulerLoop:
         # The cache turns watch events into deltas in the worker thread too: at a hundred thousand
         # pods, that work must not stall the watches and health checks on the event loop.
         self.wakeup.clear()
-        await self._step("apply", lambda: self._locked(self._feed, coordinator))
+        await self.steps.run("apply", lambda: self.steps.locked(self._feed, coordinator))
         if self.pod_grouper and (self._grouping is None or self._grouping.done()):
             # Grouping runs beside the loop, one pass at a time: PodGroup creates for thousands of
             # new pods take the API's time, not the cycles'. A pod is scheduled once its group
             # exists (the watch brings the annotated pod); the others keep being decided meanwhile.
             ungrouped = self.cache.ungrouped()
-            self._grouping = asyncio.ensure_future(self._step("group", lambda: self.grouper.group(ungrouped)))
+            self._grouping = asyncio.ensure_future(self.steps.run("group", lambda: self.grouper.group(ungrouped)))
         now = time.time()
         leader = self.leadership.is_leader()
         if self.usage is not None:
-            await self._step("usage", lambda: self._feed_usage(coordinator, now, leader))
+            await self.steps.run("usage", lambda: self._feed_usage(coordinator, now, leader))
         if not leader:
             return
         result: list[CycleResult] = []
 
         async def cycle() -> None:
-            result.append(await self._locked(coordinator.cycle, now))
+            result.append(await self.steps.locked(coordinator.cycle, now))
 
-        await self._step("cycle", cycle)
+        await self.steps.run("cycle", cycle)
         self.state.cycle_ok = bool(result)
         if not result:
             self.state.cycle_failed_at = time.monotonic()
@@ -316,25 +306,23 @@ class SchedulerLoop:
         # coordinator handed out as it committed them are on their way already.
         rest = outcome.binds[outcome.streamed :]
         if rest:
-            self._background(self._step("bind", lambda: self._bind(coordinator, rest)))
+            self.steps.background("bind", lambda: self._bind(coordinator, rest))
         if outcome.ungates:  # like binds, beside the next cycle: the pods are only judged again if it fails
             ungates = outcome.ungates
-            self._background(self._step("ungate", lambda: self.ungates.send(ungates)))
+            self.steps.background("ungate", lambda: self.ungates.send(ungates))
         await self._send_evictions(outcome)
         if outcome.job_clocks or self.clocks.retry or self.clocks.waiting:
             groups, live = self.cache.raw_groups, outcome.decisions.pod_groups  # every job of the session
-            self._background(
-                self._step("clocks", lambda: self.clocks.write(outcome.job_clocks, groups.__contains__, live))
-            )
+            self.steps.background("clocks", lambda: self.clocks.write(outcome.job_clocks, groups.__contains__, live))
         if self.usage is not None:
             usage = self.usage
-            await self._step("usage", lambda: usage.after_cycle(now, outcome, self.cache.nodes.values()))
+            await self.steps.run("usage", lambda: usage.after_cycle(now, outcome, self.cache.nodes.values()))
         if self._explaining is None or self._explaining.done():
-            self._explaining = self._background(self._step("status", lambda: self._explain(outcome)))
-        await self._step("metrics", lambda: _sync(lambda: self.metrics.observe_cycle(outcome, self.cache.queues)))
+            self._explaining = self.steps.background("status", lambda: self._explain(outcome))
+        await self.steps.run("metrics", lambda: _sync(lambda: self.metrics.observe_cycle(outcome, self.cache.queues)))
         if time.monotonic() >= self._next_reservation_sweep:
             self._next_reservation_sweep = time.monotonic() + RESERVATION_SWEEP_SECONDS
-            self._background(self._step("reservations", self.reservations.sync_all))
+            self.steps.background("reservations", self.reservations.sync_all)
 
     def _stream_binds(self, coordinator: CoordinatorLike) -> None:
         """Binds leave as the cycle commits them, run by run, not when the whole cycle is done: on a
@@ -349,7 +337,7 @@ class SchedulerLoop:
         coordinator.bind_sink = sink
 
     def _send_binds(self, coordinator: CoordinatorLike, binds: list[BindIntent]) -> None:
-        self._background(self._step("bind", lambda: self._bind(coordinator, binds)))
+        self.steps.background("bind", lambda: self._bind(coordinator, binds))
 
     def _watch_sharers(self, kind: Kind, event: str, obj: dict[str, Any]) -> None:
         """KAI's pod controller: when a pod that shares GPUs ends or goes, its groups' reservation
@@ -358,7 +346,7 @@ class SchedulerLoop:
             return
         groups = gpu_groups_of(obj)
         if groups and (event == "DELETED" or (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")):
-            self._background(self._step("reservations", lambda: self.reservations.sync_groups(groups)))
+            self.steps.background("reservations", lambda: self.reservations.sync_groups(groups))
 
     def _feed(self, coordinator: CoordinatorLike) -> None:
         coordinator.apply(self.cache.take_deltas(time.monotonic()))
@@ -367,46 +355,15 @@ class SchedulerLoop:
         assert self.usage is not None
         usage = await self.usage.before_cycle(now, leader)
         if usage is not None:
-            await self._locked(coordinator.apply, ClusterDeltas(queue_usage=usage))
-
-    async def _locked(self, method: Callable[..., Any], *args: Any) -> Any:
-        """Coordinator calls one at a time, off the event loop (a cycle takes CPU)."""
-        async with self._coordinator_lock:
-            return await asyncio.to_thread(method, *args)
-
-    def _background(self, work: Awaitable[None]) -> asyncio.Task[None]:
-        task = asyncio.ensure_future(work)
-        self._in_flight.add(task)
-        task.add_done_callback(self._in_flight.discard)
-        return task
-
-    async def _step(self, name: str, action: Callable[[], Awaitable[Any]]) -> None:
-        started = time.perf_counter()
-        try:
-            await action()
-        except asyncio.CancelledError:
-            raise
-        except CoordinatorLost as lost:  # its actor died: replaced (or not) already, one line
-            self.loop_metrics.failed(name)
-            self.coordinator_health.lost(lost, time.monotonic())
-            self.loop_metrics.coordinator_losses.labels(str(lost.replaced).lower()).inc()
-            log.warning("scheduler loop step %s: %s", name, lost)
-        except KubeError as exc:  # the API said no (a conflict, a timeout): expected, one line
-            self.loop_metrics.failed(name)
-            log.warning("scheduler loop step %s failed: %s; retried next iteration", name, describe(exc))
-        except Exception:  # one failing step must not stop scheduling; a bug, so with its traceback
-            self.loop_metrics.failed(name)
-            log.exception("scheduler loop step %s failed", name)
-        finally:
-            self.loop_metrics.step(name, time.perf_counter() - started)
+            await self.steps.locked(coordinator.apply, ClusterDeltas(queue_usage=usage))
 
     async def _bind(self, coordinator: CoordinatorLike, binds: list[BindIntent]) -> None:
         if not binds:
             return
         if not self.leadership.is_leader():  # fencing: the lease may have moved during the cycle
-            await self._locked(coordinator.bind_failed, [b.pod for b in binds])
+            await self.steps.locked(coordinator.bind_failed, [b.pod for b in binds])
             return
-        bound = await self.binds.send(binds, lambda failed: self._locked(coordinator.bind_failed, failed))
+        bound = await self.binds.send(binds, lambda failed: self.steps.locked(coordinator.bind_failed, failed))
         self.state.binds += bound  # after the await: sends overlap, and each must add to the latest count
 
     async def _send_evictions(self, outcome: CycleResult) -> None:
@@ -420,28 +377,17 @@ class SchedulerLoop:
             if not outcome.evictions:
                 return
             await asyncio.wait({sending})
-        self._sending_evictions = self._background(self._step("evict", self._evict))
+        self._sending_evictions = self.steps.background("evict", self._evict)
 
     async def _evict(self) -> None:
         evicted = await self.evictions.send()
         self.state.evictions += evicted  # after the await (see _bind)
 
     async def _explain(self, outcome: CycleResult) -> None:
-        """Conditions and events from the cycle, with what the adapter knows better: malformed
-        objects (an event on each, and the condition of the PodGroup they keep waiting) and pods
-        backed off after failed binds."""
-        problems = self.cache.problems_view
-        self.bind_backoff.forget(lambda pod: (now := self.cache.pod_now(pod)) is not None and now.node is None)
-        notes = group_notes(problems, self.bind_backoff.failures, self._group_of, self._group_uid, time.monotonic())
-        await self.status.publish(outcome, self.cache, notes, problem_events(problems))
-
-    def _group_of(self, pod: str) -> str | None:
-        record = self.cache.pods.get(pod)
-        return f"{record.namespace}/{record.pod_group}" if record is not None and record.pod_group else None
-
-    def _group_uid(self, group: str) -> str | None:
-        raw = self.cache.raw_groups.get(group)
-        return raw.uid if raw is not None else None
+        """Conditions and events from the cycle, with what the adapter knows better (``explain.py``):
+        malformed objects, and pods backed off after failed binds."""
+        notes = cache_notes(self.cache, self.bind_backoff, time.monotonic())
+        await self.status.publish(outcome, self.cache, notes, problem_events(self.cache.problems_view))
 
 
 async def _sync(action: Callable[[], None]) -> None:

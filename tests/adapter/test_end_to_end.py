@@ -98,9 +98,9 @@ async def test_a_stop_drops_binds_still_unanswered_after_the_grace_and_ends(
     await asyncio.wait_for(task, 10)
     assert time.monotonic() - stopped < 5  # the grace, not the bind's 30 s
     assert "API writes still going dropped" in caplog.text
-    assert not loop._in_flight  # nothing is left to write through the client once it closes
+    assert not loop.steps.in_flight  # nothing is left to write through the client once it closes
     assert (await nodes_of(env))["slow"] is None
 
 
 async def _sent(loop: SchedulerLoop) -> bool:
-    return bool(loop._in_flight)
+    return bool(loop.steps.in_flight)

@@ -207,7 +207,7 @@ class RealChurn:
         deadline = time.monotonic() + timeout
         moving: list[str] = []
         while time.monotonic() < deadline:
-            async with loop._coordinator_lock:  # no cycle runs while quiet is judged and the view is read
+            async with loop.steps.coordinator_lock:  # no cycle runs while quiet is judged and the view is read
                 objects = await self.objects()
                 moving = still_moving(loop, recorder, caught_up(loop, objects))
                 if not moving:

@@ -220,7 +220,7 @@ class Churn:
         assert loop is not None and recorder is not None
         deadline = time.monotonic() + timeout
         while True:
-            async with loop._coordinator_lock:  # no cycle runs while quiet is judged and the view is read
+            async with loop.steps.coordinator_lock:  # no cycle runs while quiet is judged and the view is read
                 moving = self._not_quiet()
                 if not moving:
                     assert recorder.last is not None
@@ -315,7 +315,7 @@ def still_moving(loop: SchedulerLoop, recorder: Recorder, caught_up: bool) -> li
             recorder.findings.cycles - recorder.active_cycles >= QUIET_CYCLES
         ),
         "changes applied but not yet cycled": not recorder.unseen,
-        f"in flight: {_where(_started(loop._in_flight))}": not _started(loop._in_flight),
+        f"in flight: {_where(_started(loop.steps.in_flight))}": not _started(loop.steps.in_flight),
         f"evictions waiting {sorted(loop.evictor.waiting)}": not loop.evictor.waiting,
         f"pods held back {sorted(loop.cache.held_view)}": not loop.cache.held_view,
         "watch events not yet taken": loop.cache.pending_events() == 0,
