@@ -195,8 +195,6 @@ class SchedulerLoop:
                 # A cycle stopped at its time budget left searches to go on with: the next starts
                 # at once (the API work of this one goes on beside it), not a period later.
                 wait = 0.0 if self.state.work_left else max(0.0, self.period - elapsed)
-                # asyncio.timeout inside, not wait_for: on Python 3.11 wait_for can swallow a
-                # cancellation that lands as its inner wait completes, and a cancelled loop must end.
                 await self.wakeup.rest(wait, elapsed)
         finally:
             if self._grouping is not None and not self._grouping.done():
@@ -239,13 +237,13 @@ class SchedulerLoop:
                 await read()
             else:
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(PAGE_POLL_SECONDS):  # not wait_for: see run()
+                    async with asyncio.timeout(PAGE_POLL_SECONDS):  # not wait_for: see Wakeup.rest
                         await asyncio.gather(*(r.stats.synced.wait() for r in reflectors))
         await self._wait_for_sync(reflectors, deadline)
 
     async def _wait_for_sync(self, reflectors: list[Reflector], deadline: float) -> None:
         try:
-            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):  # not wait_for: see run()
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):  # not wait_for: see Wakeup.rest
                 await asyncio.gather(*(r.stats.synced.wait() for r in reflectors))
         except TimeoutError:
             missing = [r.kind.plural for r in reflectors if not r.stats.synced.is_set()]

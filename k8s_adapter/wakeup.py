@@ -53,6 +53,8 @@ class Wakeup:
         """Until the next iteration: ``wait`` seconds, or, when nudged sooner, ``busy`` seconds (the
         last iteration's length, at least ``MIN_REST``) after the nudge if that is earlier. Returns
         at once on a stop."""
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that
+        # lands as its inner wait completes, and a cancelled loop must end.
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         with contextlib.suppress(TimeoutError):
