@@ -208,7 +208,7 @@ class Coordinator:
         result.pod_queues, result.pod_jobs = self.pod_maps.of(state)
         result.not_ready_jobs = not_ready_gangs(state, stmt.touched)
         result.search_skipped = dict(state.searches.skipped)
-        result.paused_jobs = state.searches.paused
+        result.paused_jobs = frozenset(job for job, _ in state.searches.paused)
         # Only a pod placed before this session is there to evict. One that an action placed and a
         # later action evicted again in the same session is simply not bound; an eviction sent for
         # it would delete a pending pod (the API deletes unbound pods on eviction).
@@ -225,12 +225,13 @@ class Coordinator:
             self.model.clocks_changed(result.job_clocks)
         # A job whose search one action stopped at the time budget is not held back because another
         # action's search for it failed: the stopped search goes on next cycle.
-        failed = state.searches.failed - self.paused_searches.jobs()
+        stopped = self.paused_searches.jobs()
+        failed = {(job, action) for job, action in state.searches.failed if job not in stopped}
         self.search_backoff.record(
             now,
             failed,
             {j.key for j in state.pending_jobs() if j.has_pending()},
-            {key: _search_reasons(state.jobs[key]) for key in failed if key in state.jobs},
+            {job: _search_reasons(state.jobs[job]) for job, _ in failed if job in state.jobs},
         )
         self.paused_searches.keep_only(state.jobs)
         if state.membership is not None:  # opened by the session cache: it resets what we changed

@@ -54,7 +54,7 @@ class CycleResult:
     pod_jobs: dict[str, str] = field(default_factory=dict)  # each of our pods -> its pod group ('' if missing)
     not_ready_jobs: frozenset[str] = frozenset()  # gangs whose pods are not all created yet (never tried)
     search_skipped: dict[str, str] = field(default_factory=dict)  # job -> why no victim search ran for it
-    paused_jobs: frozenset[str] = frozenset()  # jobs whose victim search waits out a backoff
+    paused_jobs: frozenset[str] = frozenset()  # jobs with an action's victim search waiting out a backoff
     refused: dict[str, str] = field(default_factory=dict)  # job -> why a shard refused its binds
     job_clocks: dict[str, JobClock] = field(default_factory=dict)  # pod groups whose timestamps changed
     ungates: list[str] = field(default_factory=list)  # gated pods whose queue has room: remove kai-ray's gate

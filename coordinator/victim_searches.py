@@ -15,11 +15,11 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True)
 class VictimSearches:
-    paused: frozenset[str] = frozenset()  # jobs whose victim search is backed off this session
+    paused: frozenset[tuple[str, str]] = frozenset()  # (job, action) searches backed off this session
     # Per paused job, what its last real victim search said (action -> reason): a paused job keeps
     # naming the cause, so its message does not change while nothing else does.
     paused_reasons: dict[str, dict[str, str]] = field(default_factory=dict)
-    failed: set[str] = field(default_factory=set)  # jobs whose victim search failed this session
+    failed: set[tuple[str, str]] = field(default_factory=set)  # (job, action) searches that failed this session
     skipped: dict[str, str] = field(default_factory=dict)  # job -> why no victim search ran for it
     # The cycle's time budget (config sessionTimeBudget), as a time.perf_counter() deadline: past
     # it, victim searches take no new job and the jobs left are searched next cycle.

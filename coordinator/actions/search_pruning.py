@@ -16,12 +16,13 @@ consolidation from repeating hundreds of identical searches in a busy cluster.
 
 **Backoff (kai-ray), across sessions.** KAI searches again for every pending job in every
 cycle, and in a busy cluster almost all of those searches fail the same way again. kai-ray
-pauses the search for a job after it failed: 10 s after the first failure, doubling with
-each further one up to ``victimSearchBackoff`` (120 s by default; 0 searches every cycle, as
-KAI). kube-scheduler treats unschedulable pods alike: they wait for a relevant cluster event
-or up to five minutes before they are tried again. The coordinator keeps the failure counts
-(``coordinator.search_backoff``); a session only sees which jobs are paused. Plain allocation
-is never paused.
+pauses an action's search for a job after it failed: 10 s after the first failure, doubling
+with each further one up to ``victimSearchBackoff`` (120 s by default; 0 searches every cycle,
+as KAI). Each action counts on its own: that consolidation or preempt found nothing for a job
+does not hold back reclaim, which KAI would try next. kube-scheduler treats unschedulable pods
+alike: they wait for a relevant cluster event or up to five minutes before they are tried
+again. The coordinator keeps the failure counts (``coordinator.search_backoff``); a session
+only sees which searches are paused. Plain allocation is never paused.
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ def should_search(state: SessionState, job: Job, failed: FailedSearches, action:
     with it the job's event), and a job ruled out by a similar one keeps its own allocate reason,
     as in KAI. Why the search was skipped goes to ``state.searches.skipped`` (logged, and tested).
     """
-    if job.key in state.searches.paused:
+    if (job.key, action) in state.searches.paused:
         last = state.searches.paused_reasons.get(job.key, {}).get(action)
         if last:
             job.fit_errors.setdefault(action, last)
@@ -166,6 +167,6 @@ def should_search(state: SessionState, job: Job, failed: FailedSearches, action:
     return False
 
 
-def search_failed(state: SessionState, job: Job, failed: FailedSearches) -> None:
+def search_failed(state: SessionState, job: Job, failed: FailedSearches, action: str) -> None:
     failed.failed(job)
-    state.searches.failed.add(job.key)
+    state.searches.failed.add((job.key, action))

@@ -155,7 +155,7 @@ class VictimSearchAction:
                 continue
             if self.precheck_looks_at_nodes:
                 if fits_no_node(state, job):
-                    search_failed(state, job, failed)
+                    search_failed(state, job, failed, self.name)
                     continue
                 state.every_node()  # from here on the job is judged on nodes: all of them
             verdict = self.precheck(state, job, request)
@@ -191,7 +191,7 @@ class VictimSearchAction:
                     pool.refresh(changed)
                     pending.refresh(changed)
                     continue
-            search_failed(state, job, failed)
+            search_failed(state, job, failed, self.name)
 
     def _postpone(self, state: SessionState, jobs: Iterable[Job]) -> None:
         """The cycle's time budget is spent: the jobs not reached say so, and are searched next

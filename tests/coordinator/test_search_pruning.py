@@ -99,7 +99,7 @@ def test_a_job_that_is_placed_starts_from_scratch() -> None:
     coordinator = in_process_coordinator(config())
     coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
     coordinator.cycle(0.0, ["reclaim"])
-    assert coordinator.search_backoff.paused(1.0) == {"default/wants"}
+    assert coordinator.search_backoff.paused(1.0) == {("default/wants", "reclaim")}
     coordinator.apply(ClusterDeltas(pods_removed=("default/wants-0",), pod_groups_removed=("default/wants",)))
     coordinator.cycle(2.0, ["reclaim"])
     assert coordinator.search_backoff.paused(3.0) == frozenset()
@@ -123,3 +123,21 @@ def test_a_paused_job_keeps_saying_what_its_last_search_found() -> None:
     later = coordinator.cycle(5.0, ["allocate", "preempt"])
     assert "default/urgent" in later.search_skipped  # paused...
     assert later.decisions.pods["default/urgent-0"].reason == first.decisions.pods["default/urgent-0"].reason
+
+
+def test_what_preempt_and_consolidation_found_nothing_for_does_not_hold_back_reclaim() -> None:
+    """Each action backs off on its own: q1 runs over its quota, so reclaim can make room for
+    ``wants``, where preempt (no lower priority in q2) and consolidation (a full node) cannot."""
+    snapshot = build(
+        [node("a", gpu=4)],
+        [queue("q1", gpu_quota=1, created=0), queue("q2", gpu_quota=3, created=1)],
+        [JobSpec(f"mine{i}", "q1", gpu=1, running_on=["a"], created=i) for i in range(4)]
+        + [JobSpec("wants", "q2", gpu=2, created=10)],
+    )
+    coordinator = in_process_coordinator(config())
+    coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+    first = coordinator.cycle(0.0, ["consolidation", "preempt"])
+    assert not first.evictions and coordinator.search_backoff.pauses()  # both searches failed, both back off
+    second = coordinator.cycle(1.0, ["reclaim"])
+    assert "default/wants" not in second.search_skipped
+    assert {e.preemptor for e in second.evictions} == {"default/wants"} and len(second.evictions) == 2
