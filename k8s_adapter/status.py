@@ -8,7 +8,8 @@ Per cycle (``publish``):
 - a pending PodGroup gets KAI's ``UnschedulableOnNodePool`` scheduling condition (reason,
   message, ``reasons[]`` with KAI's codes, a transition ID that grows with each change) and a
   Normal ``Unschedulable`` event; once its pods run the condition is removed (KAI#1888);
-- a pipelined pod gets one ``Pipelined`` event;
+- a pipelined pod gets one ``Pipelined`` event, and another for a new node only once
+  ``repipeline_after`` seconds have passed (see ``_pods``);
 - where the adapter knows better than the cycle why a PodGroup waits (``explain.py``: an invalid
   PodGroup or pod, a pod backed off after failed binds), its condition says that instead, and a
   malformed object gets a Warning event naming the field and the value;
@@ -50,6 +51,10 @@ log = logging.getLogger(__name__)
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 STATUS_KEYS = ("allocated", "allocatedNonPreemptible", "requested")
+# Seconds before a pod pipelined to another node gets a new Pipelined event: a pod pipelined in a
+# reclaim storm is bound within seconds, one whose capacity is slow to free is told of its new
+# node twice a minute at most.
+REPIPELINE_AFTER = 30.0
 
 
 def _now() -> str:
@@ -90,6 +95,7 @@ class StatusWriter:
         report_after: float = 2.0,
         repeat_after: float = 300.0,
         resources_every: float = 2.0,
+        repipeline_after: float = REPIPELINE_AFTER,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
@@ -98,13 +104,14 @@ class StatusWriter:
         self.limit = asyncio.Semaphore(concurrency)
         self.report_after = report_after
         self.resources_every = resources_every
+        self.repipeline_after = repipeline_after
         self.clock = clock
         self.writes = 0  # status patches that went through
         self.last: dict[str, str] = {}  # pod group -> the message of the condition it carries
         self._transitions: dict[str, int] = {}
         self._pending_since: dict[str, float] = {}  # pod or pod group -> first seen pending
         self._pod_conditions: dict[str, str] = {}  # pod -> message of the PodScheduled=False written
-        self._pipelined: dict[str, str] = {}  # pod -> node of the Pipelined event posted
+        self._pipelined: dict[str, tuple[str, float]] = {}  # pod -> node and time of the Pipelined event posted
         self._resources: dict[tuple[str, str], dict[str, Any]] = {}  # ("pg"|"queue", key) -> status written
         self._next_resources = 0.0
         self._noted: dict[str, GroupNote] = {}  # pod group -> the adapter's reason, this publish
@@ -153,8 +160,8 @@ class StatusWriter:
             self._pending_since.pop(key, None)
             if self._pod_conditions.pop(key, None) is not None:
                 self.events.forget(ref)  # placed: binding sets PodScheduled=True
-            if decision.status == "Pipelined" and decision.node and self._pipelined.get(key) != decision.node:
-                self._pipelined[key] = decision.node
+            if decision.status == "Pipelined" and decision.node and self._repipelined(key, decision.node, now):
+                self._pipelined[key] = (decision.node, now)
                 self._report(work, ref, "Normal", M.PIPELINED, M.pipelined(key, decision.node))
         decided = outcome.decisions.pod_groups
         for key in [k for k in self._pending_since if k not in outcome.pod_jobs and k not in decided]:
@@ -164,6 +171,15 @@ class StatusWriter:
             del self._pod_conditions[gone]
         for gone in [k for k in self._pipelined if outcome.decisions.pods.get(k, None) is None]:
             del self._pipelined[gone]
+
+    def _repipelined(self, pod: str, node: str, now: float) -> bool:
+        """Whether a pipelined pod's event is due: the first time, or on another node once
+        ``repipeline_after`` has passed. Each session pipelines a waiting pod afresh, as KAI's do,
+        and in a reclaim storm the freed capacity it lands on moves from cycle to cycle: KAI posts
+        an event for each node (several per pod), which the API server has to take while it is
+        busiest."""
+        last = self._pipelined.get(pod)
+        return last is None or (last[0] != node and now - last[1] >= self.repipeline_after)
 
     def _groups(self, outcome: CycleResult, cache: ClusterCache, now: float, work: list[Awaitable[None]]) -> None:
         existing = Counter(job for job in outcome.pod_jobs.values() if job in outcome.not_ready_jobs)

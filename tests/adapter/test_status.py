@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from k8s_adapter.api import Response
 from k8s_adapter.cache import ClusterCache
 from k8s_adapter.kinds import NODES, POD_GROUPS, PODS, QUEUES
 from k8s_adapter.resource_status import pod_group_figures, queue_status
-from k8s_adapter.status import Eviction, StatusWriter
+from k8s_adapter.status import REPIPELINE_AFTER, Eviction, StatusWriter
 from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.model import Pod, PodGroup, PodState, Queue, ResourceVector
 from tests import manifests as m
@@ -258,3 +259,19 @@ async def test_kais_not_ready_event_counts_the_gangs_gated_pods() -> None:
     await StatusWriter(api, report_after=0).publish(outcome, cache)  # type: ignore[arg-type]
     [not_ready] = events(api, "NotReady")
     assert not_ready["message"] == "Job is not ready for scheduling. Waiting for 3 pods, currently 3 exist, 2 are gated"
+
+
+async def test_a_pod_pipelined_to_another_node_each_cycle_gets_a_new_event_only_now_and_then() -> None:
+    outcome, cache = scenario()
+    api, clock = recording(), Clock()
+    writer = StatusWriter(api, report_after=2, clock=clock)  # type: ignore[arg-type]
+    pod = "team/runs-1"
+    nodes = ["n1", "n2", "n1", "n2"]
+    for node in nodes:  # each cycle pipelines it afresh, to another node
+        outcome.decisions.pods[pod] = replace(outcome.decisions.pods[pod], node=node)
+        await writer.publish(outcome, cache)
+        clock.now += 1
+    assert [e["message"] for e in events(api, "Pipelined")] == [f"Pod {pod} was pipelined to node n1"]
+    clock.now += REPIPELINE_AFTER
+    await writer.publish(outcome, cache)  # still on n2, half a minute later: now it is told
+    assert [e["message"] for e in events(api, "Pipelined")][1:] == [f"Pod {pod} was pipelined to node n2"]
