@@ -43,6 +43,8 @@ from k8s_adapter.kinds import (
 )
 from k8s_adapter.pod_membership import PodMembership
 from k8s_adapter.problems import ObjectKey, Problem
+from k8s_adapter.queue_forest import QueueForest
+from k8s_adapter.workload_gangs import WorkloadGangs
 from kai_ray import labels as L
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.errors import InputError
@@ -51,11 +53,9 @@ from kai_ray.io.parse_core import parse_node, parse_pod, pod_state
 from kai_ray.io.parse_kai import parse_pod_group, parse_priority_class, parse_queue
 from kai_ray.io.parse_topology import parse_topology
 from kai_ray.io.parse_workload import parse_gang_pod_group, parse_workload
-from kai_ray.io.queue_tree import classify_queues
 from kai_ray.model import Node, Pod, PodGroup, PodState, PriorityClass, Queue, Topology
 from pod_grouper.grouping import OwnerRef
 from pod_grouper.pod_groups import RawPodGroup
-from pod_grouper.workload_api import GangPodGroup, WorkloadObject, gang_raw_group
 
 log = logging.getLogger(__name__)
 
@@ -85,24 +85,16 @@ class ClusterCache:
         self.queues: dict[str, Queue] = {}
         self.classes: dict[str, PriorityClass] = {}
         self.topologies: dict[str, Topology] = {}
-        # The Kubernetes Workload API, where the server serves it: its PodGroups (gangs) and
-        # Workloads as read, and each gang as the PodGroup it is scheduled as. A KAI PodGroup of
-        # the same key wins (``_all_groups``).
-        self.gang_objects: dict[str, GangPodGroup] = {}
-        self.gang_workloads: dict[str, WorkloadObject] = {}
-        self.gang_groups: dict[str, RawPodGroup] = {}
+        self.gangs = WorkloadGangs()  # the Workload API's, where the server serves it
         self.dra = DraCache()  # ResourceSlices, DeviceClasses, ResourceClaims (with `run --dra`)
         self.decode_errors = 0
         self._problems: dict[ObjectKey, Problem] = {}
-        self._invalid_queues: dict[str, str] = {}
         self.membership = PodMembership(scheduler_name)
         self._held: dict[str, tuple[float, str]] = {}  # pods kept from the coordinator for now
         self.expected = ExpectedEvictions()  # evicted pods the watch has not shown leaving yet
         self._changed: dict[str, set[str]] = {"Node": set(), "Pod": set(), "Queue": set(), "Topology": set()}
         self._removed: dict[str, set[str]] = {"Node": set(), "Pod": set(), "Topology": set()}
-        self._queues_dirty = False
-        self._sent_queues: set[str] = set()
-        self._sent_unusable: dict[str, str] = {}
+        self.queue_forest = QueueForest()
         # Views for readers on the event loop: replaced as a whole, never changed in place.
         self.problems_view: Mapping[ObjectKey, Problem] = {}
         self.held_view: Mapping[str, tuple[float, str]] = {}
@@ -226,9 +218,9 @@ class ClusterCache:
 
     def _deltas(self) -> ClusterDeltas:
         groups_up, groups_down = self.membership.index.changes(
-            ChainMap(self.raw_groups, self.gang_groups), self.pods, self.membership.implicit_spec, self.classes
+            ChainMap(self.raw_groups, self.gangs.groups), self.pods, self.membership.implicit_spec, self.classes
         )
-        queues_up, queues_down, unusable = self._queue_changes()
+        queues_up, queues_down, unusable = self.queue_forest.changes(self.queues, self._changed["Queue"])
         changed, removed = self._changed, self._removed
         deltas = ClusterDeltas(
             nodes_upserted=tuple(self.nodes[k] for k in changed["Node"] if k in self.nodes),
@@ -294,8 +286,8 @@ class ClusterCache:
             POD_GROUPS.name: self.raw_groups,
             PRIORITY_CLASSES.name: self.classes,
             TOPOLOGIES.name: self.topologies,
-            GANG_KIND: self.gang_objects,
-            WORKLOADS[0].name: self.gang_workloads,
+            GANG_KIND: self.gangs.objects,
+            WORKLOADS[0].name: self.gangs.workloads,
         }
         return stores[kind.name]
 
@@ -311,9 +303,9 @@ class ClusterCache:
                 self._upsert_pod(reader, obj, key, warnings)
             elif kind is QUEUES:
                 self.queues[key] = parse_queue(reader, warnings)
-                self._invalid_queues.pop(key, None)
+                self.queue_forest.forget_refusal(key)
+                self.queue_forest.dirty = True
                 self._changed["Queue"].add(key)
-                self._queues_dirty = True
             elif kind is POD_GROUPS:
                 self.raw_groups[key] = parse_pod_group(reader, warnings)
                 self.membership.index.touch([key])
@@ -325,13 +317,13 @@ class ClusterCache:
             elif kind is PRIORITY_CLASSES:
                 self.classes[key] = parse_priority_class(reader)
                 self.membership.index.touch_all(self.raw_groups)
-                self.membership.index.touch(self.gang_groups)
+                self.membership.index.touch(self.gangs.groups)
             elif kind in GANG_POD_GROUPS:
-                self.gang_objects[key] = parse_gang_pod_group(reader, _api_version(kind), warnings)
-                self._regang([key])
+                self.gangs.objects[key] = parse_gang_pod_group(reader, _api_version(kind), warnings)
+                self.membership.index.touch(self.gangs.regroup([key]))
             elif kind in WORKLOADS:
-                self.gang_workloads[key] = parse_workload(reader, warnings)
-                self._regang(self._gangs_of(key))
+                self.gangs.workloads[key] = parse_workload(reader, warnings)
+                self.membership.index.touch(self.gangs.regroup(self.gangs.of_workload(key)))
         except InputError as exc:
             self._refuse(kind, obj, key, str(exc))
             return
@@ -363,8 +355,7 @@ class ClusterCache:
         log.warning("left out a malformed object: %s", message)
         self._delete(kind, key)
         if kind is QUEUES:
-            self._invalid_queues[key] = message.split(": ", 1)[-1]
-            self._queues_dirty = True
+            self.queue_forest.refused(key, message.split(": ", 1)[-1])
         if kind is PODS:
             reader_spec = obj.get("spec") or {}
             ours = (reader_spec.get("schedulerName") or "default-scheduler") == self.scheduler_name
@@ -373,8 +364,8 @@ class ClusterCache:
         self._problems[(kind.name, key)] = Problem.of(_object_kind(kind), _api_version(kind), obj, [message], True)
 
     def _delete(self, kind: Kind, key: str) -> None:
-        if kind is QUEUES and self._invalid_queues.pop(key, None) is not None:
-            self._queues_dirty = True
+        if kind is QUEUES:
+            self.queue_forest.forget_refusal(key)
         if self._store(kind).pop(key, None) is None:
             return
         if kind is PRIORITY_CLASSES:
@@ -383,7 +374,7 @@ class ClusterCache:
             self.membership.index.touch([key])
             self.membership.object_gone(key, self.pods)
         elif kind is QUEUES:
-            self._queues_dirty = True
+            self.queue_forest.dirty = True
         elif kind is NODES:
             self._removed["Node"].add(key)
             self._changed["Node"].discard(key)
@@ -391,45 +382,15 @@ class ClusterCache:
             self._removed["Topology"].add(key)
             self._changed["Topology"].discard(key)
         elif kind in GANG_POD_GROUPS:
-            self._regang([key])
+            self.membership.index.touch(self.gangs.regroup([key]))
         elif kind in WORKLOADS:
-            self._regang(self._gangs_of(key))
+            self.membership.index.touch(self.gangs.regroup(self.gangs.of_workload(key)))
         elif kind is PODS:
             self.membership.forget(key)
             self.expected.gone(key)
             self._held.pop(key, None)
             self._removed["Pod"].add(key)
             self._changed["Pod"].discard(key)
-
-    def _gangs_of(self, workload: str) -> list[str]:
-        namespace, _, name = workload.partition("/")
-        return [k for k, g in self.gang_objects.items() if g.namespace == namespace and g.workload == name]
-
-    def _regang(self, keys: list[str]) -> None:
-        """The Workload API gangs ``keys`` as scheduled, after their object or Workload changed."""
-        for key in keys:
-            gang = self.gang_objects.get(key)
-            if gang is None:
-                self.gang_groups.pop(key, None)
-            else:
-                self.gang_groups[key] = gang_raw_group(gang, self.gang_workloads)
-        self.membership.index.touch(keys)
-
-    def _queue_changes(self) -> tuple[tuple[Queue, ...], tuple[str, ...], dict[str, str] | None]:
-        """Queues whose ancestry reaches the top (KAI drops orphans and their subtrees), and why
-        the others are left out."""
-        if not self._queues_dirty:
-            return (), (), None
-        self._queues_dirty = False
-        forest = classify_queues(self.queues, self._invalid_queues)
-        valid = set(forest.usable)
-        changed = self._changed["Queue"]
-        upserted = tuple(self.queues[n] for n in forest.usable if n in changed or n not in self._sent_queues)
-        removed = tuple(n for n in self._sent_queues if n not in valid)
-        self._sent_queues = valid
-        unusable = None if forest.unusable == self._sent_unusable else forest.unusable
-        self._sent_unusable = forest.unusable
-        return upserted, removed, unusable
 
 
 _DRA_KINDS = {kind.name: kind for kind in DRA_WATCHED}
