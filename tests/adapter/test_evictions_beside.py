@@ -62,7 +62,7 @@ async def test_slow_evictions_hold_no_cycle_and_no_cycle_evicts_again(tmp_path: 
     assert len(decided) == 4 and len(set(decided)) == 4, decided
     assert all(name.startswith("default/a-") for name in decided)
     # While the API server sat on the evictions, cycles went on (period 0.05 s, evictions 1.5 s).
-    assert len([at for at in cycles_at if sent < at < sent + SLOW - 0.5]) >= 5
+    assert len([at for at in cycles_at if sent < at < sent + SLOW - 0.5]) >= 3
 
 
 def _node(env: Any, name: str) -> str | None:
