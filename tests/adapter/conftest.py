@@ -41,7 +41,7 @@ class Env:
             lambda _: in_process_coordinator(config),
             registry,
             kwargs.pop("leadership", Leadership(enabled=False)),
-            period=0.05,
+            period=kwargs.pop("period", 0.05),
             **kwargs,
         )
 

@@ -6,30 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-
-from k8s_adapter.cache import ClusterCache
-from k8s_adapter.leader import Leadership
-from k8s_adapter.runner import SchedulerLoop
-from kai_ray.app.runtime import in_process_coordinator
-from kai_ray.config import SchedulerConfig
 from tests.adapter.conftest import Env, dev_env, pod, queue, running, until
 
 PODS = "/api/v1/namespaces/default/pods"
 QUEUES = "/apis/scheduling.run.ai/v2/queues"
 PERIOD = 30.0  # far longer than either test may take: only a wake can decide in time
-
-
-def slow_loop(env: Env) -> SchedulerLoop:
-    config = SchedulerConfig.model_validate({"kValue": 0})
-    return SchedulerLoop(
-        env.api,
-        ClusterCache(),
-        lambda _: in_process_coordinator(config),
-        CollectorRegistry(),
-        Leadership(enabled=False),
-        period=PERIOD,
-    )
 
 
 def node_of(env: Env, name: str) -> Any:
@@ -40,7 +21,7 @@ def node_of(env: Env, name: str) -> Any:
 async def test_a_pod_that_arrives_is_bound_without_waiting_for_the_period(tmp_path: Path) -> None:
     async with dev_env(tmp_path, 1) as env:
         await env.create(QUEUES, queue("q"))
-        async with running(slow_loop(env)) as loop:
+        async with running(env.loop(period=PERIOD)) as loop:
             await until(lambda: loop.state.cycles >= 1)
             await env.create(PODS, pod("late", queue_name="q"))
             await until(lambda: node_of(env, "late"), timeout=PERIOD / 3)
@@ -51,7 +32,7 @@ async def test_a_reclaim_binds_once_its_victim_is_gone_without_waiting_for_the_p
         await env.create(QUEUES, queue("team-a", gpu_quota=0))
         await env.create(QUEUES, queue("team-b", gpu_quota=8))
         await env.create(PODS, pod("victim", gpus=8, queue_name="team-a"))
-        async with running(slow_loop(env)):
+        async with running(env.loop(period=PERIOD)):
             await until(lambda: node_of(env, "victim"), timeout=PERIOD / 3)
             await env.create(PODS, pod("reclaimer", gpus=8, queue_name="team-b"))
             # Two cycles: one evicts, the next binds onto the freed GPUs.
