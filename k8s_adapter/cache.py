@@ -303,8 +303,7 @@ class ClusterCache:
                 self._upsert_pod(reader, obj, key, warnings)
             elif kind is QUEUES:
                 self.queues[key] = parse_queue(reader, warnings)
-                self.queue_forest.forget_refusal(key)
-                self.queue_forest.dirty = True
+                self.queue_forest.came(key)
                 self._changed["Queue"].add(key)
             elif kind is POD_GROUPS:
                 self.raw_groups[key] = parse_pod_group(reader, warnings)

@@ -17,6 +17,11 @@ class QueueForest:
         self._sent: set[str] = set()
         self._sent_unusable: dict[str, str] = {}
 
+    def came(self, name: str) -> None:
+        """The queue was read (new or changed): not refused any more, and the forest is to be redone."""
+        self.invalid.pop(name, None)
+        self.dirty = True
+
     def refused(self, name: str, why: str) -> None:
         self.invalid[name] = why
         self.dirty = True
