@@ -45,6 +45,11 @@ class Env:
             **kwargs,
         )
 
+    def node_of(self, pod: str, namespace: str = "default") -> str | None:
+        """The node the API server has the pod bound to (None: unbound or gone)."""
+        found = self.cluster.get("", "v1", "pods", pod, namespace)
+        return None if found is None else (found.get("spec") or {}).get("nodeName")
+
     async def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
         return (await self.api.request("POST", path, body=obj)).body
 

@@ -57,14 +57,9 @@ async def test_slow_evictions_hold_no_cycle_and_no_cycle_evicts_again(tmp_path: 
                 await env.create(PODS, pod(f"b-{i}", queue_name="team-b"))
             await until(lambda: rule.hits > 0)
             sent = time.monotonic()  # within a poll (0.05 s) of the first eviction reaching the server
-            await until(lambda: all(_node(env, f"b-{i}") for i in range(4)), timeout=20)
+            await until(lambda: all(env.node_of(f"b-{i}") for i in range(4)), timeout=20)
     # Reclaim took team-b's quota of 4 from team-a: four evictions, decided once each.
     assert len(decided) == 4 and len(set(decided)) == 4, decided
     assert all(name.startswith("default/a-") for name in decided)
     # While the API server sat on the evictions, cycles went on (period 0.05 s, evictions 1.5 s).
     assert len([at for at in cycles_at if sent < at < sent + SLOW - 0.5]) >= 3
-
-
-def _node(env: Any, name: str) -> str | None:
-    found = env.cluster.get("", "v1", "pods", name, "default")
-    return None if found is None else (found.get("spec") or {}).get("nodeName")
