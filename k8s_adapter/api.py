@@ -276,7 +276,7 @@ def _environment_applies(server: str | None, token: bool, proxy_configured: bool
         except LookupError:
             pass
     if proxy_configured or proxy_bypass(parts.hostname):
-        return False  # a configured proxy goes with every request: the environment's is not read
+        return False  # a configured proxy goes with every request; a bypassed host takes none from the environment
     return parts.scheme in proxies_from_env()
 
 
