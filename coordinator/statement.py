@@ -71,8 +71,14 @@ class Statement:
         return len(self.undo_log)
 
     def rollback(self, checkpoint: int = 0) -> None:
-        while len(self.undo_log) > checkpoint:
-            self.undo_log.pop()()
+        undo_log = self.undo_log
+        if len(undo_log) <= checkpoint + 1:
+            if len(undo_log) > checkpoint:
+                undo_log.pop()()
+            return
+        with self.table.refreshed_once():  # nothing reads the table until every step is undone
+            while len(undo_log) > checkpoint:
+                undo_log.pop()()
 
     def take_changed(self) -> set[str]:
         """The keys of the jobs changed since the last call, and a fresh start."""
@@ -326,19 +332,16 @@ class Statement:
             self.queues.add_non_preemptible(job.queue, change, sign=-1.0)
 
     # ------------------------------------------------------------- helpers
-    # Both helpers take the new hold before releasing the old one: a shared GPU whose usage
-    # dropped to zero in between would be forgotten, and with it the pod slot its reservation
-    # pod takes (a group only records that slot when it is created).
     def _rehold(self, task: Task, old: Holding, kind: Kind) -> Holding:
-        new = self.table.hold(old.pod, old.node, kind, np.array(old.vector), old.shares, old.created_groups)
-        self.table.release(old)
+        new = self.table.rehold(old, kind)
         _drop(task, old)
         task.holdings.append(new)
         return new
 
     def _swap(self, task: Task, current: Holding, back: Holding) -> None:
-        restored = self.table.hold(back.pod, back.node, back.kind, back.vector, back.shares, back.created_groups)
-        self.table.release(current)
+        """Turn ``current`` back into ``back``, the hold ``_rehold`` made it from (same pod, node,
+        amounts and shared GPUs; only the kind differs)."""
+        restored = self.table.rehold(current, back.kind)
         _drop(task, current)
         task.holdings.append(restored)
 

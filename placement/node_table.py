@@ -13,7 +13,8 @@ live in per-node ``GroupUsage`` records and are folded into the GPU column as KA
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -82,6 +83,7 @@ class NodeTable:
         self.groups: list[dict[str, GroupUsage]] = []
         self.static_epoch = 0  # bumps when labels/taints/readiness change: constraint masks expire
         self.change_log: list[int] | None = None  # rows changed, in order, once someone tracks them
+        self._deferred: dict[int, None] | None = None  # rows to refresh at the end of ``refreshed_once``
         self.devices = DeviceBook(self.refresh)  # DRA devices per row and the claims holding them
         self.add_nodes(nodes)
 
@@ -234,6 +236,35 @@ class NodeTable:
         create: Sequence[str] = (),
     ) -> Holding:
         """Record that ``pod`` takes ``vector`` (and ``shares`` of shared GPUs) on ``node``."""
+        holding = self._book(pod, node, kind, vector, tuple(shares), tuple(create))
+        self.refresh(node)
+        return holding
+
+    def release(self, holding: Holding) -> None:
+        """Undo ``hold`` exactly (groups this holding created disappear when empty)."""
+        self._unbook(holding)
+        self.refresh(holding.node)
+
+    def rehold(self, holding: Holding, kind: Kind) -> Holding:
+        """The same pod's hold on the same node, now of ``kind`` (an eviction turns an active hold
+        into a releasing one, and its undo turns it back): ``hold`` then ``release``, with the
+        row worked out once. The new hold is taken first: a shared GPU whose usage dropped to zero
+        in between would be forgotten, and with it the pod slot its reservation pod takes (a
+        group only records that slot when it is created)."""
+        new = self._book(holding.pod, holding.node, kind, holding.vector, holding.shares, holding.created_groups)
+        self._unbook(holding)
+        self.refresh(holding.node)
+        return new
+
+    def _book(
+        self,
+        pod: str,
+        node: int,
+        kind: Kind,
+        vector: Vector,
+        shares: tuple[tuple[str, int], ...],
+        create: tuple[str, ...],
+    ) -> Holding:
         self.held[kind, node] += vector
         groups = self.groups[node]
         for gid in create:
@@ -246,12 +277,9 @@ class NodeTable:
                 usage.releasing += mib
             else:
                 usage.pipelined += mib
-        holding = Holding(pod, node, kind, vector, tuple(shares), tuple(create))
-        self.refresh(node)
-        return holding
+        return Holding(pod, node, kind, vector, shares, create)
 
-    def release(self, holding: Holding) -> None:
-        """Undo ``hold`` exactly (groups this holding created disappear when empty)."""
+    def _unbook(self, holding: Holding) -> None:
         node = holding.node
         self.held[holding.kind, node] -= holding.vector
         groups = self.groups[node]
@@ -265,21 +293,49 @@ class NodeTable:
                 usage.pipelined -= mib
             if usage.used <= 0:
                 del groups[gid]
-        self.refresh(node)
+
+    @contextmanager
+    def refreshed_once(self) -> Iterator[None]:
+        """Holds taken and given back inside are worked into their rows once, on the way out:
+        for a run of changes nothing reads in between (a rollback, which gives back a victim's
+        eviction and the placement on its node one after the other). Rows are refreshed in the
+        order they first changed."""
+        if self._deferred is not None:  # already inside one
+            yield
+            return
+        self._deferred = {}
+        try:
+            yield
+        finally:
+            rows, self._deferred = self._deferred, None
+            for row in rows:
+                self.refresh(row)
 
     def refresh(self, row: int) -> None:
-        counts = summarize(self.groups[row], int(self.gpu_mem[row]))
-        active, releasing, pipelined = self.held[0, row], self.held[1, row], self.held[2, row]
-        idle = self.alloc[row] - active - releasing
-        idle[GPU] -= counts.busy
-        idle[PODS] -= counts.owned_slots_idle
-        future = idle + releasing - pipelined
-        future[GPU] += counts.frees_whole - counts.waits_on_releasing
-        future[PODS] += counts.owned_slots_idle - counts.owned_slots_future
+        """Work out the row's free capacity again from its holds and shared GPUs. Victim searches
+        call this for every hold they take and give back, millions of times in a large one: a
+        row without shared GPUs skips their counts, whose zeros would change nothing."""
+        if self._deferred is not None:
+            self._deferred[row] = None
+            return
+        held = self.held
+        releasing = held[Kind.RELEASING, row]
+        idle = self.alloc[row] - held[Kind.ACTIVE, row] - releasing
+        groups = self.groups[row]
+        if groups:
+            counts = summarize(groups, int(self.gpu_mem[row]))
+            idle[GPU] -= counts.busy
+            idle[PODS] -= counts.owned_slots_idle
+            future = idle + releasing - held[Kind.PIPELINED, row]
+            future[GPU] += counts.frees_whole - counts.waits_on_releasing
+            future[PODS] += counts.owned_slots_idle - counts.owned_slots_future
+            self.room_future[row] = counts.best_room_future
+            self.room_idle[row] = counts.best_room_idle
+        else:
+            future = idle + releasing - held[Kind.PIPELINED, row]
+            self.room_future[row] = self.room_idle[row] = -1
         self.idle[row] = idle
         self.future[row] = future
-        self.room_future[row] = counts.best_room_future
-        self.room_idle[row] = counts.best_room_idle
         self.version[row] += 1
         self.clock += 1
         self.stamp[row] = self.clock
@@ -309,6 +365,7 @@ class NodeTable:
         out.groups = [{g: replace(u) for g, u in row.items()} if row else {} for row in self.groups]
         out.free_rows, out.removed_log = list(self.free_rows), []
         out.change_log = None
+        out._deferred = None
         out.devices = self.devices.copy(out.refresh)
         return out
 
