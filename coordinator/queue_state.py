@@ -47,16 +47,21 @@ class QueueState:
         self.tree = tree
         self.fair_share = fair_share
         self.request = request
-        self.allocated = allocated
-        self.allocated_np = allocated_np
+        self._allocated = allocated
+        self._allocated_np = allocated_np
         self.total = total
         deserved, limit = tree.deserved, tree.limit
         share = np.maximum(deserved, fair_share)
         share = np.where(limit == UNLIMITED, share, np.minimum(limit, share))
         self.allocatable = np.where(deserved == UNLIMITED, limit, share)
-        # Plain-float copies for the comparisons that run several times per pod; ``alloc_rows``
-        # is kept in step with ``allocated`` by ``add_allocation``.
+        # Plain-float rows, what ``add_allocation`` changes: a victim search books and unbooks
+        # every victim of every scenario, and numpy's cost per call on a 3-vector is most of such
+        # a booking. The arrays are brought up to date from the rows (only those changed) when
+        # read.
         self.alloc_rows: list[list[float]] = allocated.tolist()
+        self.alloc_np_rows: list[list[float]] = allocated_np.tolist()
+        self._stale: set[int] = set()
+        self._stale_np: set[int] = set()
         self._fair_rows: list[list[float]] = fair_share.tolist()
         self._deserved_rows: list[list[float]] = deserved.tolist()
         self._allocatable_rows: list[list[float]] = self.allocatable.tolist()
@@ -77,24 +82,28 @@ class QueueState:
         return path
 
     # ------------------------------------------------------------ accounting
+    @property
+    def allocated(self) -> Array:
+        """Each queue's allocation, its descendants' included (gpu, cpu, memory)."""
+        return _brought_up_to_date(self._allocated, self.alloc_rows, self._stale)
+
+    @property
+    def allocated_np(self) -> Array:
+        """The non-preemptible part of ``allocated``."""
+        return _brought_up_to_date(self._allocated_np, self.alloc_np_rows, self._stale_np)
+
     def add_allocation(self, queue: str, amount: Sequence[float], preemptible: bool, sign: float = 1.0) -> None:
-        vector = np.asarray(amount) * sign
-        plain = vector.tolist()
-        for i in self.path(queue):
-            self.allocated[i] += vector
-            row = self.alloc_rows[i]
-            row[0] += plain[0]
-            row[1] += plain[1]
-            row[2] += plain[2]
-            if not preemptible:
-                self.allocated_np[i] += vector
+        gpu, cpu, memory = float(amount[0]) * sign, float(amount[1]) * sign, float(amount[2]) * sign
+        path = self.path(queue)
+        _add_on_path(self.alloc_rows, self._stale, path, gpu, cpu, memory)
+        if not preemptible:
+            _add_on_path(self.alloc_np_rows, self._stale_np, path, gpu, cpu, memory)
 
     def add_non_preemptible(self, queue: str, amount: Sequence[float], sign: float = 1.0) -> None:
         """Non-preemptible allocation alone: the core of a semi-preemptible job, whose whole
         allocation ``add_allocation`` booked as preemptible."""
-        vector = np.asarray(amount) * sign
-        for i in self.path(queue):
-            self.allocated_np[i] += vector
+        gpu, cpu, memory = float(amount[0]) * sign, float(amount[1]) * sign, float(amount[2]) * sign
+        _add_on_path(self.alloc_np_rows, self._stale_np, self.path(queue), gpu, cpu, memory)
 
     # ------------------------------------------------------------ capacity
     def never_full(self, queue: str, preemptible: bool) -> bool:
@@ -128,14 +137,14 @@ class QueueState:
                     limit = tree.limit[i, r]
                     if limit == UNLIMITED or amount == 0:
                         continue
-                    if limit < self.allocated[i, r] + amount - 1e-9:
+                    if limit < self.alloc_rows[i][r] + amount - 1e-9:
                         name = RESOURCE_NAMES[r]
                         return CapacityVerdict(
                             False,
                             "OverLimit",
                             (
                                 f"queue {tree.names[i]} would exceed its {name} limit: limit {_fmt(name, limit)}, "
-                                f"allocated {_fmt(name, self.allocated[i, r])}, requested {_fmt(name, amount)}"
+                                f"allocated {_fmt(name, self.alloc_rows[i][r])}, requested {_fmt(name, amount)}"
                             ),
                         )
         if preemptible:
@@ -145,14 +154,15 @@ class QueueState:
                 deserved = tree.deserved[i, r]
                 if deserved == UNLIMITED or amount == 0:
                     continue
-                if deserved < self.allocated_np[i, r] + amount - 1e-9:
+                allocated_np = self.alloc_np_rows[i][r]
+                if deserved < allocated_np + amount - 1e-9:
                     name = RESOURCE_NAMES[r]
                     return CapacityVerdict(
                         False,
                         "NonPreemptibleOverQuota",
                         (
                             f"{subject} would take queue {tree.names[i]} over its {name} quota: quota "
-                            f"{_fmt(name, deserved)}, non-preemptible allocated {_fmt(name, self.allocated_np[i, r])}, "
+                            f"{_fmt(name, deserved)}, non-preemptible allocated {_fmt(name, allocated_np)}, "
                             f"requested {_fmt(name, amount)}"
                         ),
                     )
@@ -222,6 +232,25 @@ class QueueState:
 
 def _or_zero(value: Array | None) -> Array:
     return np.zeros(3) if value is None else value
+
+
+def _add_on_path(
+    rows: list[list[float]], stale: set[int], path: list[int], gpu: float, cpu: float, memory: float
+) -> None:
+    for i in path:
+        row = rows[i]
+        row[0] += gpu
+        row[1] += cpu
+        row[2] += memory
+    stale.update(path)
+
+
+def _brought_up_to_date(array: Array, rows: list[list[float]], stale: set[int]) -> Array:
+    """``array`` with its ``stale`` rows copied from ``rows`` (then none is stale)."""
+    for i in stale:
+        array[i] = rows[i]
+    stale.clear()
+    return array
 
 
 def _fmt(resource: str, value: float) -> str:

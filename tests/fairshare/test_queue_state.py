@@ -128,6 +128,25 @@ def test_a_parent_quota_binds_non_preemptible_work_of_its_children() -> None:
     assert verdict.reason == "NonPreemptibleOverQuota" and "queue dept" in verdict.message
 
 
+def test_bookings_reach_every_ancestor_and_every_reader_of_the_allocation() -> None:
+    state = queue_state(
+        QueueFacts("dept", deserved=(4, -1, -1), limit=(10, -1, -1)),
+        QueueFacts("a", parent="dept", deserved=(-1, -1, -1)),
+        QueueFacts("b", parent="dept", deserved=(-1, -1, -1)),
+    )
+    dept, a = state.tree.index["dept"], state.tree.index["a"]
+    state.add_allocation("a", (3.0, 500.0, 1e9), preemptible=False)
+    state.add_allocation("a", (2.0, 0.0, 0.0), preemptible=True)
+    assert list(state.allocated[dept]) == [5.0, 500.0, 1e9] and list(state.allocated[a]) == [5.0, 500.0, 1e9]
+    assert list(state.allocated_np[dept]) == [3.0, 500.0, 1e9]
+    over_quota = state.check_capacity("b", (2, 0, 0), preemptible=False)
+    assert "non-preemptible allocated 3, requested 2" in over_quota.message
+    assert "allocated 5, requested 6" in state.check_capacity("b", (6, 0, 0), preemptible=True).message
+    state.add_allocation("a", (3.0, 500.0, 1e9), preemptible=False, sign=-1.0)  # given back
+    assert list(state.allocated[dept]) == [2.0, 0.0, 0.0] and list(state.allocated_np[dept]) == [0.0, 0.0, 0.0]
+    assert state.check_capacity("b", (2, 0, 0), preemptible=False).ok
+
+
 def test_the_limit_is_checked_before_the_quota() -> None:
     state = queue_state(QueueFacts("q", deserved=(1, -1, -1), limit=(1, -1, -1)))
     assert state.check_capacity("q", (2, 0, 0), preemptible=False).reason == "OverLimit"
