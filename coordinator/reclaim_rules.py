@@ -147,8 +147,12 @@ def _given_back(tasks: Iterable[Task], ignore_moved: bool) -> Array | None:
     kept = [t for t in tasks if not (ignore_moved and t.status.active_allocated)]
     if not kept:
         return None
-    total: Array = np.sum([np.asarray(t.accepted, dtype=np.float64) for t in kept], axis=0)
-    return total
+    # Summed in plain floats, in the tasks' order (as numpy's sum over the rows would): this
+    # runs for every victim of every scenario, mostly for one task.
+    gpu, cpu, memory = kept[0].accepted
+    for task in kept[1:]:
+        gpu, cpu, memory = gpu + task.accepted[0], cpu + task.accepted[1], memory + task.accepted[2]
+    return np.array((gpu, cpu, memory), dtype=np.float64)
 
 
 def reclaim_refusal(

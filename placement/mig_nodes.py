@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import functools
 import weakref
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -48,7 +49,7 @@ def gpu_kind(shape: TaskShape) -> GpuKind:
     check, then a MIG profile wins over everything else."""
     if shape.legacy_mig:
         return GpuKind.LEGACY_MIG
-    if any(is_mig_resource(name) for name in shape.request.scalars):
+    if shape.request.scalars and any(is_mig_resource(name) for name in shape.request.scalars):
         return GpuKind.MIG
     if shape.share is not None:
         return GpuKind.SHARED
@@ -65,11 +66,18 @@ def mig_enabled(table: NodeTable) -> Mask:
     return enabled
 
 
-# Per table, the rows each kind of request may use, as of the table's static epoch (a node's mode
-# changes only with its labels or resources, which bump it). Only clusters with MIG nodes get here.
-_ACCEPTED: weakref.WeakKeyDictionary[NodeTable, tuple[tuple[int, int], dict[GpuKind, Mask]]] = (
-    weakref.WeakKeyDictionary()
-)
+# Per table, as of the table's static epoch (a node's mode changes only with its labels or
+# resources, which bump it): whether any row is a MIG node, and the rows each kind of request may
+# use (only clusters with MIG nodes need those). Placement asks for every row it fits a GPU pod
+# on, a victim search thousands of times per job: a pass over the modes each time was most of it.
+@dataclass(slots=True)
+class _Accepted:
+    stamp: tuple[int, int]
+    any_mig: bool
+    masks: dict[GpuKind, Mask] = field(default_factory=dict)
+
+
+_ACCEPTED: weakref.WeakKeyDictionary[NodeTable, _Accepted] = weakref.WeakKeyDictionary()
 
 
 def refusal(kind: GpuKind, mode: int) -> str | None:
@@ -95,18 +103,18 @@ def accepts(table: NodeTable, shape: TaskShape) -> Mask | None:
     if kind is GpuKind.CPU_ONLY:
         return None
     modes = table.mig_mode
-    if kind not in (GpuKind.MIG, GpuKind.LEGACY_MIG) and not modes.any():
-        return None
     stamp = (table.static_epoch, len(modes))
     known = _ACCEPTED.get(table)
-    if known is None or known[0] != stamp:  # an older epoch's masks are never asked again
-        known = _ACCEPTED[table] = (stamp, {})
-    mask = known[1].get(kind)
+    if known is None or known.stamp != stamp:  # an older epoch's masks are never asked again
+        known = _ACCEPTED[table] = _Accepted(stamp, bool(modes.any()))
+    if kind not in (GpuKind.MIG, GpuKind.LEGACY_MIG) and not known.any_mig:
+        return None
+    mask = known.masks.get(kind)
     if mask is None:
         refused = [mode for mode in MigMode if refusal(kind, mode) is not None]
         mask = ~np.isin(modes, refused)
         mask.flags.writeable = False
-        known[1][kind] = mask
+        known.masks[kind] = mask
     return mask
 
 
