@@ -128,9 +128,9 @@ def as_deployed() -> None:
     (``kai-ray run``, the coordinator and shard actors): a benchmark's process keeps a
     coordinator, and its baseline, as they do. Python's defaults add a full collection over
     every live object every few thousand pods (about a third of a 10,000-pod cycle)."""
-    from kai_ray.app.runtime import tune_gc_for_long_runs
+    from kai_ray.app.runtime import tune_gc_for_large_models
 
-    tune_gc_for_long_runs()
+    tune_gc_for_large_models()
 
 
 def fresh_heap() -> None:

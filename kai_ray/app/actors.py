@@ -85,9 +85,9 @@ class ShardActor(Shard):
     (``kai_ray.app.runtime.GC_THRESHOLDS``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        from kai_ray.app.runtime import tune_gc_for_long_runs
+        from kai_ray.app.runtime import tune_gc_for_large_models
 
-        tune_gc_for_long_runs()
+        tune_gc_for_large_models()
         super().__init__(*args, **kwargs)
 
     def handle_packed(self, batch: bytes) -> bytes:
@@ -311,9 +311,9 @@ class _CoordinatorHost(CoordinatorHost):
     actor owns them: they die with it)."""
 
     def __init__(self, config: SchedulerConfig, shards: int) -> None:
-        from kai_ray.app.runtime import tune_gc_for_long_runs
+        from kai_ray.app.runtime import tune_gc_for_large_models
 
-        tune_gc_for_long_runs()  # this actor's process keeps the coordinator for its lifetime
+        tune_gc_for_large_models()  # this actor's process keeps the coordinator for its lifetime
         self._transport = RayTransport(shards, PlacementPolicy.of(config), round_timeout=config.shard_round_timeout)
         super().__init__(Coordinator(config, ShardSet(self._transport)))
 

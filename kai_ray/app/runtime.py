@@ -32,11 +32,14 @@ def in_process_coordinator(config: SchedulerConfig, shards: int = 1) -> Coordina
 # cycles: a cycle with one change at 20,000 nodes took 300-345 ms (median) of CPU instead of
 # 185-210 (its minimum). Collecting the young generation less eagerly, and the old one rarely,
 # brought the median to 175-195 ms (loadtests.bench_core's idle cycle, one pending pod more).
+# One session over a large snapshot pays the same: `kai-ray schedule` on the reclaim storm (500
+# full nodes, 4,000 reclaiming jobs) spent 0.79 s of 5.8 in collections, 0.22 s with these.
 GC_THRESHOLDS = (100_000, 50, 100)
 
 
-def tune_gc_for_long_runs() -> None:
-    """Garbage-collector thresholds for a process that keeps a coordinator for its lifetime."""
+def tune_gc_for_large_models() -> None:
+    """Garbage-collector thresholds for a process whose model is large and lives long: one that
+    keeps a coordinator for its lifetime, or one session over a large snapshot."""
     gc.set_threshold(*GC_THRESHOLDS)
 
 
@@ -45,7 +48,7 @@ def make_coordinator(config: SchedulerConfig, nodes: int, shards: int | None = N
     process that keeps it (``kai-ray run``): the garbage collector is tuned for that."""
     count = shard_count(config, nodes, shards)
     if count <= 1 or shards == 0:
-        tune_gc_for_long_runs()
+        tune_gc_for_large_models()
         return in_process_coordinator(config, 1)
     from kai_ray.app.actors import RemoteCoordinator
 

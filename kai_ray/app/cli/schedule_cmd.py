@@ -94,6 +94,7 @@ def workload_gang_rows(snapshot: ClusterSnapshot, decisions: Decisions) -> list[
 
 def run(args: argparse.Namespace) -> int:
     from kai_ray.app.cli.output import format_table, print_json, warn_about, warn_each
+    from kai_ray.app.runtime import tune_gc_for_large_models
     from kai_ray.io.config import config_from_mapping, load_config
     from kai_ray.io.fields import parse_time
     from kai_ray.io.kai_snapshot import is_kai_snapshot, read_kai_snapshot
@@ -108,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError:
         raise InputError(f"--now: bad timestamp {args.now!r}") from None
     snapshot = load_snapshot(args.snapshot, config.schedulerName, config.migWorkerNodeLabelKey)
+    tune_gc_for_large_models()  # the process ends after this one session: its model is all it keeps
     warn_about(config)
     warn_each(snapshot.report.warnings)
     if args.ray_shards is not None and args.ray_shards < 1:
