@@ -40,11 +40,14 @@ class Solution:
 
 
 def _chunks_of(scenario: Scenario, tasks: list[Task]) -> list[Job]:
+    """The scenario's victim chunks that hold any of ``tasks``, each once, in the scenario's order."""
     wanted = {id(t) for t in tasks}
     chunks: list[Job] = []
+    taken: set[int] = set()  # a gang's search records hundreds of chunks: no list scan per chunk
     for job_chunks in scenario.chunks_by_job.values():
         for chunk in job_chunks:
-            if any(id(t) in wanted for t in chunk.tasks) and chunk not in chunks:
+            if id(chunk) not in taken and any(id(t) in wanted for t in chunk.tasks):
+                taken.add(id(chunk))
                 chunks.append(chunk)
     return chunks
 
