@@ -90,49 +90,6 @@ class NodeTable:
     def __len__(self) -> int:
         return len(self.names)
 
-    @classmethod
-    def of_columns(
-        cls,
-        schema: ResourceSchema,
-        names: Sequence[str],
-        labels: Sequence[dict[str, str]],
-        taints: Sequence[tuple[Taint, ...]],
-        ready: npt.NDArray[np.bool_],
-        unschedulable: npt.NDArray[np.bool_],
-        alloc: Vector,
-        held: npt.NDArray[np.float64],
-        gpu_mem: npt.NDArray[np.int64],
-        groups: Sequence[dict[str, GroupUsage]],
-        mig_mode: npt.NDArray[np.int8],
-    ) -> NodeTable:
-        """A table of these nodes with their holds already in place, built column-wise: a session
-        table is made of thousands of candidate rows every cycle, and this costs numpy operations
-        instead of a Python pass per row (only rows with shared GPUs are refreshed one by one)."""
-        table = cls(schema)
-        n = len(names)
-        table.names = list(names)
-        table.index = {name: i for i, name in enumerate(table.names)}
-        table.labels, table.taints, table.groups = list(labels), list(taints), list(groups)
-        table.alloc, table.held = np.array(alloc, dtype=np.float64), np.array(held, dtype=np.float64)
-        table.gpu_count = table.alloc[:, GPU].copy()
-        table.gpu_mem = np.asarray(gpu_mem, dtype=np.int64).copy()
-        table.ready, table.unschedulable = np.asarray(ready, dtype=bool).copy(), np.asarray(unschedulable, dtype=bool)
-        table.mig_mode = np.asarray(mig_mode, dtype=np.int8).reshape(n).copy()
-        table.present = np.ones(n, dtype=bool)
-        table.version = np.zeros(n, dtype=np.int64)
-        table.stamp = np.zeros(n, dtype=np.int64)
-        table.room_future = np.full(n, -1, dtype=np.int64)
-        table.room_idle = np.full(n, -1, dtype=np.int64)
-        table.name_rank = np.argsort(np.argsort(np.array(table.names), kind="stable"), kind="stable")
-        # What refresh() computes, for rows without shared GPUs; those with some get refresh() itself.
-        table.idle = table.alloc - table.held[Kind.ACTIVE] - table.held[Kind.RELEASING]
-        table.future = table.idle + table.held[Kind.RELEASING] - table.held[Kind.PIPELINED]
-        for row, row_groups in enumerate(table.groups):
-            if row_groups:
-                table.refresh(row)
-        table.static_epoch += 1
-        return table
-
     # ------------------------------------------------------------------ nodes
     def add_nodes(self, nodes: Iterable[Node]) -> None:
         new = [n for n in nodes if n.name not in self.index]

@@ -15,8 +15,8 @@ import numpy.typing as npt
 
 from kai_ray.model import Device, Taint
 from placement.gpu_groups import GroupUsage
-from placement.node_table import NodeTable
-from placement.shapes import ResourceSchema
+from placement.node_table import Kind, NodeTable
+from placement.shapes import GPU, ResourceSchema
 
 GroupState = tuple[int, int, int, bool]  # active, releasing, pipelined MiB; owns a reservation slot
 RowDevices = tuple[tuple[Device, ...], dict[str, str]]  # a row's DRA devices; device key -> claim holding it
@@ -143,21 +143,37 @@ def merge_rows(parts: Sequence[NodeRows], schema: ResourceSchema) -> NodeRows:
 
 
 def table_from_rows(rows: NodeRows) -> NodeTable:
-    """A table holding exactly these rows, with their usage already in place."""
-    groups = [{g: GroupUsage(a, r, p, slot) for g, (a, r, p, slot) in row_groups.items()} for row_groups in rows.groups]
-    table = NodeTable.of_columns(
-        rows.schema,
-        rows.names,
-        rows.labels,
-        rows.taints,
-        rows.ready,
-        rows.unschedulable,
-        rows.alloc,
-        rows.held,
-        rows.gpu_mem,
-        groups,
-        rows.mig_mode,
-    )
+    """A table holding exactly these rows, with their usage already in place. Built column-wise:
+    a session table is made of thousands of candidate rows every cycle, and this costs numpy
+    operations instead of a Python pass per row (only rows with shared GPUs are refreshed one by
+    one)."""
+    table = NodeTable(rows.schema)
+    n = len(rows.names)
+    table.names = list(rows.names)
+    table.index = {name: i for i, name in enumerate(table.names)}
+    table.labels, table.taints = list(rows.labels), list(rows.taints)
+    table.groups = [
+        {g: GroupUsage(a, r, p, slot) for g, (a, r, p, slot) in row_groups.items()} for row_groups in rows.groups
+    ]
+    table.alloc, table.held = np.array(rows.alloc, dtype=np.float64), np.array(rows.held, dtype=np.float64)
+    table.gpu_count = table.alloc[:, GPU].copy()
+    table.gpu_mem = np.asarray(rows.gpu_mem, dtype=np.int64).copy()
+    table.ready = np.asarray(rows.ready, dtype=bool).copy()
+    table.unschedulable = np.asarray(rows.unschedulable, dtype=bool)
+    table.mig_mode = np.asarray(rows.mig_mode, dtype=np.int8).reshape(n).copy()
+    table.present = np.ones(n, dtype=bool)
+    table.version = np.zeros(n, dtype=np.int64)
+    table.stamp = np.zeros(n, dtype=np.int64)
+    table.room_future = np.full(n, -1, dtype=np.int64)
+    table.room_idle = np.full(n, -1, dtype=np.int64)
+    table.name_rank = np.argsort(np.argsort(np.array(table.names), kind="stable"), kind="stable")
+    # What refresh() computes, for rows without shared GPUs; those with some get refresh() itself.
+    table.idle = table.alloc - table.held[Kind.ACTIVE] - table.held[Kind.RELEASING]
+    table.future = table.idle + table.held[Kind.RELEASING] - table.held[Kind.PIPELINED]
+    for row, row_groups in enumerate(table.groups):
+        if row_groups:
+            table.refresh(row)
+    table.static_epoch += 1
     for row, (devices, owners) in enumerate(rows.devices):
         if devices or owners:
             table.devices.load(row, devices, owners)
