@@ -48,8 +48,9 @@ from coordinator.reservation import next_reservation
 from coordinator.results import BindIntent, CycleResult, CycleStats, EvictIntent
 from coordinator.rounds import RoundPlacer, merged_diagnoses
 from coordinator.search_backoff import SearchBackoff
-from coordinator.session import SessionState, open_session
+from coordinator.session import SessionState
 from coordinator.session_cache import SessionCache
+from coordinator.session_open import open_session
 from coordinator.session_rebase import rebase_session
 from coordinator.shard_set import ShardSet
 from coordinator.statement import Statement

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from coordinator.actions.registry import build_actions
 from coordinator.decisions import Decisions, collect
-from coordinator.session import open_session
+from coordinator.session_open import open_session
 from coordinator.statement import Statement
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import ClusterSnapshot

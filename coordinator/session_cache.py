@@ -28,12 +28,8 @@ from coordinator.min_runtime import MinRuntimes
 from coordinator.node_facts import NodeFacts
 from coordinator.queue_state import QueueState
 from coordinator.queue_totals import QueueTotals
-from coordinator.session import (
-    SessionState,
-    accepted_on,
-    attach_placed_pods,
-    make_placer,
-)
+from coordinator.session import SessionState, accepted_on
+from coordinator.session_open import attach_placed_pods, make_placer
 from coordinator.session_queues import add_queue_sums, queue_spec
 from coordinator.subgroups import build_tree, leaf_pod_sets, needs_tree
 from coordinator.tasks import DEFAULT_SUBGROUP, PlacedHolds, Status, Task, task_status

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from coordinator.session import SessionState, grown_schema, make_placer
+from coordinator.session import SessionState
+from coordinator.session_open import grown_schema, make_placer
 from coordinator.tasks import Status, moved_in_session
 from placement.node_table import Holding, Kind, NodeTable
 from placement.shapes import GPU

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from coordinator.jobs import Job
 from coordinator.plugins.job_order import composed
 from coordinator.scheduler import run_session
-from coordinator.session import open_session
+from coordinator.session_open import open_session
 from kai_ray.errors import ConfigError
 from kai_ray.io.config import config_from_mapping
 from kai_ray.model import ClusterSnapshot

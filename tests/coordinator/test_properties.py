@@ -20,7 +20,7 @@ from coordinator.actions.allocate import allocate_job
 from coordinator.coordinator import Coordinator, CycleResult
 from coordinator.decisions import Decisions
 from coordinator.scheduler import run_session
-from coordinator.session import open_session
+from coordinator.session_open import open_session
 from coordinator.shard_client import InProcessTransport
 from coordinator.shard_set import ShardSet
 from coordinator.statement import Statement

@@ -12,7 +12,7 @@ import numpy as np
 
 from coordinator.decisions import PodDecision
 from coordinator.scheduler import run_session
-from coordinator.session import open_session
+from coordinator.session_open import open_session
 from coordinator.session_queues import queue_state_of
 from coordinator.statement import Statement
 from coordinator.tasks import Status

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from coordinator.actions.allocate import allocate_job
 from coordinator.actions.victims import SortedJobs, VictimPool, pending_pool
-from coordinator.session import SessionState, open_session
+from coordinator.session import SessionState
+from coordinator.session_open import open_session
 from coordinator.statement import Statement
 from tests.builders import JobSpec, build, config, node, queue
 

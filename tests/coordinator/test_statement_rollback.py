@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from coordinator.session import open_session
+from coordinator.session_open import open_session
 from coordinator.statement import Statement
 from coordinator.tasks import Status
 from placement.node_table import Kind

@@ -10,8 +10,9 @@ import pytest
 
 from coordinator.cluster_model import ClusterModel
 from coordinator.gated_demand import gated_demand
-from coordinator.session import SessionState, open_session
+from coordinator.session import SessionState
 from coordinator.session_cache import SessionCache
+from coordinator.session_open import open_session
 from kai_ray import labels as L
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import ClusterSnapshot, Pod, PodState

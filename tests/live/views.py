@@ -23,8 +23,8 @@ from typing import Any
 import yaml
 
 from coordinator.coordinator import Coordinator, CycleResult
-from coordinator.session import open_session
 from coordinator.session_cache import SessionCache
+from coordinator.session_open import open_session
 from kai_ray.app.cli.main import main
 from kai_ray.app.sim import accounting
 from kai_ray.config import SchedulerConfig
