@@ -4,7 +4,7 @@ test_kai_allocate_tables."""
 from __future__ import annotations
 
 from tests.topology.cluster import Job
-from tests.topology.kai_allocate_tables import RACK_DOMAIN, ZONE_DOMAIN, Case, Nodes, leaf, pending, running
+from tests.topology.kai_case_builders import RACK_DOMAIN, ZONE_DOMAIN, Case, Nodes, leaf, pending, running
 
 
 def _two_topology_nodes(layout: dict[str, tuple[str, str]]) -> Nodes:

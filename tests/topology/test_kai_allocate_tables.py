@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.topology.cluster import decide_docs, documents, topology
-from tests.topology.kai_allocate_tables import CASES, RACK_DOMAIN, ZONE_DOMAIN, Case
+from tests.topology.kai_allocate_tables import CASES
+from tests.topology.kai_case_builders import RACK_DOMAIN, ZONE_DOMAIN, Case
 from tests.topology.kai_multi_topology_tables import MULTI_TOPOLOGY_CASES
 
 
