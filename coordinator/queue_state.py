@@ -93,17 +93,15 @@ class QueueState:
         return _brought_up_to_date(self._allocated_np, self.alloc_np_rows, self._stale_np)
 
     def add_allocation(self, queue: str, amount: Sequence[float], preemptible: bool, sign: float = 1.0) -> None:
-        gpu, cpu, memory = float(amount[0]) * sign, float(amount[1]) * sign, float(amount[2]) * sign
         path = self.path(queue)
-        _add_on_path(self.alloc_rows, self._stale, path, gpu, cpu, memory)
+        _add_on_path(self.alloc_rows, self._stale, path, amount, sign)
         if not preemptible:
-            _add_on_path(self.alloc_np_rows, self._stale_np, path, gpu, cpu, memory)
+            _add_on_path(self.alloc_np_rows, self._stale_np, path, amount, sign)
 
     def add_non_preemptible(self, queue: str, amount: Sequence[float], sign: float = 1.0) -> None:
         """Non-preemptible allocation alone: the core of a semi-preemptible job, whose whole
         allocation ``add_allocation`` booked as preemptible."""
-        gpu, cpu, memory = float(amount[0]) * sign, float(amount[1]) * sign, float(amount[2]) * sign
-        _add_on_path(self.alloc_np_rows, self._stale_np, self.path(queue), gpu, cpu, memory)
+        _add_on_path(self.alloc_np_rows, self._stale_np, self.path(queue), amount, sign)
 
     # ------------------------------------------------------------ capacity
     def never_full(self, queue: str, preemptible: bool) -> bool:
@@ -235,8 +233,10 @@ def _or_zero(value: Array | None) -> Array:
 
 
 def _add_on_path(
-    rows: list[list[float]], stale: set[int], path: list[int], gpu: float, cpu: float, memory: float
+    rows: list[list[float]], stale: set[int], path: list[int], amount: Sequence[float], sign: float
 ) -> None:
+    """``amount`` times ``sign`` added to the rows of every queue on ``path`` (then stale)."""
+    gpu, cpu, memory = float(amount[0]) * sign, float(amount[1]) * sign, float(amount[2]) * sign
     for i in path:
         row = rows[i]
         row[0] += gpu

@@ -72,9 +72,7 @@ class Statement:
 
     def rollback(self, checkpoint: int = 0) -> None:
         undo_log = self.undo_log
-        if len(undo_log) <= checkpoint + 1:
-            if len(undo_log) > checkpoint:
-                undo_log.pop()()
+        if len(undo_log) <= checkpoint:
             return
         with self.table.refreshed_once():  # nothing reads the table until every step is undone
             while len(undo_log) > checkpoint:
