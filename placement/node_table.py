@@ -27,6 +27,10 @@ from placement.shapes import GPU, PODS, ResourceSchema
 
 Vector = npt.NDArray[np.float64]
 
+# Below this many rows changed together, refreshing them one by one costs less than the
+# fixed cost of the numpy calls that refresh them in one pass.
+_ROWS_WORTH_ONE_PASS = 8
+
 
 class Kind(enum.IntEnum):
     ACTIVE = 0  # allocated, binding or running
@@ -265,8 +269,7 @@ class NodeTable:
             yield
         finally:
             rows, self._deferred = self._deferred, None
-            for row in rows:
-                self.refresh(row)
+            self._refresh_rows(list(rows))
 
     def refresh(self, row: int) -> None:
         """Work out the row's free capacity again from its holds and shared GPUs. Victim searches
@@ -275,6 +278,42 @@ class NodeTable:
         if self._deferred is not None:
             self._deferred[row] = None
             return
+        self._work_out(row)
+        self.version[row] += 1
+        self.clock += 1
+        self.stamp[row] = self.clock
+        if self.change_log is not None:
+            self.change_log.append(row)
+
+    def _refresh_rows(self, rows: list[int]) -> None:
+        """``refresh`` of each row, in this order, each row once. A rollback of a gang's search
+        step gives back hundreds of rows at once: those without shared GPUs are worked out in one
+        numpy pass (the same element-wise arithmetic, so the same values), not row by row."""
+        if len(rows) < _ROWS_WORTH_ONE_PASS:
+            for row in rows:
+                self.refresh(row)
+            return
+        at = np.array(rows, dtype=np.int64)
+        groups = self.groups
+        plain = np.fromiter((not groups[row] for row in rows), dtype=bool, count=len(rows))
+        some = at[plain]
+        held = self.held
+        releasing = held[Kind.RELEASING][some]
+        idle = self.alloc[some] - held[Kind.ACTIVE][some] - releasing
+        self.future[some] = idle + releasing - held[Kind.PIPELINED][some]
+        self.idle[some] = idle
+        self.room_future[some] = -1
+        self.room_idle[some] = -1
+        for row in at[~plain].tolist():
+            self._work_out(row)
+        self.version[at] += 1
+        self.stamp[at] = np.arange(self.clock + 1, self.clock + 1 + len(rows))
+        self.clock += len(rows)
+        if self.change_log is not None:
+            self.change_log.extend(rows)
+
+    def _work_out(self, row: int) -> None:
+        """The row's ``idle``, ``future`` and best shared-GPU rooms from its holds."""
         held = self.held
         releasing = held[Kind.RELEASING, row]
         idle = self.alloc[row] - held[Kind.ACTIVE, row] - releasing
@@ -293,11 +332,6 @@ class NodeTable:
             self.room_future[row] = self.room_idle[row] = -1
         self.idle[row] = idle
         self.future[row] = future
-        self.version[row] += 1
-        self.clock += 1
-        self.stamp[row] = self.clock
-        if self.change_log is not None:
-            self.change_log.append(row)
 
     def changed_since(self, stamp: int) -> tuple[npt.NDArray[np.int64], list[str]]:
         """Present rows changed after clock ``stamp``, and the nodes removed after it."""
