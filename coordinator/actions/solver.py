@@ -188,6 +188,12 @@ class JobSolver:
         while not queue.empty():
             job = queue.pop()
             assert job is not None
+            tasks = job.tasks
+            if tasks and all(t.key in recorded for t in tasks):
+                # Every pod of it is a victim already, so none of its chunks adds any, and nothing
+                # of it goes back in the queue: skipped before working out its chunk. A gang's
+                # search pops every recorded victim again at each step.
+                continue
             chunk, more = job.tasks_to_evict(self.keeps_minimum(job))
             original = self.state.jobs[job.key]
             if any(t.key in recorded for t in chunk):
@@ -209,8 +215,9 @@ class JobSolver:
         stmt = self.stmt
         base = stmt.checkpoint()
         preemptor = scenario.preemptor.key
-        for task in scenario.recorded_tasks:
-            self._evict(task, preemptor)
+        with stmt.table.refreshed_once():  # nothing reads the rows between these evictions
+            for task in scenario.recorded_tasks:
+                self._evict(task, preemptor)
         attempts: list[list[Task]] = []
         if scenario.latest_job is None:
             if scenario.recorded_tasks:
