@@ -20,7 +20,8 @@ from coordinator.subgroups import build_tree, leaf_pod_sets, needs_tree
 from coordinator.tasks import DEFAULT_SUBGROUP, PlacedHolds, Status, Task, task_status
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import ClusterSnapshot, Pod, PodGroup, ResourceVector
-from placement.node_table import Holding, NodeTable
+from placement.holdings import Holding
+from placement.node_table import NodeTable
 from placement.placer import PlacementPolicy, Placer
 from placement.pod_holds import pod_hold
 from placement.shapes import ResourceSchema, TaskShape

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from coordinator.session import SessionState
 from coordinator.session_open import grown_schema, make_placer
 from coordinator.tasks import Status, moved_in_session
-from placement.node_table import Holding, Kind, NodeTable
+from placement.holdings import Holding, Kind
+from placement.node_table import NodeTable
 from placement.shapes import GPU
 
 if TYPE_CHECKING:

@@ -19,7 +19,8 @@ from coordinator.queue_state import QueueState
 from coordinator.semi_preemptible import Quota, core_quota
 from coordinator.tasks import Status, Task
 from placement.dra_demand import ClaimDemand
-from placement.node_table import Holding, Kind, NodeTable
+from placement.holdings import Holding, Kind
+from placement.node_table import NodeTable
 from placement.placer import Choice
 
 if TYPE_CHECKING:

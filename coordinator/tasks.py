@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kai_ray.model import Pod, PodState
-from placement.node_table import Holding, NodeTable
+from placement.holdings import Holding
+from placement.node_table import NodeTable
 from placement.pod_holds import pod_hold
 from placement.shapes import TaskShape
 

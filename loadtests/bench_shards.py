@@ -33,7 +33,8 @@ import numpy as np
 from loadtests.baseline import FullScanPlacer
 from loadtests.results import BenchRow, bench_main, compare, rss_bytes
 from loadtests.shard_workload import PendingPod, busy_shard, pending_pods
-from placement.node_table import Kind, NodeTable
+from placement.holdings import Kind
+from placement.node_table import NodeTable
 from placement.placer import Choice, Placer
 from placement.shapes import GPU, TaskShape
 from shards.stream_messages import RoundRequest, ShapeStream, Taken

@@ -15,8 +15,9 @@ from placement.domain_index import Rows, best_in
 from placement.dra_cel import SELECTORS
 from placement.dra_demand import ClaimDemand, ClaimSpec, RequestSpec, claim_demand, claim_key
 from placement.dra_devices import Allocation, DeviceBook, Held
+from placement.holdings import Holding, Kind, Vector
 from placement.mig_nodes import mig_gpus_free
-from placement.node_table import Holding, Kind, NodeTable, Vector
+from placement.node_table import NodeTable
 from placement.placer import Choice, Mask, PlacementPolicy, Placer
 from placement.pod_holds import pod_hold
 from placement.rows import NodeHolds, NodeRows, export_holds, export_rows, load_rows, merge_rows, table_from_rows

@@ -12,10 +12,9 @@ live in per-node ``GroupUsage`` records and are folded into the GPU column as KA
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
@@ -23,31 +22,12 @@ import numpy.typing as npt
 from kai_ray.model import Node, Taint, mig_instances, node_mig_mode
 from placement.dra_devices import DeviceBook
 from placement.gpu_groups import GroupUsage, summarize
+from placement.holdings import Holding, Kind, Vector
 from placement.shapes import GPU, PODS, ResourceSchema
-
-Vector = npt.NDArray[np.float64]
 
 # Below this many rows changed together, refreshing them one by one costs less than the
 # fixed cost of the numpy calls that refresh them in one pass.
 _ROWS_WORTH_ONE_PASS = 8
-
-
-class Kind(enum.IntEnum):
-    ACTIVE = 0  # allocated, binding or running
-    RELEASING = 1  # terminating
-    PIPELINED = 2  # waits for releasing capacity
-
-
-@dataclass(frozen=True, slots=True)
-class Holding:
-    """One pod's hold on one node. ``shares`` are (group, MiB) for a fractional pod."""
-
-    pod: str
-    node: int
-    kind: Kind
-    vector: Vector
-    shares: tuple[tuple[str, int], ...] = ()
-    created_groups: tuple[str, ...] = ()
 
 
 class NodeTable:

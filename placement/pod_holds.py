@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kai_ray.model import Pod, PodState
-from placement.node_table import Kind, NodeTable, Vector
+from placement.holdings import Kind, Vector
+from placement.node_table import NodeTable
 from placement.placer import share_mib
 from placement.shapes import GPU
 

@@ -15,7 +15,8 @@ import numpy.typing as npt
 
 from kai_ray.model import Device, Taint
 from placement.gpu_groups import GroupUsage
-from placement.node_table import Kind, NodeTable
+from placement.holdings import Kind
+from placement.node_table import NodeTable
 from placement.shapes import GPU, ResourceSchema
 
 GroupState = tuple[int, int, int, bool]  # active, releasing, pipelined MiB; owns a reservation slot

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement.node_table import Holding, Kind, NodeTable
+from placement.holdings import Holding, Kind
+from placement.node_table import NodeTable
 from placement.rows import NodeRows, export_rows, load_rows
 from shards.reservations import Reservation, ReservationBook, ReservationState
 

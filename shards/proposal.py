@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from placement.node_table import Holding, Kind, NodeTable, Vector
+from placement.holdings import Holding, Kind, Vector
+from placement.node_table import NodeTable
 from placement.placer import Placer
 from placement.shapes import GPU, PODS, TaskShape
 from shards.stream_messages import Binds, Ints, ShapeStream, Shares

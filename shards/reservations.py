@@ -17,7 +17,7 @@ import heapq
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from placement.node_table import Holding
+from placement.holdings import Holding
 
 REMEMBER_RESOLVED = 100_000
 

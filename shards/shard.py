@@ -16,7 +16,8 @@ from dataclasses import replace
 import numpy as np
 
 from kai_ray.model import Node, Pod, ResourceVector, Topology
-from placement.node_table import Holding, Kind, NodeTable
+from placement.holdings import Holding, Kind
+from placement.node_table import NodeTable
 from placement.placer import PlacementPolicy, Placer
 from placement.pod_holds import pod_hold
 from placement.rows import NodeRows, export_holds, export_rows

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from kai_ray.model import ResourceVector
-from placement.node_table import Holding, Kind, NodeTable
+from placement.holdings import Holding, Kind
+from placement.node_table import NodeTable
 from placement.shapes import GPU
 from shards.dra_claims import release_claims, take_claims
 from shards.messages import Placement, PrepareItem, PrepareReply

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from coordinator.actions import gpu_headroom
 from kai_ray.model import Node, ResourceVector
-from placement.node_table import Holding, Kind, NodeTable
+from placement.holdings import Holding, Kind
+from placement.node_table import NodeTable
 from placement.shapes import GPU, ResourceSchema
 
 MIB = 10_000  # one device's memory

@@ -29,7 +29,7 @@ from kai_ray.app.runtime import in_process_coordinator
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import ClusterSnapshot, Pod, PodState, ResourceVector
 from placement.diagnosis import Diagnosis
-from placement.node_table import Kind
+from placement.holdings import Kind
 from placement.placer import Choice, PlacementPolicy
 from placement.rows import merge_rows, table_from_rows
 from placement.shapes import CPU, GPU, PODS, TaskShape

@@ -9,7 +9,7 @@ import numpy as np
 from coordinator.session_open import open_session
 from coordinator.statement import Statement
 from coordinator.tasks import Status
-from placement.node_table import Kind
+from placement.holdings import Kind
 from placement.placer import Choice
 from tests.builders import JobSpec, build, config, node, queue
 

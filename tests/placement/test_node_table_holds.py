@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kai_ray.model import ResourceVector
-from placement.node_table import Holding, Kind, NodeTable
+from placement.holdings import Holding, Kind
+from placement.node_table import NodeTable
 from placement.shapes import ResourceSchema
 from tests.builders import node
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kai_ray.model import GpuShare, Node, Pod, PodState, ResourceVector
-from placement.node_table import Kind
+from placement.holdings import Kind
 from placement.placer import Choice
 from placement.shapes import Constraints, TaskShape
 from shards.messages import Placement

@@ -31,7 +31,7 @@ from coordinator.shard_set import ShardSet
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import PodState
 from loadtests.baseline import FullScanPlacer
-from placement.node_table import Kind
+from placement.holdings import Kind
 from placement.placer import share_mib
 from shards import partitioner
 from shards.messages import PrepareItem, ShardDeltas

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from kai_ray.model import PodState
-from placement.node_table import Kind
+from placement.holdings import Kind
 from placement.placer import share_mib
 from shards.messages import Placement, PrepareItem, ShardDeltas
 from shards.shard import Shard

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kai_ray.model import Pod, PodState
-from placement.node_table import Kind
+from placement.holdings import Kind
 from placement.rows import NodeHolds
 from placement.shapes import CPU, GPU, MEMORY, PODS
 
