@@ -197,13 +197,13 @@ class JobSolver:
             chunk, more = job.tasks_to_evict(self.keeps_minimum(job))
             original = self.state.jobs[job.key]
             if any(t.key in recorded for t in chunk):
-                remaining = [t for t in job.tasks if t.key not in recorded]
+                remaining = [t for t in tasks if t.key not in recorded]
                 if remaining:
                     queue.push(job_with_tasks(job, remaining))
                 continue
             if more:
                 chunk_ids = {id(t) for t in chunk}
-                queue.push(job_with_tasks(job, [t for t in job.tasks if id(t) not in chunk_ids]))
+                queue.push(job_with_tasks(job, [t for t in tasks if id(t) not in chunk_ids]))
             if chunk:
                 scenario.add_potential(job_with_tasks(job, chunk), original)
                 return True
