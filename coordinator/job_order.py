@@ -19,7 +19,7 @@ import numpy as np
 
 from coordinator.jobs import Job
 from coordinator.plugins import KAI_KEYS, JobKeys
-from coordinator.queue_state import QueueState
+from coordinator.queue_state import OrderPrefix, QueueState
 from kai_ray.model.fairshare import Array
 
 RequestOf = Callable[[Job], Array]
@@ -89,6 +89,10 @@ class JobOrder:
         self._children: dict[int, list[int]] = {}  # queue (or ROOT) -> active children, best first
         self._dirty: set[int] = set()
         self._args: dict[int, OrderArgs] = {}
+        # Each child's ``order_prefix`` with the allocation it was worked out on: it holds while
+        # that allocation (the one thing of the session it reads) and the child's arguments stay
+        # put, so a pop re-places its queue with one prefix worked out instead of two per look.
+        self._prefixes: dict[int, tuple[list[float], OrderPrefix]] = {}
         # Victim mode: what the jobs popped from each leaf so far give back, summed as they are
         # popped. Summing the popped list again for every order decision made a long search
         # (thousands of victims popped before one node holds enough) quadratic in its victims.
@@ -220,6 +224,7 @@ class JobOrder:
             siblings.remove(node)
             self._dirty.discard(node)
             self._args.pop(node, None)
+            self._prefixes.pop(node, None)
             if siblings or parent == ROOT:
                 return
             del self._children[parent]
@@ -240,6 +245,7 @@ class JobOrder:
         for child in sorted(stale, key=lambda c: (self.queues.tree.created[c], self.queues.tree.names[c])):
             self._dirty.discard(child)
             self._args[child] = self._compute_args(child)
+            self._prefixes.pop(child, None)
             self._insert(kept, child)
         self._children[node] = kept
         return kept
@@ -255,9 +261,22 @@ class JobOrder:
         ordered.insert(low, child)
 
     def _before(self, left: int, right: int) -> bool:
-        la, ra = self._args[left], self._args[right]
-        result = self.queues.compare(left, right, la[0], ra[0], la[1], ra[1])
-        return result > 0 if self.victims else result < 0
+        first, second = self._prefix(left), self._prefix(right)
+        if first == second:
+            result = self.queues.compare_tie(left, right)
+            return result > 0 if self.victims else result < 0
+        return first > second if self.victims else first < second
+
+    def _prefix(self, node: int) -> OrderPrefix:
+        """``QueueState.order_prefix`` of the child, as ``compare`` would work it out now."""
+        allocated = self.queues.alloc_rows[node]
+        kept = self._prefixes.get(node)
+        if kept is not None and kept[0] == allocated:
+            return kept[1]
+        request, victims = self._args[node]
+        prefix = self.queues.order_prefix(node, request, victims)
+        self._prefixes[node] = (list(allocated), prefix)
+        return prefix
 
     def _compute_args(self, node: int) -> OrderArgs:
         leaf = node

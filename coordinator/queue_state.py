@@ -16,6 +16,8 @@ from coordinator.fairshare import QueueTree
 from kai_ray.model.fairshare import UNLIMITED, Array
 
 DRF_NO_SHARE_MULTIPLIER = 1000.0
+# What ``QueueState.order_prefix`` gives: see there.
+OrderPrefix = tuple[bool, bool, int, bool, float, float]
 RESOURCE_NAMES = ("gpu", "cpu", "memory")
 
 
@@ -189,40 +191,41 @@ class QueueState:
         right_victims: Array | None = None,
     ) -> int:
         """KAI's queue order between two sibling queues, given each one's next job request;
-        -1 when ``left`` goes first. Plain floats: this runs several times per pod."""
-        tree = self.tree
-        l_alloc, r_alloc = self.alloc_rows[left], self.alloc_rows[right]
-        l_req, r_req = left_request.tolist(), right_request.tolist()
-        l_with = [a + b for a, b in zip(l_alloc, l_req, strict=True)]
-        r_with = [a + b for a, b in zip(r_alloc, r_req, strict=True)]
-        lv = all(f < a for f, a in zip(self._fair_rows[left], l_alloc, strict=True))
-        rv = all(f < a for f, a in zip(self._fair_rows[right], r_alloc, strict=True))
-        if lv != rv:
-            return 1 if lv else -1
-        ls = less_equal(l_with, self._deserved_rows[left])
-        rs = less_equal(r_with, self._deserved_rows[right])
-        if ls != rs:
-            return -1 if ls else 1
-        if tree.priority[left] != tree.priority[right]:
-            return -1 if tree.priority[left] > tree.priority[right] else 1
-        lz = any(s == 0 and w > 0 for s, w in zip(self._allocatable_rows[left], l_with, strict=True))
-        rz = any(s == 0 and w > 0 for s, w in zip(self._allocatable_rows[right], r_with, strict=True))
-        if lz != rz:
-            return -1 if not lz else 1
-        l_back = left_victims.tolist() if left_victims is not None else (0.0, 0.0, 0.0)
-        r_back = right_victims.tolist() if right_victims is not None else (0.0, 0.0, 0.0)
-        ld = self.dominant_share(left, [a - b for a, b in zip(l_with, l_back, strict=True)])
-        rd = self.dominant_share(right, [a - b for a, b in zip(r_with, r_back, strict=True)])
-        if ld != rd:
-            return -1 if ld < rd else 1
-        ld, rd = self.dominant_share(left, l_alloc), self.dominant_share(right, r_alloc)
-        if ld != rd:
-            return -1 if ld < rd else 1
+        -1 when ``left`` goes first."""
+        first = self.order_prefix(left, left_request, left_victims)
+        second = self.order_prefix(right, right_request, right_victims)
+        if first != second:
+            return -1 if first < second else 1
+        return self.compare_tie(left, right)
+
+    def order_prefix(self, i: int, request: Array, victims: Array | None = None) -> OrderPrefix:
+        """The rules of the queue order that judge each queue alone, as a tuple that sorts the
+        way they order (least first): over its fair share; not within its deserved quota with
+        the request; lower priority; the request taking a resource it has none of; its dominant
+        share with the request (less what ``victims`` give back); its dominant share now. Two
+        queues whose prefixes are equal are ordered by ``compare_tie``.
+
+        It reads nothing of the session but the queue's own allocation, so a caller that orders
+        the same queues many times (``JobOrder``) keeps it while that allocation stays put.
+        Plain floats: this runs several times per pod."""
+        alloc = self.alloc_rows[i]
+        with_request = [a + b for a, b in zip(alloc, request.tolist(), strict=True)]
+        over_fair = all(f < a for f, a in zip(self._fair_rows[i], alloc, strict=True))
+        within = less_equal(with_request, self._deserved_rows[i])
+        lacking = any(s == 0 and w > 0 for s, w in zip(self._allocatable_rows[i], with_request, strict=True))
+        back = victims.tolist() if victims is not None else (0.0, 0.0, 0.0)
+        share_after = self.dominant_share(i, [a - b for a, b in zip(with_request, back, strict=True)])
+        return (over_fair, not within, -int(self.tree.priority[i]), lacking, share_after, self.dominant_share(i, alloc))
+
+    def compare_tie(self, left: int, right: int) -> int:
+        """The queue order's pairwise rules, for two queues ``order_prefix`` cannot tell apart:
+        the one whose allocatable amount is strictly less goes first, then the older, then by name."""
         la, ra = self._allocatable_rows[left], self._allocatable_rows[right]
         if not less_equal(ra, la) and less_equal(la, ra):
             return -1
         if not less_equal(la, ra) and less_equal(ra, la):
             return 1
+        tree = self.tree
         if tree.created[left] != tree.created[right]:
             return -1 if tree.created[left] < tree.created[right] else 1
         return -1 if tree.names[left] < tree.names[right] else 1
