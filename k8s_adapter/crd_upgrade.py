@@ -18,7 +18,7 @@ from pathlib import Path
 
 from k8s_adapter.api import JSON, KubeApi, KubeError
 from kai_ray.errors import InputError
-from kai_ray.io.documents import iter_objects, parse_documents, read_text
+from kai_ray.io.documents import iter_objects, read_documents
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 FIELD_MANAGER = "kai-ray-crd-upgrader"
@@ -31,7 +31,7 @@ def read_crds(directory: str | Path) -> list[JSON]:
         raise InputError(f"{root}: not a directory of CRD manifests")
     crds: list[JSON] = []
     for path in sorted(root.glob("*.yaml")):
-        for index, obj in iter_objects(parse_documents(read_text(path), str(path)), str(path)):
+        for index, obj in iter_objects(read_documents(path), str(path)):
             if obj.get("apiVersion") != "apiextensions.k8s.io/v1" or obj.get("kind") != "CustomResourceDefinition":
                 raise InputError(f"{path}: document {index}: not an apiextensions.k8s.io/v1 CustomResourceDefinition")
             name = (obj.get("metadata") or {}).get("name")

@@ -45,7 +45,7 @@ import yaml
 
 from kai_ray.app.cli.output import format_table
 from kai_ray.app.sim.apiserver import node_manifest, pod_group_manifest, pod_manifest, queue_manifest
-from kai_ray.io.documents import parse_documents, read_text
+from kai_ray.io.documents import read_documents, read_text
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.parse_core import parse_node, parse_pod
 from kai_ray.io.parse_kai import parse_pod_group
@@ -173,7 +173,7 @@ def _best(measure: Callable[[], object]) -> float:
 
 
 def _decode(path: Path) -> None:
-    parse_documents(read_text(path), str(path))
+    read_documents(path)
 
 
 def _decode_with_pyyaml(path: Path) -> None:

@@ -8,7 +8,7 @@ by the pod grouper's rules (``pod_grouper.pod_groups``), which the snapshot load
 """
 
 from kai_ray.io.config import config_from_mapping, load_config
-from kai_ray.io.documents import iter_objects, parse_documents, read_text
+from kai_ray.io.documents import iter_objects, parse_documents, read_documents, read_text
 from kai_ray.io.fairshare_input import FairShareProblem, fairshare_problem_from_mapping, load_fairshare_problem
 from kai_ray.io.fields import ObjectReader, parse_time
 from kai_ray.io.kai_snapshot import KaiSnapshot, is_kai_snapshot, read_kai_snapshot
@@ -47,6 +47,7 @@ __all__ = [
     "parse_topology",
     "parse_workload",
     "pod_state",
+    "read_documents",
     "read_kai_snapshot",
     "read_text",
     "snapshot_from_documents",

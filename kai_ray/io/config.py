@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from kai_ray.config import SchedulerConfig
 from kai_ray.errors import ConfigError
-from kai_ray.io.documents import parse_documents, read_text
+from kai_ray.io.documents import read_documents
 
 
 def config_from_mapping(data: Any, source: str = "<config>") -> SchedulerConfig:
@@ -32,7 +32,7 @@ def config_from_mapping(data: Any, source: str = "<config>") -> SchedulerConfig:
 def load_config(path: str | Path | None) -> SchedulerConfig:
     if path is None:
         return SchedulerConfig()
-    documents = parse_documents(read_text(path), str(path))
+    documents = read_documents(path)
     if len(documents) > 1:
         raise ConfigError(f"{path}: expected one YAML document, found {len(documents)}")
     return config_from_mapping(documents[0] if documents else {}, str(path))

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from kai_ray.errors import InputError
-from kai_ray.io.documents import parse_documents, read_text
+from kai_ray.io.documents import read_documents
 from kai_ray.io.fields import read_number
 from kai_ray.model.fairshare import RESOURCES, Array, QueueSpec
 
@@ -49,7 +49,7 @@ def _bounded(value: float, where: str) -> float:
 
 
 def load_fairshare_problem(path: str | Path) -> FairShareProblem:
-    documents = parse_documents(read_text(path), str(path))
+    documents = read_documents(path)
     if len(documents) != 1 or not isinstance(documents[0], Mapping):
         raise InputError(f"{path}: expected one mapping with total, kValue and queues")
     return fairshare_problem_from_mapping(documents[0], str(path))

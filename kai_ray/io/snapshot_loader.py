@@ -18,7 +18,7 @@ from typing import Any
 
 from kai_ray import labels as L
 from kai_ray.errors import InputError
-from kai_ray.io.documents import iter_objects, parse_documents, read_text
+from kai_ray.io.documents import iter_objects, read_documents
 from kai_ray.io.dra_snapshot import DRA_KINDS, DraReader
 from kai_ray.io.fields import ObjectReader
 from kai_ray.io.kai_snapshot import is_kai_snapshot, read_kai_snapshot
@@ -78,8 +78,7 @@ def _load_snapshot(path: str | Path, scheduler_name: str, mig_label_key: str) ->
         kai = read_kai_snapshot(path)
         snapshot = snapshot_from_documents(kai.documents, str(path), scheduler_name, mig_label_key)
         return replace(snapshot, report=replace(snapshot.report, warnings=(*kai.warnings, *snapshot.report.warnings)))
-    text = read_text(path)
-    documents = parse_documents(text, str(path))
+    documents = read_documents(path)
     if not documents:
         # An empty cluster is written as an empty List; a file with no document at all is
         # nearly always a failed `kubectl get ... > file`, so it is refused rather than scheduled.

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from kai_ray.errors import InputError
-from kai_ray.io.documents import MAX_DEPTH, parse_documents
+from kai_ray.io.documents import MAX_DEPTH, parse_documents, read_documents
 from tests import manifests as m
 from tests.cli.conftest import RunCli
 from tests.cli.test_bad_input import assert_one_line_error
@@ -52,6 +52,40 @@ def test_the_depth_limit_is_kai_rays_on_both_sides_of_the_parsers_own(make: Call
         parse_documents(make(depth), "deep.yaml")
     assert str(refused.value) == f"deep.yaml: nested deeper than {MAX_DEPTH} levels"
     assert parse_documents(make(MAX_DEPTH - 2), "ok.yaml")  # just within the limit: read
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        deep_json(MAX_DEPTH - 2).encode(),  # past the bound under which a file's JSON is read directly
+        deep_json(MAX_DEPTH + 1).encode(),
+        deep_json(40).encode(),
+        b' \n\t{"kind": "List", "items": [{"a": NaN}]}',  # orjson refuses NaN; the standard library reads it
+        b'{"kind": "List", "items": [{"a": "\xff"}]}',  # not UTF-8
+        '\ufeff{"kind": "List", "items": []}'.encode(),  # a byte-order mark
+        b"[1, 2,]",  # not JSON: YAML reads it
+        b"{a: [}",
+    ],
+)
+def test_a_file_is_read_as_its_text_would_be(tmp_path: Path, content: bytes) -> None:
+    """Files are read from their bytes (plain JSON straight through the JSON parser): whatever
+    the file holds, the documents or the one-line refusal are those of its text."""
+    path = tmp_path / "input"
+    path.write_bytes(content)
+    try:
+        expected: object = parse_documents(content.decode("utf-8"), str(path))
+    except UnicodeDecodeError:
+        expected = InputError(f"{path}: not UTF-8 text")
+    except InputError as refused:
+        expected = refused
+    try:
+        got: object = read_documents(path)
+    except InputError as refused:
+        got = refused
+    if isinstance(expected, InputError):
+        assert isinstance(got, InputError) and str(got) == str(expected)
+    else:
+        assert repr(got) == repr(expected)  # NaN is not equal to itself
 
 
 def test_ordinary_nesting_is_not_refused(kai_ray: RunCli, tmp_path: Path) -> None:

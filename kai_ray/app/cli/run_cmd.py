@@ -82,11 +82,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def _check_kubeconfig(path: str) -> None:
     """A kubeconfig that cannot work ends here in one line, not in a client library's traceback."""
     from kai_ray.errors import InputError
-    from kai_ray.io.documents import parse_documents, read_text
+    from kai_ray.io.documents import read_documents
 
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such kubeconfig file")
-    documents = parse_documents(read_text(path), path)
+    documents = read_documents(path)
     if len(documents) != 1 or not isinstance(documents[0], dict):
         raise InputError(f"{path}: not a kubeconfig (expected one YAML mapping with clusters, users and contexts)")
     for field in ("clusters", "contexts"):
