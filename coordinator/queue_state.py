@@ -68,6 +68,11 @@ class QueueState:
         self._deserved_rows: list[list[float]] = deserved.tolist()
         self._allocatable_rows: list[list[float]] = self.allocatable.tolist()
         self._total: list[float] = total.tolist()
+        # What a dominant share divides by: the allocatable amount, or the cluster's where it is unlimited.
+        self._share_divisors: list[list[float]] = [
+            [self._total[r] if amount == UNLIMITED else amount for r, amount in enumerate(row)]
+            for row in self._allocatable_rows
+        ]
         self._paths: dict[str, list[int]] = {}
         self._unbounded: dict[tuple[str, bool], bool] = {}
 
@@ -172,13 +177,10 @@ class QueueState:
     def dominant_share(self, i: int, allocated: Sequence[float]) -> float:
         """KAI's DRF share: the largest allocated/allocatable ratio (x1000 where nothing is allocatable)."""
         share = 0.0
-        row = self._allocatable_rows[i]
-        for r, amount in enumerate(allocated):
-            allocatable = row[r]
-            if allocatable == UNLIMITED:
-                allocatable = self._total[r]
-            value = amount * DRF_NO_SHARE_MULTIPLIER if allocatable == 0 else amount / allocatable
-            share = max(share, value)
+        for amount, divisor in zip(allocated, self._share_divisors[i], strict=True):
+            value = amount * DRF_NO_SHARE_MULTIPLIER if divisor == 0 else amount / divisor
+            if value > share:
+                share = value
         return share
 
     def compare(
@@ -208,14 +210,29 @@ class QueueState:
         It reads nothing of the session but the queue's own allocation, so a caller that orders
         the same queues many times (``JobOrder``) keeps it while that allocation stays put.
         Plain floats: this runs several times per pod."""
+        # Written out for the three resources (gpu, cpu, memory).
         alloc = self.alloc_rows[i]
-        with_request = [a + b for a, b in zip(alloc, request.tolist(), strict=True)]
-        over_fair = all(f < a for f, a in zip(self._fair_rows[i], alloc, strict=True))
-        within = less_equal(with_request, self._deserved_rows[i])
-        lacking = any(s == 0 and w > 0 for s, w in zip(self._allocatable_rows[i], with_request, strict=True))
-        back = victims.tolist() if victims is not None else (0.0, 0.0, 0.0)
-        share_after = self.dominant_share(i, [a - b for a, b in zip(with_request, back, strict=True)])
-        return (over_fair, not within, -int(self.tree.priority[i]), lacking, share_after, self.dominant_share(i, alloc))
+        a0, a1, a2 = alloc
+        r0, r1, r2 = request.tolist()
+        w0, w1, w2 = a0 + r0, a1 + r1, a2 + r2
+        f0, f1, f2 = self._fair_rows[i]
+        s0, s1, s2 = self._allocatable_rows[i]
+        over_fair = f0 < a0 and f1 < a1 and f2 < a2
+        within = less_equal((w0, w1, w2), self._deserved_rows[i])
+        lacking = (s0 == 0 and w0 > 0) or (s1 == 0 and w1 > 0) or (s2 == 0 and w2 > 0)
+        if victims is None:
+            after = (w0, w1, w2)
+        else:
+            b0, b1, b2 = victims.tolist()
+            after = (w0 - b0, w1 - b1, w2 - b2)
+        return (
+            over_fair,
+            not within,
+            -int(self.tree.priority[i]),
+            lacking,
+            self.dominant_share(i, after),
+            self.dominant_share(i, alloc),
+        )
 
     def compare_tie(self, left: int, right: int) -> int:
         """The queue order's pairwise rules, for two queues ``order_prefix`` cannot tell apart:

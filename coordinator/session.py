@@ -204,10 +204,14 @@ class SessionState:
         """What the job's next tasks to allocate ask of its queue (KAI's job init request)."""
 
         def compute() -> np.ndarray:
-            total = np.zeros(3)
+            # Summed as floats, in the order numpy would add them: one array made, not one per pod.
+            gpu = cpu = memory = 0.0
             for task in job.tasks_to_allocate(real):
-                total += self.requested_quota(task)
-            return total
+                task_gpu, task_cpu, task_memory = self.requested_quota(task)
+                gpu += task_gpu
+                cpu += task_cpu
+                memory += task_memory
+            return np.array((gpu, cpu, memory))
 
         return job.cached(("request", real), compute)
 
