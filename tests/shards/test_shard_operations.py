@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -37,6 +36,7 @@ from shards.messages import Placement, PrepareItem, ShardDeltas
 from shards.shard import Shard
 from tests.shards.catalog import ASKS, NODE_KINDS, Ask, Held, make_node, make_pod, placement, placement_of
 from tests.shards.recount import shard_problems, would_overcommit
+from tests.shards.table_snapshot import table_state, unchanged
 
 TTL = 10.0
 NAMES = ("n0", "n1", "n2", "n3", "n4")
@@ -50,40 +50,6 @@ class Expected:
     state: str
     deadline: float
     holds: list[Held] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class TableState:
-    """Holds and views by column name (a prepare may widen the table's columns), and shared GPUs."""
-
-    columns: dict[str, npt.NDArray[np.float64]]
-    groups: list[dict[str, tuple[int, int, int, bool]]]
-
-
-def table_state(shard: Shard) -> TableState:
-    table = shard.table
-    names = ["cpu", "memory", "gpu", "pods", *table.schema.scalars]
-    columns = {
-        f"{label} {name}": values[..., j].copy()
-        for label, values in (("held", table.held), ("idle", table.idle), ("future", table.future))
-        for j, name in enumerate(names)
-    }
-    groups = [{g: (u.active, u.releasing, u.pipelined, u.owns_slot) for g, u in row.items()} for row in table.groups]
-    return TableState(columns, groups)
-
-
-def unchanged(before: TableState, after: TableState) -> bool:
-    """Nothing held or freed; a column that is new since ``before`` holds nothing."""
-    if before.groups != after.groups:
-        return False
-    for key, values in after.columns.items():
-        old = before.columns.get(key)
-        if old is None:
-            if key.startswith("held") and values.any():
-                return False
-        elif not np.array_equal(values, old):
-            return False
-    return True
 
 
 class ShardMachine(RuleBasedStateMachine):
