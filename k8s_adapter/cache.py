@@ -54,7 +54,7 @@ from kai_ray.io.parse_kai import parse_pod_group, parse_priority_class, parse_qu
 from kai_ray.io.parse_topology import parse_topology
 from kai_ray.io.parse_workload import parse_gang_pod_group, parse_workload
 from kai_ray.model import Node, Pod, PodGroup, PodState, PriorityClass, Queue, Topology
-from pod_grouper.grouping import OwnerRef
+from pod_grouper.grouping import controller_refs
 from pod_grouper.pod_groups import RawPodGroup
 
 log = logging.getLogger(__name__)
@@ -265,13 +265,13 @@ class ClusterCache:
                 own = problems.get((POD_GROUPS.name, key))  # what reading the object itself warned about
                 problems[(POD_GROUPS.name, key)] = Problem.of(
                     "PodGroup",
-                    _api_version(POD_GROUPS),
+                    POD_GROUPS.api_version,
                     {"metadata": meta},
                     [*(own.messages if own else ()), *warnings],
                     False,
                 )
         for (kind, key), (obj, message) in self.dra.refused.items():
-            problems[(kind, key)] = Problem.of(kind, _api_version(_DRA_KINDS[kind]), obj, [message], True)
+            problems[(kind, key)] = Problem.of(kind, _DRA_KINDS[kind].api_version, obj, [message], True)
         if problems != self.problems_view:
             self.problems_view = problems
         if holds or self._held != self.held_view:
@@ -294,7 +294,7 @@ class ClusterCache:
     def _upsert(self, kind: Kind, obj: JSON, key: str) -> None:
         warnings: list[str] = []
         try:
-            reader = ObjectReader({**obj, "kind": _object_kind(kind)}, 0)
+            reader = ObjectReader({**obj, "kind": kind.api_kind}, 0)
             if kind is NODES:
                 self.nodes[key] = parse_node(reader, self.mig_label_key)
                 self._changed["Node"].add(key)
@@ -318,7 +318,7 @@ class ClusterCache:
                 self.membership.index.touch_all(self.raw_groups)
                 self.membership.index.touch(self.gangs.groups)
             elif kind in GANG_POD_GROUPS:
-                self.gangs.objects[key] = parse_gang_pod_group(reader, _api_version(kind), warnings)
+                self.gangs.objects[key] = parse_gang_pod_group(reader, kind.api_version, warnings)
                 self.membership.index.touch(self.gangs.regroup([key]))
             elif kind in WORKLOADS:
                 self.gangs.workloads[key] = parse_workload(reader, warnings)
@@ -327,16 +327,18 @@ class ClusterCache:
             self._refuse(kind, obj, key, str(exc))
             return
         if warnings:
-            self._problems[(kind.name, key)] = Problem.of(_object_kind(kind), _api_version(kind), obj, warnings, False)
+            self._problems[(kind.name, key)] = Problem.of(kind.api_kind, kind.api_version, obj, warnings, False)
         else:
             self._problems.pop((kind.name, key), None)
 
     def _upsert_pod(self, reader: ObjectReader, obj: JSON, key: str, warnings: list[str]) -> None:
-        if L.is_reservation_pod((obj.get("metadata") or {}).get("labels") or {}):
+        metadata = obj.get("metadata") or {}
+        if L.is_reservation_pod(metadata.get("labels") or {}):
             self._delete(PODS, key)  # its GPU is counted through the shared group it reserves
             return
         pod = parse_pod(reader, warnings)
-        pod = self.membership.place(key, pod, obj, _owner_refs(obj), self.raw_groups)
+        owners = controller_refs(metadata.get("ownerReferences") or ())
+        pod = self.membership.place(key, pod, obj, owners, self.raw_groups)
         self.pods[key] = pod = self.expected.seen(key, pod)
         if pod.state is not PodState.PENDING and self._held.pop(key, None) is not None:
             self._removed["Pod"].discard(key)  # bound (or finished) after all: it must be counted
@@ -360,7 +362,7 @@ class ClusterCache:
             ours = (reader_spec.get("schedulerName") or "default-scheduler") == self.scheduler_name
             if not ours and not reader_spec.get("nodeName"):
                 return
-        self._problems[(kind.name, key)] = Problem.of(_object_kind(kind), _api_version(kind), obj, [message], True)
+        self._problems[(kind.name, key)] = Problem.of(kind.api_kind, kind.api_version, obj, [message], True)
 
     def _delete(self, kind: Kind, key: str) -> None:
         if kind is QUEUES:
@@ -396,20 +398,3 @@ _DRA_KINDS = {kind.name: kind for kind in DRA_WATCHED}
 
 
 GANG_KIND = GANG_POD_GROUPS[0].name  # the cache's name for the Workload API's PodGroup
-
-
-def _object_kind(kind: Kind) -> str:
-    """The kind as the API names it (the cache names the Workload API's PodGroup apart from KAI's)."""
-    return "PodGroup" if kind in GANG_POD_GROUPS else kind.name
-
-
-def _api_version(kind: Kind) -> str:
-    return f"{kind.group}/{kind.version}" if kind.group else kind.version
-
-
-def _owner_refs(obj: JSON) -> tuple[OwnerRef, ...]:
-    refs = []
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("kind") and ref.get("name"):
-            refs.append(OwnerRef(str(ref["kind"]), str(ref["name"]), str(ref.get("uid") or "")))
-    return tuple(refs)

@@ -15,6 +15,16 @@ class Kind:
     namespaced: bool
 
     @property
+    def api_kind(self) -> str:
+        """The kind as the API names it (the cache names the Workload API's PodGroup apart from
+        KAI's, by its group)."""
+        return self.name.split(".", 1)[0]
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
     def api_prefix(self) -> str:
         return f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
 

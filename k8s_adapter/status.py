@@ -68,7 +68,7 @@ def pod_ref(key: str, uid: str) -> ObjectRef:
 
 def group_ref(key: str, uid: str) -> ObjectRef:
     namespace, _, name = key.partition("/")
-    return ObjectRef("PodGroup", f"{POD_GROUPS.group}/{POD_GROUPS.version}", namespace, name, uid)
+    return ObjectRef("PodGroup", POD_GROUPS.api_version, namespace, name, uid)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ the caller passes the pod and the chain of its owners, nearest first.
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +63,16 @@ class OwnerRef:
     name: str
     uid: str
     min_member: int | None = None  # a gang size the owner asks for, if any
+
+
+def controller_refs(references: Iterable[object]) -> tuple[OwnerRef, ...]:
+    """The controllers among an object's ``metadata.ownerReferences``; an entry that is not a
+    mapping, or names no kind or no name, is passed over."""
+    return tuple(
+        OwnerRef(str(ref["kind"]), str(ref["name"]), str(ref.get("uid") or ""))
+        for ref in references
+        if isinstance(ref, Mapping) and ref.get("controller") and ref.get("kind") and ref.get("name")
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from pod_grouper.grouping import (
     ImplicitGroup,
     OwnerRef,
     awaits_own_group,
+    controller_refs,
     implicit_group,
     top_owner,
 )
@@ -122,7 +123,7 @@ def snapshot_from_documents(
             pod = parse_pod(reader, warnings)
             key = pod.key
             _put(pods, key, pod, reader, True)
-            owners[key] = _owner_refs(reader)
+            owners[key] = controller_refs(reader.sequence("metadata.ownerReferences"))
         elif kind == "Queue" and api_group == "scheduling.run.ai":
             _put(queues, reader.name, parse_queue(reader, warnings), reader, False)
         elif kind == "PodGroup" and api_group == "scheduling.run.ai":
@@ -242,14 +243,6 @@ def _apply_bind_requests(pods: dict[str, Pod], binding: Mapping[str, tuple[str, 
         pod = pods.get(key)
         if pod is not None and pod.state is PodState.PENDING:
             pods[key] = replace(pod, state=PodState.BINDING, node=node, gpu_groups=groups or pod.gpu_groups)
-
-
-def _owner_refs(reader: ObjectReader) -> tuple[OwnerRef, ...]:
-    refs = []
-    for ref in reader.sequence("metadata.ownerReferences"):
-        if isinstance(ref, Mapping) and ref.get("controller") and ref.get("kind") and ref.get("name"):
-            refs.append(OwnerRef(str(ref["kind"]), str(ref["name"]), str(ref.get("uid") or "")))
-    return tuple(refs)
 
 
 def _valid_queue_tree(queues: dict[str, Queue], warnings: list[str]) -> tuple[list[Queue], dict[str, str]]:

@@ -231,3 +231,17 @@ def test_an_eviction_of_a_pod_that_is_not_running_marks_nothing() -> None:
     cache.evicting(["ns/waiting", "ns/unknown"])
     assert cache.take_deltas().pods_upserted == ()
     assert cache.expected.truth == {}
+
+
+def test_an_owner_reference_that_is_not_an_object_is_passed_over() -> None:
+    # The API server validates ownerReferences; a watch (or a test double) that hands over
+    # something else must not stop the deltas for every other pod.
+    cache = ClusterCache()
+    owned = versioned(pod("worker", 0))
+    owned["metadata"]["ownerReferences"] = [
+        "not a reference",
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "u-train", "controller": True},
+    ]
+    cache.on_list(PODS, [owned, versioned(pod("other", 0))])
+    groups = {p.key: p.pod_group for p in cache.take_deltas().pods_upserted}
+    assert groups == {"ns/other": "pg-other-u-other", "ns/worker": "pg-train-u-train"}  # grouped by its Job
