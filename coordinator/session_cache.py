@@ -6,15 +6,15 @@ out the same pod and pod-group records until they change, so this cache keeps th
 jobs made from them: a pod whose record is the same object keeps its task (reset to what the
 record says, since the last session may have moved it), a job whose group and members are the
 same keeps its job, and a job's contribution to its queue's sums is kept with it. Only new or
-changed records cost a task, a job or a sum. The fair share is divided again each cycle (a
-division over the queue tree is cheap); the cluster totals it divides are summed in the same
-single pass over the pods that finds what changed.
+changed records cost a task, a job or a sum. The tasks, and which pods each group has, are
+kept in ``kept_tasks.py``; this module keeps the jobs and the queues' sums. The fair share is
+divided again each cycle (a division over the queue tree is cheap); the cluster totals it
+divides are summed in the same single pass over the pods that finds what changed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,66 +24,56 @@ from coordinator.gated_demand import add_gated_demand, gated_demand
 from coordinator.gpu_request import requested_gpus
 from coordinator.job_timers import apply_timers
 from coordinator.jobs import Job, PodSet, missing_group_note
+from coordinator.kept_tasks import KeptTasks
 from coordinator.min_runtime import MinRuntimes
 from coordinator.node_facts import NodeFacts
 from coordinator.queue_state import QueueState
 from coordinator.queue_totals import QueueTotals
-from coordinator.session import SessionState, accepted_on
+from coordinator.session import SessionState
 from coordinator.session_open import attach_placed_pods, make_placer
 from coordinator.session_queues import add_queue_sums, queue_spec
 from coordinator.subgroups import build_tree, leaf_pod_sets, needs_tree
-from coordinator.tasks import DEFAULT_SUBGROUP, PlacedHolds, Status, Task, task_status
+from coordinator.tasks import DEFAULT_SUBGROUP, Task
 from kai_ray.config import SchedulerConfig
-from kai_ray.model import Pod, PodGroup
+from kai_ray.model import PodGroup
 from placement.node_table import NodeTable
 from placement.placer import Placer
-from placement.shapes import TaskShape
 
 Sums = tuple[float, float, float, float, float, float, float, float, float]  # request, allocated, allocated np
-
-
-@dataclass(slots=True)
-class _Made:
-    """A task and the pod record it was made from."""
-
-    pod: Pod
-    task: Task
-    accepted: tuple[float, float, float]
 
 
 class SessionCache:
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
-        self.made: dict[str, _Made] = {}  # our pods' tasks
-        self.tasks: dict[str, Task] = {}  # the same tasks by pod key, handed to each session
-        self.placed_holds = PlacedHolds()  # shared by every task made here, and the sessions opened
+        self.nodes = NodeFacts()
+        self.kept = KeptTasks(config.schedulerName, self.nodes)  # our pods' tasks
         self.groups: dict[str, PodGroup] = {}  # the group record each job was made from
         self.jobs: dict[str, Job] = {}
         self.positions: dict[str, int] = {}  # job -> its place in ``jobs`` (the session's order)
         self._next_position = 0
         self.opens = 0  # sessions opened so far: what changed is known relative to the last one only
         self.jobs_by_task: dict[str, Job] = {}
-        self.members: dict[str, set[str]] = {}  # pod group -> its pods (keys)
         self.invalid: dict[str, dict[str, str]] = {}  # tree job -> its pods that name no leaf, and why
         self.totals = QueueTotals()  # each job's contribution to its queue's sums
         self.unsummed: set[str] = set()  # jobs whose contribution is still to be worked out
-        self.pending: dict[str, Task] = {}  # our pods that were pending when their record was read
         # Jobs stale as their records stand, or whose group carries a stale-since time: with the
         # jobs a session changes, all that stale-gang eviction must look at.
         self.stale_watch: set[str] = set()
         self.last_start: dict[str, float] = {}  # job -> its group's last start time, where it has one
         self.not_ready: set[str] = set()  # gangs with fewer pods than their minimum, as their records stand
-        self.membership = 0  # counts changes to which pods and jobs there are and who belongs where
-        self.shapes: dict[TaskShape, TaskShape] = {}
+        self.job_changes = 0  # counts jobs made and gone (the tasks count their own)
         self.queues_version = -1
         self.tree = QueueTree.build([])
-        self.nodes = NodeFacts()
-        self.foreign: dict[str, tuple[float, float, float]] = {}  # other schedulers' pods on ready nodes: use
         self.model_seen: ClusterModel | None = None  # the model whose change log this cache reads
         # The jobs the last session may have changed (its close says; None: unknown, reset all).
         self.to_reset: set[str] | None = None
         self.remade: set[str] = set()  # jobs made again or gone in this open
         self.orphans: set[str] = set()  # pod groups that pods name and that do not exist
+
+    @property
+    def membership(self) -> int:
+        """Grows with every change to which pods and jobs there are and who belongs where."""
+        return self.kept.changes + self.job_changes
 
     def open(self, model: ClusterModel, now: float, table: NodeTable, placer_type: type[Placer]) -> SessionState:
         config = self.config
@@ -101,23 +91,23 @@ class SessionCache:
         self._find_orphans(dirty if changes is not None else None)
         if changed_pods is not None:
             for key in self.remade:  # their pods' jobs (and notes) changed with them
-                changed_pods.update(self.members.get(key, ()))
+                changed_pods.update(self.kept.members.get(key, ()))
         state = SessionState(
             config=config,
             now=now,
             table=table,
             placer=make_placer(placer_type, table, config),
-            queues=self.queues(model, self._capacity()),
+            queues=self.queues(model, self.kept.capacity()),
             jobs=self.jobs,
-            tasks=self.tasks,
+            tasks=self.kept.tasks,
             jobs_by_task=self.jobs_by_task,
             all_pods=dict(model.pods),  # as of the session's start
-            pending_at_open=tuple(self.pending.values()),
+            pending_at_open=tuple(self.kept.pending.values()),
             stale_watch=frozenset(self.stale_watch),
             membership=self.membership,
             not_ready_at_open=frozenset(self.not_ready),
             changed_pods=None if changed_pods is None or queues_changed else frozenset(changed_pods),
-            placed_holds=self.placed_holds,
+            placed_holds=self.kept.placed_holds,
             remade_jobs=frozenset(self.remade),
             reset_jobs=None if to_reset is None or changes is None else frozenset(to_reset),
             opened=(id(self), self.opens),
@@ -142,7 +132,7 @@ class SessionCache:
                 job.boost = 0
         apply_timers(self.jobs, state.last_start, config, now)
         for key in self.orphans:
-            for pod in self.members[key]:
+            for pod in self.kept.members[key]:
                 state.pod_notes[pod] = missing_group_note(key, state.all_pods.get(pod))
         if len(table):  # a table that already carries the cluster's usage: tasks learn their holds on it
             attach_placed_pods(state, state.all_pods.values(), apply=False)
@@ -157,7 +147,7 @@ class SessionCache:
         tasks share ``placed_holds``), where resetting every task would read every pod record
         again."""
         if state.rebased:
-            self.placed_holds.move_to(None)
+            self.kept.placed_holds.move_to(None)
         opened_on_rows = len(state.table) and not state.rebased
         if opened_on_rows or self.config.jobAging is not None or self.config.expectedRuntimeExceeded != "ignore":
             self.to_reset = None
@@ -171,110 +161,19 @@ class SessionCache:
         """Tasks for our pods, kept where the record is the same, and reset to what their records
         say; other schedulers' use of ready nodes. Returns the pod groups whose members changed,
         and the pods whose records changed (None: every record was read)."""
-        dirty: set[str] = set()
+        kept = self.kept
         if changes is None:
-            self.foreign = {}
-            ours = 0
-            for key, pod in model.pods.items():
-                ours += self._read_pod(key, pod, dirty)
-            if ours != len(self.made):  # some of our pods are gone
-                for key in [k for k in self.made if k not in model.pods]:
-                    self._drop_task(key, dirty)
-            for made in self.made.values():
-                _reset(made)
-            return dirty, None
-        for job_key in to_reset or ():  # what the last session moved goes back to its record
-            job = self.jobs.get(job_key)
-            if job is not None:
-                for task in job.tasks:
-                    kept = self.made.get(task.key)
-                    if kept is not None and kept.task is task:
-                        _reset(kept)
-        for key in changes.pods:
-            record = model.pods.get(key)
-            if record is None:
-                self.foreign.pop(key, None)
-                self._drop_task(key, dirty)
-            else:
-                self._read_pod(key, record, dirty)
-        return dirty, set(changes.pods)
-
-    def _read_pod(self, key: str, pod: Pod, dirty: set[str]) -> bool:
-        """Take in one pod record: ours becomes (or stays) a task, another scheduler's counts
-        against the capacity the fair share divides when it holds a ready node. Whether it is ours."""
-        if pod.scheduler_name != self.config.schedulerName:
-            self._drop_task(key, dirty)
-            if pod.node in self.nodes.ready and task_status(pod).active_used:
-                self.foreign[key] = (requested_gpus(pod), pod.requests.cpu, pod.requests.memory)
-            else:
-                self.foreign.pop(key, None)
-            return False
-        self.foreign.pop(key, None)
-        known = self.made.get(key)
-        if known is not None and known.pod is pod:
-            return True
-        if known is not None:
-            self._forget(key, known, dirty)
-        self.made[key] = fresh = self._new_task(pod, known)
-        self.tasks[key] = fresh.task
-        self.membership += 1
-        if fresh.task.original_status is Status.PENDING:
-            self.pending[key] = fresh.task
-        if pod.pod_group:
-            group = f"{pod.namespace}/{pod.pod_group}"
-            self.members.setdefault(group, set()).add(key)
-            dirty.add(group)
-        return True
-
-    def _drop_task(self, key: str, dirty: set[str]) -> None:
-        known = self.made.pop(key, None)
-        if known is not None:
-            del self.tasks[key]
-            self._forget(key, known, dirty)
-
-    def _capacity(self) -> np.ndarray:
-        """Ready nodes' allocatable GPU, CPU and memory, less what other schedulers' pods use."""
-        total = list(self.nodes.ready_total)
-        for gpu, cpu, memory in self.foreign.values():
-            total[0] -= gpu
-            total[1] -= cpu
-            total[2] -= memory
-        return np.array(total)
-
-    def _new_task(self, pod: Pod, known: _Made | None = None) -> _Made:
-        status = task_status(pod)
-        if known is not None and _same_shape(known.pod, pod):  # e.g. a bind: only state and node changed
-            shape = known.task.shape
+            dirty, changed = kept.read_all(model.pods), None
         else:
-            shape = TaskShape.of_pod(pod)
-            shape = self.shapes.setdefault(shape, shape)
-        task = Task(
-            pod,
-            shape,
-            status,
-            pod.node,
-            pod.gpu_groups,
-            original_status=status,
-            original_node=pod.node,
-            placed=self.placed_holds,
-        )
-        if pod.node is not None and status.active_used:
-            task.accepted = accepted_on(task, self.nodes.device_mib.get(pod.node, 100.0))
-        return _Made(pod, task, task.accepted)
-
-    def _forget(self, key: str, known: _Made, dirty: set[str]) -> None:
-        self.membership += 1
-        pod = known.pod
-        self.pending.pop(key, None)
-        if pod.pod_group:
-            group = f"{pod.namespace}/{pod.pod_group}"
-            members = self.members.get(group)
-            if members is not None:
-                members.discard(key)
-                if not members:
-                    del self.members[group]
-            dirty.add(group)
-        self.jobs_by_task.pop(key, None)
+            for job_key in to_reset or ():  # what the last session moved goes back to its record
+                job = self.jobs.get(job_key)
+                if job is not None:
+                    kept.reset(job.tasks)
+            dirty, changed = kept.read_changed(model.pods, changes.pods), set(changes.pods)
+        for key in kept.forgotten:  # a pod's new task joins its job when the job is made again
+            self.jobs_by_task.pop(key, None)
+        kept.forgotten.clear()
+        return dirty, changed
 
     # ------------------------------------------------------------------ jobs
     def _jobs(self, model: ClusterModel, dirty: set[str], changes: ChangeLog | None, to_reset: set[str] | None) -> None:
@@ -306,10 +205,10 @@ class SessionCache:
         """Pod groups that pods name but that do not exist, among those whose members or job
         changed (None: all of them)."""
         if dirty is None:
-            self.orphans = {key for key in self.members if key not in self.jobs}
+            self.orphans = {key for key in self.kept.members if key not in self.jobs}
             return
         for key in dirty | self.remade:
-            if key in self.members and key not in self.jobs:
+            if key in self.kept.members and key not in self.jobs:
                 self.orphans.add(key)
             else:
                 self.orphans.discard(key)
@@ -322,7 +221,7 @@ class SessionCache:
         self._unlist(job)
         self.groups.pop(key, None)
         self.invalid.pop(key, None)
-        for pod in self.members.get(key, ()):
+        for pod in self.kept.members.get(key, ()):
             self.jobs_by_task.pop(pod, None)
 
     def _build(self, group: PodGroup) -> None:
@@ -335,8 +234,8 @@ class SessionCache:
         else:
             pod_sets = {DEFAULT_SUBGROUP: PodSet(DEFAULT_SUBGROUP, max(group.min_member, 1), tracked=True)}
         job = Job(group, group.queue, pod_sets, group.preemptible, group.priority, stale_since=group.stale_since)
-        for pod_key in sorted(self.members.get(group.key, ())):
-            task = self.made[pod_key].task
+        for pod_key in sorted(self.kept.members.get(group.key, ())):
+            task = self.kept.tasks[pod_key]
             name = task.subgroup if task.subgroup in pod_sets else DEFAULT_SUBGROUP
             pod_sets.setdefault(name, PodSet(name, 0, tracked=True)).add(task)
             self.jobs_by_task[pod_key] = job
@@ -345,8 +244,8 @@ class SessionCache:
     def _build_tree(self, group: PodGroup) -> None:
         """A job with a sub-group tree or topology constraints, as ``session._build_tree_job``
         makes it; pods that name no leaf wait with KAI's reason."""
-        members = sorted(self.members.get(group.key, ()))
-        pod_sets, invalid = leaf_pod_sets(group, (self.made[k].task for k in members))
+        members = sorted(self.kept.members.get(group.key, ()))
+        pod_sets, invalid = leaf_pod_sets(group, (self.kept.tasks[k] for k in members))
         job = Job(group, group.queue, pod_sets, group.preemptible, group.priority, stale_since=group.stale_since)
         job.tree = build_tree(group, pod_sets)
         for pod_key in members:
@@ -360,7 +259,7 @@ class SessionCache:
 
     def _keep(self, group: PodGroup, job: Job) -> None:
         """A job made (again) from its group: it replaces the old one, also in its queue's sum."""
-        self.membership += 1
+        self.job_changes += 1
         self.remade.add(job.key)
         old = self.jobs.get(group.key)
         if old is not None:
@@ -380,7 +279,7 @@ class SessionCache:
 
     def _unlist(self, job: Job) -> None:
         """The job is gone or replaced: its contribution leaves its queue's sum."""
-        self.membership += 1
+        self.job_changes += 1
         self.remade.add(job.key)
         self.totals.remove(job.key)
         self.unsummed.discard(job.key)
@@ -420,31 +319,3 @@ class SessionCache:
     def _requested(self, task: Task) -> tuple[float, float, float]:
         pod = task.pod
         return (requested_gpus(pod), pod.requests.cpu, pod.requests.memory)
-
-
-def _same_shape(old: Pod, new: Pod) -> bool:
-    """The fields ``TaskShape.of_pod`` reads are the very same objects (records copied for a
-    change of state keep them), so the shape is the same."""
-    return (
-        old.requests is new.requests
-        and old.gpu_share is new.gpu_share
-        and old.node_selector is new.node_selector
-        and old.affinity is new.affinity
-        and old.tolerations is new.tolerations
-        and old.legacy_mig == new.legacy_mig
-    )
-
-
-def _reset(made: _Made) -> None:
-    """Whatever the last session did to the task, it starts from its pod record again."""
-    task = made.task
-    if task.status is not task.original_status:
-        task.status = task.original_status
-    task.node = task.original_node
-    task.gpu_groups = made.pod.gpu_groups
-    task.accepted = made.accepted
-    task.forget_holdings()
-    if task.evicted_in_session:
-        task.evicted_in_session = False
-    if task.claims:
-        task.claims = ()

@@ -97,7 +97,7 @@ def queue_sum_differences(coordinator: Coordinator) -> list[str]:
     fresh.nodes.refresh(model)
     dirty, _ = fresh._tasks(model, None, None)
     fresh._jobs(model, dirty, None, None)
-    fresh.queues(model, fresh._capacity())
+    fresh.queues(model, fresh.kept.capacity())
     kept, counted = coordinator.sessions.totals.contributions(), fresh.totals.contributions()
     out = []
     for job in sorted(set(kept) | set(counted)):
