@@ -43,6 +43,7 @@ from k8s_adapter.usage_feeds import UsageFeed
 from k8s_adapter.wakeup import Wakeup
 from k8s_adapter.watches import Watches
 from kai_ray.deltas import ClusterDeltas
+from kai_ray.heap import HeapTrimmer
 from pod_grouper.live import DEFER_SECONDS, PodGrouper
 
 log = logging.getLogger(__name__)
@@ -148,6 +149,7 @@ class SchedulerLoop:
         if self.watches.started_at is not None:
             self.startup.mark("watching", at=self.watches.started_at)
         self.state = LoopState()
+        self.heap = HeapTrimmer()
         self.coordinator_health = CoordinatorHealth()
         self.steps = LoopSteps(self.loop_metrics, self.coordinator_health)
         self.decision_log = DecisionLog()
@@ -256,6 +258,7 @@ class SchedulerLoop:
     async def iterate(self) -> None:
         """One turn: feed changes, group pods, and (as leader) schedule, bind, evict, explain."""
         self.state.iterations += 1
+        self.heap.maybe()  # a few milliseconds every few minutes, between two iterations' work
         coordinator = self.coordinator
         assert coordinator is not None
         # The cache turns watch events into deltas in the worker thread too: at a hundred thousand

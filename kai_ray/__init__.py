@@ -14,6 +14,7 @@ __all__ = [
     "config",
     "deltas",
     "errors",
+    "heap",
     "io",
     "labels",
     "logs",

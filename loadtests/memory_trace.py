@@ -25,6 +25,8 @@ from typing import Any
 
 import psutil
 
+from kai_ray.heap import give_back_free_heap
+
 # Each traced allocation records this many frames: twelve slowed the run's process more than tenfold.
 FRAMES = 6
 
@@ -155,10 +157,8 @@ def _within(traceback: tracemalloc.Traceback, ranges: list[tuple[str, int, int]]
 def trim_heap() -> float:
     """Give the C allocator's free pages back to the system (glibc's ``malloc_trim``); the MiB
     this process's resident memory went down by (0 where there is no glibc)."""
-    libc = _glibc("malloc_trim")
-    if libc is None:
-        return 0.0
     me = psutil.Process()
     before = me.memory_info().rss
-    libc.malloc_trim(0)
+    if not give_back_free_heap():
+        return 0.0
     return float(before - me.memory_info().rss) / 2**20

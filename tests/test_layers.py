@@ -35,6 +35,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "kai_ray.config",
         "kai_ray.deltas",
         "kai_ray.errors",
+        "kai_ray.heap",
         "kai_ray.labels",
         "kai_ray.quantity",
     ),

@@ -30,6 +30,7 @@ from coordinator.shard_set import ShardSet
 from kai_ray.app.round_timeout import answer_timeout
 from kai_ray.app.wire import pack, unpack
 from kai_ray.config import DEFAULT_SHARD_ROUND_TIMEOUT, SchedulerConfig
+from kai_ray.heap import HeapTrimmer
 from placement.placer import PlacementPolicy
 from shards.protocol import Batch, BatchReply, ShardDown
 from shards.shard import Shard
@@ -89,10 +90,13 @@ class ShardActor(Shard):
 
         tune_gc_for_large_models()
         super().__init__(*args, **kwargs)
+        self._heap = HeapTrimmer()
 
     def handle_packed(self, batch: bytes) -> bytes:
         """``handle``, its batch and answer packed (``kai_ray.app.wire``)."""
-        return pack(self.handle(unpack(batch)))
+        answer = pack(self.handle(unpack(batch)))
+        self._heap.maybe()
+        return answer
 
     def ray_node_id(self) -> str:
         """The Ray node this actor runs on."""
@@ -316,6 +320,7 @@ class _CoordinatorHost(CoordinatorHost):
         tune_gc_for_large_models()  # this actor's process keeps the coordinator for its lifetime
         self._transport = RayTransport(shards, PlacementPolicy.of(config), round_timeout=config.shard_round_timeout)
         super().__init__(Coordinator(config, ShardSet(self._transport)))
+        self._heap = HeapTrimmer()
 
     def ray_nodes(self) -> tuple[str, dict[int, str]]:
         """The Ray node this actor runs on, and each of its shard actors'."""
@@ -325,7 +330,9 @@ class _CoordinatorHost(CoordinatorHost):
 
     def call_packed(self, method: str, args: bytes) -> bytes:
         """One of the host's methods, its arguments and answer packed (``kai_ray.app.wire``)."""
-        return pack(getattr(self, method)(*unpack(args)))
+        answer = pack(getattr(self, method)(*unpack(args)))
+        self._heap.maybe()
+        return answer
 
 
 class _RayHostLink:
