@@ -12,6 +12,7 @@ a process whose second half grows as much as its first is not bounded.
     python -m loadtests.long_run --minutes 60             # the hour the issue asks for
     python -m loadtests.long_run --minutes 3 --sample 20  # a smoke run
     python -m loadtests.long_run --minutes 20 --trace 4   # where this process's memory goes
+    python -m loadtests.long_run --minutes 20 --trace 4 --shards 0  # ... with the coordinator and shard in it
 """
 
 from __future__ import annotations
@@ -125,13 +126,14 @@ async def run(
     jobs_per_second: float,
     trace: MemoryTrace | None = None,
     trim: bool = False,
+    shards: int = 2,
 ) -> Samples:
     config = SchedulerConfig().for_live_loop()
     samples = Samples()
     next_trace = time.monotonic() + 2 * sample_seconds  # tracing starts once Ray and the loop are warm
     async with (
         dev_cluster(nodes) as kubeconfig,
-        scheduling(kubeconfig, config.schedulerName, lambda n: make_coordinator(config, n, 2), 1.0) as (api, _),
+        scheduling(kubeconfig, config.schedulerName, lambda n: make_coordinator(config, n, shards), 1.0) as (api, _),
     ):
         await api.request("POST", QUEUES, body=queue_object("churn", None, -1))
         server = [p for p in psutil.Process().children() if "dev-cluster" in " ".join(p.cmdline())]
@@ -162,6 +164,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sample", type=float, default=60.0, help="seconds between memory samples")
     parser.add_argument("--nodes", type=int, default=50)
     parser.add_argument("--rate", type=float, default=5.0, help="jobs created per second")
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=2,
+        help="shard actors (0: the coordinator and one shard in this process, where --trace sees them)",
+    )
     parser.add_argument("--out", type=Path, help="write the samples as JSON here")
     parser.add_argument(
         "--trace",
@@ -181,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     trace = None
     if args.trace:
         trace = MemoryTrace(args.trace * 60, driver=[_churn, Samples.take])
-    samples = asyncio.run(run(args.minutes, args.sample, args.nodes, args.rate, trace, args.trim))
+    samples = asyncio.run(run(args.minutes, args.sample, args.nodes, args.rate, trace, args.trim, args.shards))
     print(samples.report())
     if trace is not None:
         print(trace.report())
