@@ -84,7 +84,11 @@ class ReservationBook:
         return out
 
     def resolve(self, reservation: Reservation, state: ReservationState) -> None:
+        """The reservation is committed, aborted or expired; its holdings were moved to its pods
+        or released by the caller. Only its answer is remembered: kept, the holdings (each with
+        its vector) outlived the pods they held for, up to ``remember`` reservations' worth."""
         reservation.state = state
+        reservation.holdings = []
         self._prepared.pop(reservation.rid, None)
         self._remember(reservation)
 
