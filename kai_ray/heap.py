@@ -16,23 +16,23 @@ import ctypes.util
 import time
 from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 # Often enough that free pages never pile up for long, rarely enough to cost nothing noticeable.
 TRIM_EVERY_SECONDS = 300.0
 
 
 @cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    if not name:
-        return None
-    libc = ctypes.CDLL(name)
-    return getattr(libc, "malloc_trim", None)
+def c_library_function(name: str) -> Any | None:
+    """A function of the C library (``malloc_trim``, ``mallinfo2``: glibc's malloc extras), or
+    None where the library has no such function."""
+    library = ctypes.util.find_library("c")
+    return getattr(ctypes.CDLL(library), name, None) if library else None
 
 
 def give_back_free_heap() -> bool:
     """The C heap's free pages go back to the system; False where the C library cannot."""
-    trim = _malloc_trim()
+    trim = c_library_function("malloc_trim")
     if trim is None:
         return False
     trim(0)

@@ -25,7 +25,7 @@ from typing import Any
 
 import psutil
 
-from kai_ray.heap import give_back_free_heap
+from kai_ray.heap import c_library_function, give_back_free_heap
 
 # Each traced allocation records this many frames: twelve slowed the run's process more than tenfold.
 FRAMES = 6
@@ -49,20 +49,13 @@ class _MallInfo2(ctypes.Structure):
     ]
 
 
-def _glibc(function: str) -> ctypes.CDLL | None:
-    """The C library, where it has ``function`` (glibc's malloc extras); None elsewhere."""
-    name = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(name) if name else None
-    return libc if libc is not None and hasattr(libc, function) else None
-
-
 def _malloc_mib() -> tuple[float, float] | None:
     """glibc's malloc: MiB handed out and MiB free inside its heaps (None off glibc)."""
-    libc = _glibc("mallinfo2")
-    if libc is None:
+    mallinfo2 = c_library_function("mallinfo2")
+    if mallinfo2 is None:
         return None
-    libc.mallinfo2.restype = _MallInfo2
-    info = libc.mallinfo2()
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
     return (info.uordblks + info.hblkhd) / 2**20, info.fordblks / 2**20
 
 
