@@ -11,7 +11,6 @@ memory grew, split into the load driver's (allocated under one of its functions)
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import gc
 import inspect
 import tempfile
