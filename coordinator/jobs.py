@@ -301,6 +301,17 @@ class Job:
 
     def tasks_to_allocate(self, real: bool) -> list[Task]:
         """KAI's GetTasksToAllocate: the gang's missing pods, or one more pod of an elastic job."""
+        if real and self.cacheable and (self.tree is None or self.tree.flat):
+            # What the job order worked out for a simulation (``real=False``) is the real answer
+            # too when it holds only pending pods: a simulation may also take pods evicted
+            # earlier in the attempt, and none was taken in their place (pod set by pod set,
+            # the first pending pods in task order either way).
+            hit = self._cache.get(("to_allocate", False))
+            if hit is not None and hit[0] == self.version:
+                simulated: list[Task] = hit[1]  # type: ignore[assignment]
+                if all(task.status is Status.PENDING for task in simulated):
+                    self._cache[("to_allocate", True)] = hit
+                    return simulated
         return self.cached(("to_allocate", real), lambda: self._tasks_to_allocate(real))
 
     def _tasks_to_allocate(self, real: bool) -> list[Task]:

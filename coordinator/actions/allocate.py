@@ -195,7 +195,7 @@ class AllocateAction:
             stmt.commit()
             if not pipelined and not already_running:
                 state.last_start[job.key] = state.now
-            if job.tasks_to_allocate(real=True):
+            if job.has_pending() and job.tasks_to_allocate(real=True):  # only pending pods are placed for real
                 order.push(job)
         _add_allocations(state, later)
         holds.tell_holders(jobs)
