@@ -218,7 +218,9 @@ class ProposalKeeper:
     def _rows_of(self, proposal: Proposal, table: tuple[TaskShape, ...], binds: Binds) -> Ints:
         """The row each bind's pod is held on (-1: no such pod in the stream)."""
         rows = np.full(len(binds), -1, dtype=np.int64)
-        for index in np.unique(binds.shape).tolist():
+        # A set, not ``np.unique``: numpy's (2.x) imports its masked arrays on first use, which a
+        # one-shot ``kai-ray schedule`` paid for on every run.
+        for index in sorted(set(binds.shape.tolist())):
             entries = proposal.streams.get(table[index])
             if not entries:
                 continue
@@ -242,7 +244,7 @@ class ProposalKeeper:
                 amount, groups = ours.setdefault(entry.row, (np.zeros(self.table.schema.width), set()))
                 amount += entry.vector * entry.count
                 groups.update(g for g, _ in entry.shares)
-        bad = {row for row in np.unique(rows).tolist() if row < 0 or (row in ours and self._overrun(row, *ours[row]))}
+        bad = {row for row in set(rows.tolist()) if row < 0 or (row in ours and self._overrun(row, *ours[row]))}
         return {binds.rids[r] for r, row in zip(binds.rid.tolist(), rows.tolist(), strict=True) if row in bad}
 
     def _overrun(self, row: int, ours: Vector, groups: set[str]) -> bool:
