@@ -100,6 +100,8 @@ class IdleGpuFilter:
         if not needs:
             return True
         best = np.sort(ceiling)[::-1][: len(needs)]
+        if not len(best):
+            return False  # a cluster without nodes: no victim frees anything anywhere
         return bool(needs[0] <= best[0] and sum(needs) <= float(best.sum()))
 
     def passes(self, scenario: Scenario) -> bool:

@@ -59,7 +59,7 @@ class _NodeRoom:
 
 @st.composite
 def nodes(draw: st.DrawFn) -> list[Node]:
-    count = draw(st.integers(1, 8))
+    count = draw(st.integers(0, 8))  # none: a cluster before its first node joins
     out = []
     for i in range(count):
         out.append(
@@ -172,7 +172,7 @@ def _place_running(draw: st.DrawFn, spec: JobSpec, running: int, releasing: int,
 
 @st.composite
 def clusters(draw: st.DrawFn, max_jobs: int = 12) -> ClusterSnapshot:
-    """A random cluster: 1-8 nodes, a 1-6 queue tree, 1-``max_jobs`` jobs, some of them running."""
+    """A random cluster: 0-8 nodes, a 1-6 queue tree, 1-``max_jobs`` jobs, some of them running."""
     node_list = draw(nodes())
     queues, leaves = draw(queue_trees())
     rooms = {
@@ -193,7 +193,7 @@ def clusters(draw: st.DrawFn, max_jobs: int = 12) -> ClusterSnapshot:
 def _foreign_pods(draw: st.DrawFn, rooms: dict[str, _NodeRoom]) -> list[Pod]:
     """Sometimes a pod of another scheduler already runs: it takes capacity but belongs to no queue."""
     out = []
-    for i in range(draw(st.sampled_from((0, 0, 0, 1)))):
+    for i in range(draw(st.sampled_from((0, 0, 0, 1))) if rooms else 0):
         name = draw(st.sampled_from(sorted(rooms)))
         gpus = min(rooms[name].whole_gpus, 1)
         if rooms[name].take(4_000, 8 * GIB, gpus, None, name) is None:

@@ -128,3 +128,26 @@ def test_the_idle_gpu_filters_first_fit_answers_as_a_scan_from_the_first_node(
     required.sort(reverse=True)
     best.sort(reverse=True)
     assert scenario_filters._first_fit(required, best) == _first_fit_from_the_top(required, best)
+
+
+@pytest.mark.parametrize(
+    "pending",
+    [
+        JobSpec("fractions", "q", pods=2, gpu=0, fraction=0.25, priority=125),
+        JobSpec("whole", "q", gpu=1, priority=125),
+        JobSpec("gang", "q", pods=3, gpu=2, min_member=3, priority=125),
+    ],
+    ids=lambda job: job.name,
+)
+def test_a_cluster_without_nodes_leaves_jobs_pending_with_the_reason(pending: JobSpec) -> None:
+    """Before any node has joined (or after the last one left) a victim search has nothing to
+    free: the high-priority job waits, saying why, and the session ends normally."""
+    snapshot = build(
+        [],
+        [queue("q", gpu_quota=8)],
+        [pending, JobSpec("lost", "q", gpu=0, fraction=0.5, priority=50, running_on=["gone"])],
+    )
+    decisions = run_session(snapshot, config(), NOW)
+    waiting = [d for key, d in decisions.pods.items() if key.startswith(f"default/{pending.name}-")]
+    assert waiting and all(d.status == "Pending" for d in waiting)
+    assert all("there are no nodes" in d.reason for d in waiting)
