@@ -183,8 +183,8 @@ class AllocateAction:
                 _add_allocations(state, later)
             job = order.pop_alone() if alone else order.pop()
             assert job is not None
-            if alone and _place_single_pod(state, stmt, job, later):
-                continue
+            if stmt.source is not None and _place_single_pod(state, stmt, job, later):
+                continue  # its queue's allocation is booked before the next pop judges queues
             _add_allocations(state, later)
             checkpoint = stmt.checkpoint()
             already_running = job.active_allocated() > 0
