@@ -37,7 +37,8 @@ def _same(direct: CycleResult, general: CycleResult) -> None:
     assert direct.decisions.pod_groups == general.decisions.pod_groups
     assert direct.decisions.queues == general.decisions.queues
     assert sorted(direct.decisions.evictions, key=str) == sorted(general.decisions.evictions, key=str)
-    assert [(b.pod, b.node, b.gpu_groups) for b in direct.binds] == [(b.pod, b.node, b.gpu_groups) for b in general.binds]
+    binds = [[(b.pod, b.node, b.gpu_groups) for b in result.binds] for result in (direct, general)]
+    assert binds[0] == binds[1]
 
 
 def test_four_queues_taking_turns_on_one_gpu_jobs() -> None:
