@@ -37,7 +37,9 @@ from kai_ray.deltas import ClusterDeltas
 from kai_ray.io.config import config_from_mapping
 from kai_ray.io.fields import parse_time
 from kai_ray.io.snapshot_loader import snapshot_from_documents
+from placement import scorers
 from placement.placer import Mask
+from placement.scorers import GpuSharingOrder, Ints, Scoring
 from placement.shapes import GPU
 from tests.oracle.harness import Oracle, OracleCrash, OracleTimeout
 from tests.oracle.kai_job_order import KaiHeapJobOrder
@@ -261,6 +263,26 @@ def _kai_heaps(map_seed: int = 0) -> Iterator[None]:
         yield
 
 
+class _SharedGpuBonusForCpuPods(GpuSharingOrder):
+    """KAI v0.12's ``gpusharingorder``: its points go to any pod that fits beside a GPU group in
+    use on the node, so a CPU-only pod (which asks no GPU memory) earns them on every node with a
+    shared GPU that holds an active or pipelined fraction."""
+
+    def applies(self, scoring: Scoring) -> bool:
+        return scoring.gpu == "binpack" and (scoring.shape.share is not None or scoring.shape.is_cpu_only)
+
+    def rows(self, scoring: Scoring, rows: Ints, now: Mask, mib: Ints | None) -> Mask:
+        return scoring.table.room_future[rows] >= (0 if mib is None else mib)
+
+    def row(self, scoring: Scoring, row: int, now: bool, mib: int | None) -> bool:
+        return bool(scoring.table.room_future[row] >= (0 if mib is None else mib))
+
+
+def _kai_sharing_bonus() -> AbstractContextManager[object]:
+    kai = tuple(_SharedGpuBonusForCpuPods() if isinstance(s, GpuSharingOrder) else s for s in scorers.BAND_SCORERS)
+    return mock.patch.object(scorers, "BAND_SCORERS", kai)
+
+
 DELIBERATE: dict[str, Callable[[], AbstractContextManager[object]]] = {
     # KAI v0.12 puts every preemptible job of another queue in reclaim's victims queue and only
     # validates the pods it really evicts, so reclaim may move (re-place) pods of a queue within
@@ -297,6 +319,10 @@ DELIBERATE: dict[str, Callable[[], AbstractContextManager[object]]] = {
     # (``buildFuncOrderBetweenDepartmentsWithJobs`` in
     # ``pkg/scheduler/actions/utils/job_order_by_queue.go``); kai-ray by its best queue.
     "stale-department-heap": _kai_heaps,
+    # KAI v0.12 gives the shared-GPU bonus to CPU-only pods too, on nodes with a shared GPU in use
+    # (``gpusharingorder``: ``IsTaskFitOnGpuGroup`` holds for a pod that asks no GPU memory);
+    # later KAI and kai-ray give it to fractions only.
+    "shared-gpu-bonus": _kai_sharing_bonus,
 }
 
 
