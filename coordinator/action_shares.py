@@ -7,10 +7,18 @@ unless it was stopped at its deadline then or has not run yet: then it keeps an 
 even split for all left reclaim half of every cycle while preempt, with nothing to search, gave
 its half back unused and the cycle ended early: a 500-pod gang's reclaim took about twice the
 cycles its search needed.
+
+An action that raises does not take the session with it: what it had not committed is rolled
+back, the error is logged with its traceback and counted in the cycle's stats, and the actions
+after it run. A bug met by one job (a cluster state no test reached) then costs that action's
+remaining decisions for a cycle, not every decision of every cycle while the state lasts. Tests
+set ``RAISE_ACTION_ERRORS`` in the environment so that the bug fails them where it happens.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +29,10 @@ if TYPE_CHECKING:
     from coordinator.results import CycleStats
     from coordinator.session import SessionState
     from coordinator.statement import Statement
+
+log = logging.getLogger(__name__)
+
+RAISE_ACTION_ERRORS = "KAI_RAY_RAISE_ACTION_ERRORS"  # set (non-empty): an action's exception fails the session
 
 # Kept for each later action beyond what it spent last cycle, as a part of the budget: room for
 # a few more jobs than last cycle's before the share it did not ask for is spent by another.
@@ -48,7 +60,14 @@ class ActionShares:
                 later.remove(action.name)
                 searches.action_deadline = self.deadline(started, searches.deadline, later)
             cut_before, searches.cut_short = searches.cut_short, False
-            action.execute(state, stmt)
+            try:
+                action.execute(state, stmt)
+            except Exception as error:
+                if os.environ.get(RAISE_ACTION_ERRORS):
+                    raise
+                stmt.rollback()  # the job it was deciding, back to the action's last commit
+                stats.failed_actions[action.name] = f"{type(error).__name__}: {error}"
+                log.exception("the %s action failed; the session goes on without the rest of it", action.name)
             searches.action_deadline = None
             stmt.commit()
             stats.action_seconds[action.name] = seconds = time.perf_counter() - started

@@ -41,6 +41,7 @@ class CycleStats:
     place_rounds: int = 0  # rounds in which the shards placed pods
     reused: bool = False  # nothing had changed: the last cycle's decisions, no session run
     cut_short: bool = False  # victim searches stopped at the time budget: the next cycle goes on with them
+    failed_actions: dict[str, str] = field(default_factory=dict)  # action -> the error that stopped it
 
 
 @dataclass(slots=True)

@@ -289,6 +289,8 @@ class SchedulerLoop:
             return
         self.coordinator_health.decided()
         outcome = result[0]
+        for _ in outcome.stats.failed_actions:  # logged where they failed; counted as the cycle's errors
+            self.steps.metrics.failed("cycle")
         self.state.cycles += 1
         self.state.work_left = outcome.stats.cut_short
         if outcome.binds:

@@ -11,6 +11,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# A scheduler action that raises fails its session in tests (kai-ray itself rolls the action back
+# and goes on): a bug must fail the test that reached it. Set before anything starts a process
+# (Ray workers, kai-ray subprocesses) so they inherit it.
+os.environ.setdefault("KAI_RAY_RAISE_ACTION_ERRORS", "1")
+
 
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[None]:
