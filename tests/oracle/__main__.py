@@ -15,9 +15,11 @@ import argparse
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from tests.oracle.cases import write_case
+from tests.oracle.cases import disagreement, write_case
 from tests.oracle.clusters import FOCI, generate
 from tests.oracle.compare import check
 from tests.oracle.contended import CONTENDED_FOCI
@@ -30,6 +32,26 @@ def _seeds(args: argparse.Namespace) -> list[int]:
     if args.seeds:
         return [int(s) for s in args.seeds.split(",") if s.strip()]
     return list(range(args.first, args.first + args.count))
+
+
+Checked = tuple[str, list[str], dict[str, Any] | None, dict[str, Any]]
+
+
+def _same_disagreement(oracle: Oracle, original: Checked) -> Callable[[Case], bool]:
+    """A smaller case still shows the original's disagreement (some of its pods, with the same
+    statuses on both sides), not merely some mismatch: shrinking toward "any mismatch" drifted
+    to an unrelated known difference. Where the original disagrees only on nodes, any mismatch
+    will do."""
+    wanted = disagreement(original[2], original[3])
+
+    def still_fails(candidate: Case) -> bool:
+        result, _, kai, ray = check(oracle, candidate)
+        if result != "mismatch":
+            return False
+        found = disagreement(kai, ray)
+        return not wanted or (bool(found) and found <= wanted)
+
+    return still_fails
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             mismatches.append(case)
             if args.shrink:
-                small = shrink(case, lambda c: check(oracle, c)[0] == "mismatch")
+                small = shrink(case, _same_disagreement(oracle, check(oracle, case)))
                 _, diffs, kai, ray = check(oracle, small)
                 print(f"  shrunk to {len(small.documents)} objects: {'; '.join(diffs[:4])}", flush=True)
                 if args.out and kai is not None:

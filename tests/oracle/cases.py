@@ -33,6 +33,15 @@ def decisions(outcome: dict[str, Any]) -> dict[str, str]:
     return {key: f"{pod['status']} {pod.get('node') or '-'}" for key, pod in sorted(outcome["pods"].items())}
 
 
+def disagreement(kai: dict[str, Any] | None, ray: dict[str, Any]) -> set[tuple[str, str, str]]:
+    """The pods whose status the two schedulers disagree on: (pod, KAI's status, kai-ray's)."""
+    if kai is None:
+        return set()
+    theirs, ours = decisions(kai), decisions(ray)
+    statuses = {pod: (theirs.get(pod, "-").split()[0], ours.get(pod, "-").split()[0]) for pod in theirs | ours}
+    return {(pod, k, r) for pod, (k, r) in statuses.items() if k != r}
+
+
 def write_case(path: Path, case: Case, kai: dict[str, Any], ray: dict[str, Any], diffs: list[str]) -> None:
     kai_decisions, ray_decisions = decisions(kai), decisions(ray)
     document = {
