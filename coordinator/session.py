@@ -267,10 +267,14 @@ class SessionState:
         return not self.capacity(job, worst).ok
 
     def job_allocated(self, job: Job) -> np.ndarray:
+        """What a victim job gives back in the victims queue's order: KAI's ``victim.Allocated``,
+        its pods bound or about to be (``AllocatedStatus``). A pod pipelined in this session, or
+        moved by an earlier search of it, is not counted, though its queue's allocation holds it."""
+
         def compute() -> np.ndarray:
             total = np.zeros(3)
             for task in job.tasks:
-                if task.status.active_allocated:
+                if task.status.counts_as_queue_allocation:
                     total += task.accepted
             return total
 
