@@ -12,7 +12,8 @@ An action that raises does not take the session with it: what it had not committ
 back, the error is logged with its traceback and counted in the cycle's stats, and the actions
 after it run. A bug met by one job (a cluster state no test reached) then costs that action's
 remaining decisions for a cycle, not every decision of every cycle while the state lasts. Tests
-set ``RAISE_ACTION_ERRORS`` in the environment so that the bug fails them where it happens.
+set the environment variable ``RAISE_ACTION_ERRORS`` names, so that the bug fails them where it
+happens.
 """
 
 from __future__ import annotations

@@ -268,8 +268,8 @@ class SessionState:
 
     def job_allocated(self, job: Job) -> np.ndarray:
         """What a victim job gives back in the victims queue's order: KAI's ``victim.Allocated``,
-        its pods bound or about to be (``AllocatedStatus``). A pod pipelined in this session, or
-        moved by an earlier search of it, is not counted, though its queue's allocation holds it."""
+        its pods bound or about to be (``AllocatedStatus``). A pipelined pod, such as one an
+        earlier search of the session moved, is not counted, though its queue's allocation holds it."""
 
         def compute() -> np.ndarray:
             total = np.zeros(3)
