@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     with Oracle(binary) as oracle:
         for seed in _seeds(args):
             case = generate(seed, args.focus)
-            result, diffs, _, _ = check(oracle, case)
+            checked = check(oracle, case)
+            result, diffs = checked[0], checked[1]
             table[(case.focus, result.split(":")[0])] += 1
             if result.startswith("deliberate"):
                 deliberate[result.split(":")[1]] += 1
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             mismatches.append(case)
             if args.shrink:
-                small = shrink(case, _same_disagreement(oracle, check(oracle, case)))
+                small = shrink(case, _same_disagreement(oracle, checked))
                 _, diffs, kai, ray = check(oracle, small)
                 print(f"  shrunk to {len(small.documents)} objects: {'; '.join(diffs[:4])}", flush=True)
                 if args.out and kai is not None:
