@@ -242,7 +242,9 @@ class JobOrder:
         if not stale:
             return children
         kept = [c for c in children if c not in self._dirty]
-        for child in sorted(stale, key=lambda c: (self.queues.tree.created[c], self.queues.tree.names[c])):
+        if len(stale) > 1:
+            stale.sort(key=lambda c: (self.queues.tree.created[c], self.queues.tree.names[c]))
+        for child in stale:
             self._dirty.discard(child)
             self._args[child] = self._compute_args(child)
             self._prefixes.pop(child, None)
@@ -251,17 +253,20 @@ class JobOrder:
         return kept
 
     def _insert(self, ordered: list[int], child: int) -> None:
+        """``child`` placed among ``ordered`` by a binary search (its prefix worked out once)."""
+        prefix = self._prefix(child)
         low, high = 0, len(ordered)
         while low < high:
             mid = (low + high) // 2
-            if self._before(child, ordered[mid]):
+            if self._before(child, prefix, ordered[mid]):
                 high = mid
             else:
                 low = mid + 1
         ordered.insert(low, child)
 
-    def _before(self, left: int, right: int) -> bool:
-        first, second = self._prefix(left), self._prefix(right)
+    def _before(self, left: int, first: OrderPrefix, right: int) -> bool:
+        """Whether ``left`` (whose prefix is ``first``) goes before ``right``."""
+        second = self._prefix(right)
         if first == second:
             result = self.queues.compare_tie(left, right)
             return result > 0 if self.victims else result < 0

@@ -35,6 +35,18 @@ def less_equal(a: Sequence[float] | Array, b: Sequence[float] | Array) -> bool:
     return True
 
 
+def _at_most(x: float, y: float) -> bool:
+    """``less_equal`` for one resource (unlimited is -1 on either side)."""
+    if x == UNLIMITED:
+        return y == UNLIMITED
+    return y == UNLIMITED or x <= y + 1e-9
+
+
+def _share(amount: float, divisor: float) -> float:
+    """One resource's part of the DRF share (x1000 where nothing is allocatable)."""
+    return amount * DRF_NO_SHARE_MULTIPLIER if divisor == 0 else amount / divisor
+
+
 @dataclass(frozen=True, slots=True)
 class CapacityVerdict:
     ok: bool
@@ -75,6 +87,8 @@ class QueueState:
         ]
         self._paths: dict[str, list[int]] = {}
         self._unbounded: dict[tuple[str, bool], bool] = {}
+        self._ties: dict[tuple[int, int], int] = {}  # compare_tie reads nothing a session changes
+        self._priority_keys: list[int] = [-int(p) for p in tree.priority]
 
     def has(self, queue: str) -> bool:
         return queue in self.tree.index
@@ -217,26 +231,33 @@ class QueueState:
         w0, w1, w2 = a0 + r0, a1 + r1, a2 + r2
         f0, f1, f2 = self._fair_rows[i]
         s0, s1, s2 = self._allocatable_rows[i]
+        q0, q1, q2 = self._deserved_rows[i]
+        d0, d1, d2 = self._share_divisors[i]
         over_fair = f0 < a0 and f1 < a1 and f2 < a2
-        within = less_equal((w0, w1, w2), self._deserved_rows[i])
+        within = _at_most(w0, q0) and _at_most(w1, q1) and _at_most(w2, q2)
         lacking = (s0 == 0 and w0 > 0) or (s1 == 0 and w1 > 0) or (s2 == 0 and w2 > 0)
-        if victims is None:
-            after = (w0, w1, w2)
-        else:
+        if victims is not None:
             b0, b1, b2 = victims.tolist()
-            after = (w0 - b0, w1 - b1, w2 - b2)
+            w0, w1, w2 = w0 - b0, w1 - b1, w2 - b2
+        # ``dominant_share`` with and without the request, written out.
         return (
             over_fair,
             not within,
-            -int(self.tree.priority[i]),
+            self._priority_keys[i],
             lacking,
-            self.dominant_share(i, after),
-            self.dominant_share(i, alloc),
+            max(0.0, _share(w0, d0), _share(w1, d1), _share(w2, d2)),
+            max(0.0, _share(a0, d0), _share(a1, d1), _share(a2, d2)),
         )
 
     def compare_tie(self, left: int, right: int) -> int:
         """The queue order's pairwise rules, for two queues ``order_prefix`` cannot tell apart:
         the one whose allocatable amount is strictly less goes first, then the older, then by name."""
+        tie = self._ties.get((left, right))
+        if tie is None:
+            tie = self._ties[(left, right)] = self._compare_tie(left, right)
+        return tie
+
+    def _compare_tie(self, left: int, right: int) -> int:
         la, ra = self._allocatable_rows[left], self._allocatable_rows[right]
         if not less_equal(ra, la) and less_equal(la, ra):
             return -1
