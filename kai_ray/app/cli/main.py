@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -39,10 +40,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, *, skip_teardown: bool = False) -> int:
     """Run one command. With ``skip_teardown`` (the installed program, never a caller in the same
-    process), a command that only reads input and prints an answer ends the process as soon as
-    its output is flushed (``exit_now``)."""
+    process), a command that only reads input and prints an answer runs without the cyclic
+    garbage collector and ends the process as soon as its output is flushed (``exit_now``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    one_shot = skip_teardown and getattr(args, "one_shot", False)
+    if one_shot:
+        # Everything such a command builds lives until the process ends, so a collection finds
+        # nothing to free; each one still walks every object made since the last (on 500 nodes
+        # and 4,000 jobs, one pass of about 20 ms over what the snapshot became). Its sessions
+        # make little cyclic garbage: the reclaim storm's peak memory is the same either way.
+        gc.disable()
     try:
         code: int = args.handler(args)
     except InputError as exc:
@@ -52,7 +60,7 @@ def main(argv: Sequence[str] | None = None, *, skip_teardown: bool = False) -> i
         return 130
     except BrokenPipeError:
         return 0
-    if skip_teardown and getattr(args, "one_shot", False):
+    if one_shot:
         exit_now(code)
     return code
 
