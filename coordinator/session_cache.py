@@ -237,7 +237,10 @@ class SessionCache:
         for pod_key in sorted(self.kept.members.get(group.key, ())):
             task = self.kept.tasks[pod_key]
             name = task.subgroup if task.subgroup in pod_sets else DEFAULT_SUBGROUP
-            pod_sets.setdefault(name, PodSet(name, 0, tracked=True)).add(task)
+            pod_set = pod_sets.get(name)
+            if pod_set is None:
+                pod_set = pod_sets[name] = PodSet(name, 0, tracked=True)
+            pod_set.add(task)
             self.jobs_by_task[pod_key] = job
         self._keep(group, job)
 

@@ -137,6 +137,8 @@ def needs_tree(group: PodGroup) -> bool:
     subs = group.sub_groups
     if group.topology is not None or group.min_sub_group is not None:
         return True
+    if not subs:
+        return False
     if any(s.parent or s.min_sub_group is not None or s.topology is not None for s in subs):
         return True
     return bool(subs) and group.min_member > sum(s.min_member for s in subs)
