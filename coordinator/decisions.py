@@ -181,8 +181,10 @@ def _decide_task(state: SessionState, task: Task, reasons: dict[str, str]) -> Po
         # moved, or pipelined, and a later one evicted is deleted there, not on the node it was
         # pipelined to).
         return PodDecision(status.value, task.original_node, task.pod.gpu_groups, reason)
+    if not task.claims or not status.active_allocated:
+        return PodDecision(status.value, task.node, task.gpu_groups, reason)
     claims = tuple((g.claim.split("/", 1)[1], tuple(r.key for r in g.allocation.results)) for g in task.claims)
-    return PodDecision(status.value, task.node, task.gpu_groups, reason, claims if status.active_allocated else ())
+    return PodDecision(status.value, task.node, task.gpu_groups, reason, claims)
 
 
 def _pending_reason(state: SessionState, task: Task, reasons: dict[str, str]) -> str:
@@ -230,6 +232,8 @@ def _job_reason(state: SessionState, job: Job) -> str:
 def _decide_job(state: SessionState, job: Job) -> PodDecision:
     sets = job.pod_sets
     tasks = next(iter(sets.values())).tasks if len(sets) == 1 else job.tasks
+    if len(tasks) == 1 and tasks[0].status is not Status.PENDING:  # what the rules below give it
+        return PodDecision(tasks[0].status.value, None)
     statuses = [t.status for t in tasks]
     if not statuses:
         return PodDecision("Pending", None, (), "the PodGroup has no pods yet")

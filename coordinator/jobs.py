@@ -259,12 +259,20 @@ class Job:
         )
 
     def has_pending(self) -> bool:
-        return any(ps.pending for ps in self.pod_sets.values())
+        sets = self.pod_sets
+        if len(sets) == 1:  # most jobs: asked several times per job and session
+            (only,) = sets.values()
+            return only.pending > 0
+        return any(ps.pending for ps in sets.values())
 
     def ready_for_scheduling(self) -> bool:
         if self.tree is not None and not self.tree.flat:
             return self.cached("ready", self.tree.root.ready)
-        return all(ps.alive >= ps.min_available for ps in self.pod_sets.values())
+        sets = self.pod_sets
+        if len(sets) == 1:
+            (only,) = sets.values()
+            return only.alive >= only.min_available
+        return all(ps.alive >= ps.min_available for ps in sets.values())
 
     def gang_satisfied(self) -> bool:
         if self.tree is not None and not self.tree.flat:
@@ -319,6 +327,10 @@ class Job:
             from coordinator.subgroups import collect
 
             return collect(self.tree, real)
+        if len(self.pod_sets) == 1:  # the rules below, for one pod set
+            (only,) = self.pod_sets.values()
+            active = only.active_allocated
+            return only.candidates(only.min_available - active if active < only.min_available else 1, real)
         sets = sorted(self.pod_sets.values(), key=PodSet.order_key)
         unsatisfied = sum(1 for ps in sets if ps.active_allocated < ps.min_available)
         max_sets = unsatisfied if unsatisfied else 1

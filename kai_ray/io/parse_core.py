@@ -201,7 +201,9 @@ def _gpu_groups(pod_labels: Mapping[str, str]) -> tuple[str, ...]:
     if first:
         groups.append(first)
     prefix = L.GPU_GROUP_LABEL + "/"
-    for _, value in sorted((k, v) for k, v in pod_labels.items() if k.startswith(prefix)):
+    numbered = [key for key in pod_labels if key.startswith(prefix)]  # nearly always none
+    for key in sorted(numbered):
+        value = pod_labels[key]
         if value and value not in groups:
             groups.append(value)
     return tuple(groups)
