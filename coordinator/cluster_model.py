@@ -2,51 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
 
 from coordinator.dra_model import DraModel
 from coordinator.dra_session import ClaimGrant
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import ClusterSnapshot, DraObjects, Node, Pod, PodGroup, PodState, Queue, Topology
-
-T = TypeVar("T")
-
-
-def with_changes(record: T, **changes: object) -> T:
-    """``dataclasses.replace`` for a frozen slotted record, without re-running its initializer:
-    a bound pod (and its pod group's start time) is copied once per bind, thousands of times a
-    cycle. The copy is made by a function written once per record type and set of changed
-    fields, which reads each kept field and writes each slot through the slot's own setter
-    (a loop over the fields looked the setters up and boxed the values, twice as slow)."""
-    kind = type(record)
-    names = tuple(changes)
-    copier = _COPIERS.get((kind, names))
-    if copier is None:
-        copier = _COPIERS[kind, names] = _copier(kind, names)
-    return copier(record, *changes.values())  # type: ignore[no-any-return]
-
-
-def _copier(kind: type, changed: tuple[str, ...]) -> Callable[..., Any]:
-    fields = tuple(kind.__dataclass_fields__)  # type: ignore[attr-defined]
-    unknown = set(changed) - set(fields)
-    if unknown:
-        raise TypeError(f"{kind.__name__} has no field {sorted(unknown)[0]!r}")
-    setters = {f"_set_{i}": getattr(kind, name).__set__ for i, name in enumerate(fields)}
-    arguments = {name: f"_new_{i}" for i, name in enumerate(changed)}
-    lines = [
-        f"def copy(record, {', '.join(arguments.values())}):" if changed else "def copy(record):",
-        "    copy = _new(_kind)",
-        *(f"    _set_{i}(copy, {arguments.get(name, f'record.{name}')})" for i, name in enumerate(fields)),
-        "    return copy",
-    ]
-    namespace: dict[str, Any] = {"_new": object.__new__, "_kind": kind, **setters}
-    exec("\n".join(lines), namespace)  # noqa: S102 - the text is made of the record's own field names
-    return namespace["copy"]  # type: ignore[no-any-return]
-
-
-_COPIERS: dict[tuple[type, tuple[str, ...]], Callable[..., Any]] = {}
+from kai_ray.model.records import with_changes
 
 
 class ChangeLog:

@@ -23,10 +23,10 @@ import math
 from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass
 
-from coordinator.cluster_model import with_changes
 from coordinator.jobs import Job
 from kai_ray.config import SchedulerConfig
 from kai_ray.model import PodGroup
+from kai_ray.model.records import with_changes
 
 PREEMPTION_DELAY_REASON = "PreemptionDelayNotElapsed"
 

@@ -29,13 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from coordinator.cluster_model import with_changes
 from coordinator.coordinator import Coordinator, CoordinatorLost, CycleResult, ShardsFailed
 from coordinator.replaceable import CoordinatorHost, HostGone, ReplaceableCoordinator
 from coordinator.shard_client import InProcessTransport, ShardTransport
 from coordinator.shard_set import ShardSet
 from kai_ray.deltas import ClusterDeltas
 from kai_ray.model import Node, Pod, PodGroup, PodState, ResourceVector
+from kai_ray.model.records import with_changes
 from placement.placer import PlacementPolicy
 from shards.protocol import Batch, BatchReply, ShardDown
 from shards.shard import Shard

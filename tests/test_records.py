@@ -7,8 +7,8 @@ from dataclasses import fields, replace
 
 import pytest
 
-from coordinator.cluster_model import with_changes
 from kai_ray.model import Pod, PodGroup, PodState
+from kai_ray.model.records import with_changes
 from tests.builders import JobSpec, build, node, queue
 
 
