@@ -14,9 +14,11 @@ from typing import Literal
 
 from kai_ray import labels as L
 from kai_ray.model import Pod, PodGroup, PriorityClass, SubGroup, TopologyConstraint
+from kai_ray.model.records import fast_init
 from pod_grouper.grouping import ImplicitGroup
 
 GangShape = Literal["tree", "none", "sets"]
+_make_group = fast_init(PodGroup)  # one per PodGroup resolved: see kai_ray.model.records
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +76,7 @@ def resolve_pod_group(
     )
     shape = _gang_shape(raw.min_member, raw.sub_groups, raw.min_sub_group)
     preemptible, semi = _preemptibility(raw.preemptibility, priority, shape, f"PodGroup {key}", warnings)
-    return PodGroup(
+    return _make_group(
         namespace=raw.namespace,
         name=raw.name,
         uid=raw.uid,

@@ -9,8 +9,11 @@ from kai_ray import labels as L
 from kai_ray.io.fields import ObjectReader, dict_or_absent, text_map
 from kai_ray.io.parse_subgroups import GangSpec, read_gang_spec
 from kai_ray.model import UNLIMITED, PriorityClass, Queue, QueueResource
+from kai_ray.model.records import fast_init
 from kai_ray.quantity import parse_duration
 from pod_grouper.pod_groups import RawPodGroup
+
+_make_raw_group = fast_init(RawPodGroup)  # made once per PodGroup read: see kai_ray.model.records
 
 MEMORY_UNIT = 1_000_000  # Queue memory is in 10^6 bytes
 
@@ -115,7 +118,7 @@ def parse_pod_group(reader: ObjectReader, warnings: list[str] | None = None) -> 
         f"metadata.annotations.{L.RESERVATION_AFTER_ANNOTATION}",
         annotations.get(L.RESERVATION_AFTER_ANNOTATION),
     )
-    return RawPodGroup(
+    return _make_raw_group(
         namespace=reader.namespace,
         name=reader.name,
         uid=str(reader.meta.get("uid") or ""),
