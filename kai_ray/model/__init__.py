@@ -41,6 +41,7 @@ from kai_ray.model.objects import (
     Taint,
     Toleration,
 )
+from kai_ray.model.records import fast_init, with_changes
 from kai_ray.model.resources import (
     GPU_RESOURCE,
     QUEUE_RESOURCES,
@@ -93,10 +94,12 @@ __all__ = [
     "TopologyConstraint",
     "TopologyLevel",
     "fairshare",
+    "fast_init",
     "is_mig_resource",
     "lists_mig_profile",
     "mig_gpus",
     "mig_instances",
     "node_mig_mode",
     "profile_gpus",
+    "with_changes",
 ]
