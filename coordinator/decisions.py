@@ -11,7 +11,7 @@ from coordinator.jobs import Job
 from coordinator.session import SessionState
 from coordinator.statement import Eviction
 from coordinator.tasks import Status, Task
-from kai_ray.model import Pod, PodState
+from kai_ray.model import Pod, PodState, fast_init
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +23,9 @@ class PodDecision:
     claims: tuple[tuple[str, tuple[str, ...]], ...] = ()  # DRA claims allocated now: name, device keys
     gate: str = ""  # a gated pod: held | removing | foreign (coordinator/admission.py)
     gates: tuple[str, ...] = ()  # its spec.schedulingGates
+
+
+_make_decision = fast_init(PodDecision)  # one per pod per cycle: see kai_ray.model.records
 
 
 @dataclass(slots=True)
@@ -180,9 +183,9 @@ def _decide_task(state: SessionState, task: Task, reasons: dict[str, str]) -> Po
         # An evicted pod stops where it was when the session began (a pod that an earlier step
         # moved, or pipelined, and a later one evicted is deleted there, not on the node it was
         # pipelined to).
-        return PodDecision(status.value, task.original_node, task.pod.gpu_groups, reason)
+        return _make_decision(status.value, task.original_node, task.pod.gpu_groups, reason)
     if not task.claims or not status.active_allocated:
-        return PodDecision(status.value, task.node, task.gpu_groups, reason)
+        return _make_decision(status.value, task.node, task.gpu_groups, reason)
     claims = tuple((g.claim.split("/", 1)[1], tuple(r.key for r in g.allocation.results)) for g in task.claims)
     return PodDecision(status.value, task.node, task.gpu_groups, reason, claims)
 
@@ -233,7 +236,7 @@ def _decide_job(state: SessionState, job: Job) -> PodDecision:
     sets = job.pod_sets
     tasks = next(iter(sets.values())).tasks if len(sets) == 1 else job.tasks
     if len(tasks) == 1 and tasks[0].status is not Status.PENDING:  # what the rules below give it
-        return PodDecision(tasks[0].status.value, None)
+        return _GROUP_IS[tasks[0].status]
     statuses = [t.status for t in tasks]
     if not statuses:
         return PodDecision("Pending", None, (), "the PodGroup has no pods yet")
@@ -243,8 +246,12 @@ def _decide_job(state: SessionState, job: Job) -> PodDecision:
         return PodDecision("Pending", None, (), job_reason(state, job))
     for status in (Status.RELEASING, Status.PIPELINED, Status.ALLOCATED, Status.RUNNING):
         if status in statuses:
-            return PodDecision(status.value, None)
-    return PodDecision(statuses[0].value, None)
+            return _GROUP_IS[status]
+    return _GROUP_IS[statuses[0]]
+
+
+# A pod group's decision when it is simply in one status: one shared (immutable) record each.
+_GROUP_IS = {status: PodDecision(status.value, None) for status in Status}
 
 
 _OTHER_STATUS = {
