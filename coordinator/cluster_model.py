@@ -8,8 +8,7 @@ from dataclasses import replace
 from coordinator.dra_model import DraModel
 from coordinator.dra_session import ClaimGrant
 from kai_ray.deltas import ClusterDeltas
-from kai_ray.model import ClusterSnapshot, DraObjects, Node, Pod, PodGroup, PodState, Queue, Topology
-from kai_ray.model.records import with_changes
+from kai_ray.model import ClusterSnapshot, DraObjects, Node, Pod, PodGroup, PodState, Queue, Topology, with_changes
 
 
 class ChangeLog:

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 
 from coordinator.jobs import Job
 from kai_ray.config import SchedulerConfig
-from kai_ray.model import PodGroup
-from kai_ray.model.records import with_changes
+from kai_ray.model import PodGroup, with_changes
 
 PREEMPTION_DELAY_REASON = "PreemptionDelayNotElapsed"
 

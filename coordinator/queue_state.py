@@ -188,15 +188,6 @@ class QueueState:
         return CapacityVerdict(True)
 
     # ------------------------------------------------------------ ordering
-    def dominant_share(self, i: int, allocated: Sequence[float]) -> float:
-        """KAI's DRF share: the largest allocated/allocatable ratio (x1000 where nothing is allocatable)."""
-        share = 0.0
-        for amount, divisor in zip(allocated, self._share_divisors[i], strict=True):
-            value = amount * DRF_NO_SHARE_MULTIPLIER if divisor == 0 else amount / divisor
-            if value > share:
-                share = value
-        return share
-
     def compare(
         self,
         left: int,
@@ -239,7 +230,7 @@ class QueueState:
         if victims is not None:
             b0, b1, b2 = victims.tolist()
             w0, w1, w2 = w0 - b0, w1 - b1, w2 - b2
-        # ``dominant_share`` with and without the request, written out.
+        # KAI's DRF share with and without the request: the largest allocated/allocatable ratio.
         return (
             over_fair,
             not within,

@@ -141,7 +141,7 @@ def needs_tree(group: PodGroup) -> bool:
         return False
     if any(s.parent or s.min_sub_group is not None or s.topology is not None for s in subs):
         return True
-    return bool(subs) and group.min_member > sum(s.min_member for s in subs)
+    return group.min_member > sum(s.min_member for s in subs)
 
 
 def build_tree(group: PodGroup, pod_sets: dict[str, PodSet]) -> SubGroupTree:

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kai_ray import labels as L
-from kai_ray.model import Pod, PodGroup, PriorityClass, SubGroup, TopologyConstraint
-from kai_ray.model.records import fast_init
+from kai_ray.model import Pod, PodGroup, PriorityClass, SubGroup, TopologyConstraint, fast_init
 from pod_grouper.grouping import ImplicitGroup
 
 GangShape = Literal["tree", "none", "sets"]

@@ -24,10 +24,10 @@ from kai_ray.model import (
     SelectorRequirement,
     Taint,
     Toleration,
+    fast_init,
     lists_mig_profile,
     node_mig_mode,
 )
-from kai_ray.model.records import fast_init
 from kai_ray.quantity import QuantityError, plain
 
 # Pods of one workload tolerate the same taints: one (immutable) record per distinct toleration.

@@ -8,8 +8,7 @@ from typing import Any
 from kai_ray import labels as L
 from kai_ray.io.fields import ObjectReader, dict_or_absent, text_map
 from kai_ray.io.parse_subgroups import GangSpec, read_gang_spec
-from kai_ray.model import UNLIMITED, PriorityClass, Queue, QueueResource
-from kai_ray.model.records import fast_init
+from kai_ray.model import UNLIMITED, PriorityClass, Queue, QueueResource, fast_init
 from kai_ray.quantity import parse_duration
 from pod_grouper.pod_groups import RawPodGroup
 
