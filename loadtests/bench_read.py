@@ -13,8 +13,8 @@ command timed, the reading's share in the notes.
 End to end: ``kai-ray schedule --snapshot F --actions allocate -o json`` as a subprocess (with
 bytecode caching on, after one warm-up run), the median of seven, the runs with and without the
 jobs taking turns. The jobs' cost is the time with them minus the time without (the empty
-cluster), so a row's pods/s is the pods placed divided by that difference. The YAML and the JSON snapshot must give the same decisions and
-every pod must be placed, or the row is flagged.
+cluster), so a row's pods/s is the pods placed divided by that difference. The YAML and the
+JSON snapshot must give the same decisions and every pod must be placed, or the row is flagged.
 
 In process, per object: decoding (file -> dicts, one file per kind) and the parsers
 (dicts -> model records), the best of three each, then the whole loader on the full file.
