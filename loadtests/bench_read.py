@@ -98,12 +98,15 @@ def run_cli_in_turns(snapshots: Sequence[Path], actions: str = "allocate") -> li
     """The command on each snapshot, taking turns, so that the machine's slow and fast minutes
     fall on all of them alike."""
     env = _cli_env()
+    commands = [
+        [sys.executable, "-m", "kai_ray", "schedule", "--snapshot", str(snapshot), "--actions", actions]
+        + ["--now", NOW, "-o", "json"]
+        for snapshot in snapshots
+    ]
     times: list[list[float]] = [[] for _ in snapshots]
     outputs = [b""] * len(snapshots)
     for attempt in range(CLI_RUNS + 1):
-        for i, snapshot in enumerate(snapshots):
-            command = [sys.executable, "-m", "kai_ray", "schedule", "--snapshot", str(snapshot)]
-            command += ["--actions", actions, "--now", NOW, "-o", "json"]
+        for i, command in enumerate(commands):
             start = time.perf_counter()
             done = subprocess.run(command, env=env, capture_output=True, check=False)
             elapsed = time.perf_counter() - start
