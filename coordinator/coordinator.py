@@ -186,7 +186,7 @@ class Coordinator:
             # The searches stop early enough for what follows them (committing, deciding every
             # pod) to fit in the budget too: as long as that took last cycle.
             searches.deadline = started + self.config.sessionTimeBudget - self._closing_seconds
-        stmt = self._statement(state, now)
+        stmt = self._statement(state, now, started)
         state.every_node = partial(self._every_node, state, stmt, stats)
         placer = state.source
         session_started = time.perf_counter()
@@ -281,8 +281,9 @@ class Coordinator:
         check(self.mirror.sync(self.shards), "rows")
         return self.mirror.session_table()
 
-    def _statement(self, state: SessionState, now: float) -> Statement:
-        """A statement whose allocate takes placements from the shards' streams."""
+    def _statement(self, state: SessionState, now: float, started: float) -> Statement:
+        """A statement whose allocate takes placements from the shards' streams. Their holds last
+        a reservation TTL from the latest round, so a long session keeps what it placed early."""
         if state.table:  # a session on every node's row places pod by pod on it
             return Statement(state.table, state.queues, state.jobs_by_task)
         pending = state.pending_at_open
@@ -292,7 +293,8 @@ class Coordinator:
             check(self.shards.heartbeat(), "heartbeat")
             return Statement(state.table, state.queues, state.jobs_by_task)
         demand = Counter(task.shape for task in pending)  # an upper bound: the pending pods of every job
-        state.source = RoundPlacer(self.shards, f"e{self.epoch}c{self.cycles}", now, demand, check)
+        clock = partial(_cycle_time, now, started)
+        state.source = RoundPlacer(self.shards, f"e{self.epoch}c{self.cycles}", clock, demand, check)
         return Statement(state.table, state.queues, state.jobs_by_task, source=state.source)
 
     def _every_node(self, state: SessionState, stmt: Statement, stats: CycleStats) -> None:
@@ -389,3 +391,8 @@ def _next_event(state: SessionState, backoff: SearchBackoff, now: float) -> floa
         events.extend(started + m for m in runtimes)
     events.append(next_reservation(state))  # a gang that begins to hold nodes changes who goes where
     return min((e for e in events if e > now), default=float("inf"))
+
+
+def _cycle_time(now: float, started: float) -> float:
+    """The cycle's clock: its start time plus the time it has run (as the commit reckons it)."""
+    return now + (time.perf_counter() - started)

@@ -80,7 +80,7 @@ class _Buffer:
 class RoundPlacer:
     shards: ShardSet
     proposal: str
-    now: float
+    clock: Callable[[], float]  # the cycle's time now: each round renews the shards' holds from it
     demand: Counter[TaskShape]  # pending pods per shape: nobody can take more
     check: Check
     buffers: dict[TaskShape, _Buffer] = field(default_factory=dict)
@@ -164,9 +164,8 @@ class RoundPlacer:
         shapes = [first] + [s for s in self.table if s != first and self._left(s) > 0]
         place = np.array([self.where[s] for s in shapes], dtype=np.int64)
         wanted = np.array([max(self._left(s), 0) for s in shapes], dtype=np.int64)
-        requests = {
-            sid: RoundRequest(self.proposal, self.now, self._taken(sid), place, wanted) for sid in self.shards.ids
-        }
+        now = self.clock()
+        requests = {sid: RoundRequest(self.proposal, now, self._taken(sid), place, wanted) for sid in self.shards.ids}
         replies = self.check(self.shards.rounds(requests), "place")
         invalid: set[int] = set()
         for reply in replies.values():
@@ -217,7 +216,7 @@ class RoundPlacer:
     def sync_request(self, sid: int, diagnose: tuple[TaskShape, ...]) -> RoundRequest:
         """Keep what was taken and release the rest, placing nothing (before the shards' rows are
         mirrored for the actions that look at every node)."""
-        return RoundRequest(self.proposal, self.now, self._taken(sid, diagnose))
+        return RoundRequest(self.proposal, self.clock(), self._taken(sid, diagnose))
 
 
 def _merge(parts: list[tuple[int, ShapeStream]], generation: int, valid: bool) -> _Buffer:

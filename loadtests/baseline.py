@@ -52,7 +52,7 @@ class FullScanCoordinator(Coordinator):
         parts = self.shards.every_row()
         return table_from_rows(merge_rows(parts, ResourceSchema.covering([p.schema.scalars_vector() for p in parts])))
 
-    def _statement(self, state: SessionState, now: float) -> Statement:
+    def _statement(self, state: SessionState, now: float, started: float) -> Statement:
         """Allocate places on the session's table, pod by pod (then prepare and commit)."""
         return Statement(state.table, state.queues, state.jobs_by_task)
 

@@ -295,6 +295,10 @@ class Shard(TwoPhase):
         table = request.taken.table()
         self._ensure_schema([shape.request for shape in table])
         proposal = self._proposal(request.proposal, request.now)
+        # The holds are promised for a TTL from the coordinator's latest round, not from its
+        # first: a session that runs longer than the TTL while it keeps placing keeps them. A
+        # settle renews nothing; it is judged against the deadline the rounds left.
+        proposal.deadline = max(proposal.deadline, request.now + self.ttl)
         diagnoses = self._take(proposal, request.taken)
         shapes = tuple(table[i] for i in request.place.tolist())
         streams, conflicts = self.keeper.place(proposal, shapes, tuple(request.wanted.tolist()))
