@@ -363,10 +363,10 @@ def _unplaced_shapes(state: SessionState) -> tuple[TaskShape, ...]:
 
 
 def _explain_unplaced(state: SessionState) -> None:
-    for job_key, (task, placed) in state.unplaced.items():
+    for job_key, (task, prefix) in state.unplaced.items():
         diagnosis = state.shard_diagnoses.get(task.shape)
         if diagnosis is not None and not state.jobs[job_key].fit_errors.get("allocate"):
-            explain_unplaced(state, state.jobs[job_key], task, placed, diagnosis.describe(task.shape))
+            explain_unplaced(state.jobs[job_key], prefix, diagnosis.describe(task.shape))
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,10 @@ from shards.stream_messages import (
 from shards.wire import pack_positions, pack_shapes
 
 Check = Callable[[Answers[RoundReply], str], dict[int, RoundReply]]
+# Rounds needed because shapes changed one another's streams, after which allocate moves onto
+# every node's row: each such round re-places every pod still wanted, so a backlog of sizes
+# that share nodes and take turns in the job order would cost rounds times backlog.
+INTERFERING_ROUNDS = 2
 
 
 @dataclass(slots=True)
@@ -87,6 +91,7 @@ class RoundPlacer:
     taken: Counter[tuple[int, TaskShape]] = field(default_factory=Counter)  # (shard, shape) -> pods taken
     pipelined: dict[tuple[int, TaskShape], set[int]] = field(default_factory=dict)  # positions turned pipelined
     rounds: int = 0
+    replaced: int = 0  # rounds for a shape whose stream another shape's placements had changed
     generation: int = 0
     table: tuple[TaskShape, ...] = ()  # the cycle's shapes; messages name a shape by its place here
     packed: bytes = b""
@@ -102,6 +107,8 @@ class RoundPlacer:
         """The next place for a pod of ``shape`` in the global order; None when none is left."""
         buffer = self.buffers.get(shape)
         if buffer is None or not buffer.valid or (buffer.exhausted() and not buffer.complete):
+            if buffer is not None and not buffer.valid:
+                self.replaced += 1
             self._round(shape)
             buffer = self.buffers[shape]
         if buffer.exhausted():
@@ -126,6 +133,11 @@ class RoundPlacer:
         if buffer.offset == buffer.counts[i]:
             buffer.entry, buffer.offset = i + 1, 0
         return pick
+
+    def interfering(self) -> bool:
+        """Whether the shapes' streams kept changing one another this cycle, so that placing on
+        every node's row (one copy of the rows, then pod by pod) is the cheaper way on."""
+        return self.replaced >= INTERFERING_ROUNDS
 
     def give_back(self, pick: Pick) -> None:
         """Undo the latest ``take`` of this shape (rollbacks undo in reverse order)."""

@@ -57,7 +57,7 @@ class SessionState:
     remote_diagnoses: dict[TaskShape, Diagnosis] = field(default_factory=dict)  # nodes outside this table
     placer_type: type[Placer] = Placer  # how pods find nodes (benchmarks swap in a full scan)
     source: RoundPlacer | None = None  # allocate's placements, from the shards' streams
-    unplaced: dict[str, tuple[Task, int]] = field(default_factory=dict)  # job -> failing task, pods placed
+    unplaced: dict[str, tuple[Task, str]] = field(default_factory=dict)  # job -> failing task, reason before why
     shard_diagnoses: dict[TaskShape, Diagnosis] = field(default_factory=dict)  # every node, from the shards
     unusable_queues: Mapping[str, str] = field(default_factory=dict)  # queues that exist outside the tree
     topologies: dict[str, Topology] = field(default_factory=dict)

@@ -43,6 +43,8 @@ class PickSource(Protocol):
 
     def pipeline(self, pick: Pick, pipelined: bool = True) -> None: ...
 
+    def interfering(self) -> bool: ...
+
 
 @dataclass(frozen=True, slots=True)
 class _Reversal:

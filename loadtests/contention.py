@@ -7,6 +7,8 @@
   session of ``preempt``.
 - ``whole_node_preempt_storm``: the same, with the running jobs spread over the nodes and the
   higher-priority jobs asking for a whole node each.
+- ``mixed_backlog``: an empty cluster and two teams' backlogs of 1-, 2-, 4- and 8-GPU jobs, a
+  fifth more than it holds, taking turns in the job order; one session of ``allocate``.
 
 Each is one session, timed from the pending jobs' arrival to the end of the cycle that decided
 them (the time ``kai-ray schedule`` spends deciding; reading the objects is not timed).
@@ -167,7 +169,27 @@ def tree_fill(nodes: int = 500, jobs: int = 4_000) -> ContentionWorkload:
     return ContentionWorkload(label, cluster, _deltas(pending), ("allocate",), jobs)
 
 
-def _queue(name: str, parent: str, quota: int, limit: int, weight: int, created: float) -> Queue:
+MIXED_SIZES = (1, 1, 1, 1, 2, 2, 4, 8)  # GPUs per job, as the starved-gang simulation draws them
+
+
+def mixed_backlog(nodes: int = 500, backlog: float = 1.2) -> ContentionWorkload:
+    """Two teams owed half of an empty cluster each submit jobs of 1, 2, 4 and 8 GPUs, together a
+    fifth more than it holds: the sizes share nodes and take turns in the job order."""
+    gpus = nodes * 8
+    queues = tuple(_queue(f"team-{t}", None, gpus // 2, -1, 1, float(k)) for k, t in enumerate("ab"))
+    pending, asked, i = [], 0, 0
+    while asked < gpus * backlog:
+        size = MIXED_SIZES[(i * 5) % len(MIXED_SIZES)]
+        group, pod = _job(f"m-{i:06d}", f"team-{'ab'[i % 2]}", TRAIN, 100_000 + i)
+        requests = ResourceVector.of(cpu=500 * size, memory=GIB * size, gpu=size, pods=1)
+        pending.append((group, replace(pod, requests=requests)))
+        asked, i = asked + size, i + 1
+    cluster = ClusterDeltas(nodes_upserted=tuple(eight_gpu_nodes(nodes)), queues_upserted=queues)
+    label = f"fill, two teams, jobs of 1/2/4/8 GPUs: {nodes:,} empty 8-GPU nodes, {len(pending):,} jobs"
+    return ContentionWorkload(label, cluster, _deltas(pending), ("allocate",), len(pending))
+
+
+def _queue(name: str, parent: str | None, quota: int, limit: int, weight: int, created: float) -> Queue:
     gpu = QueueResource(quota=quota, over_quota_weight=weight, limit=limit)
     return Queue(name, parent, gpu=gpu, cpu=UNLIMITED, memory=UNLIMITED, created=created)
 
@@ -226,6 +248,7 @@ def run(quick: bool) -> list[BenchRow]:
     rows += compare_systems(whole_node_preempt_storm(nodes, nodes // 25))
     rows += compare_systems(fragmented_consolidation(nodes, nodes // 5))
     rows += compare_systems(tree_fill(nodes, nodes * 8))
+    rows += compare_systems(mixed_backlog(nodes))
     return rows
 
 

@@ -101,8 +101,9 @@ def _place_from_streams(state: SessionState, stmt: Statement, job: Job, tasks: l
         pick = source.take(task.shape)
         if pick is None:
             # Why it does not fit is asked of the shards once allocate is done (every node's state
-            # then), and written in when the session's decisions are collected.
-            state.unplaced[job.key] = (task, placed)
+            # then), and written in when the session's decisions are collected; how the reason
+            # begins (short of its gang or not) is judged now, before the rollback, as KAI does.
+            state.unplaced[job.key] = (task, _failure_prefix(job, task, placed))
             job.fit_errors["allocate"] = ""
             stmt.rollback(checkpoint)
             return False
@@ -110,9 +111,9 @@ def _place_from_streams(state: SessionState, stmt: Statement, job: Job, tasks: l
     return True
 
 
-def explain_unplaced(state: SessionState, job: Job, task: Task, placed: int, why: str) -> None:
+def explain_unplaced(job: Job, prefix: str, why: str) -> None:
     """The allocate reason of a job the shards found no room for, once their diagnosis is in."""
-    job.fit_errors["allocate"] = _failure_text(job, task, placed, why)
+    job.fit_errors["allocate"] = prefix + why
 
 
 def _allocate_tree(
@@ -144,8 +145,13 @@ def _task_failure(state: SessionState, job: Job, task_failed: Task, placed: int,
 
 
 def _failure_text(job: Job, task_failed: Task, placed: int, why: str) -> str:
+    return _failure_prefix(job, task_failed, placed) + why
+
+
+def _failure_prefix(job: Job, task_failed: Task, placed: int) -> str:
     """KAI's words for a job whose pod found no node (actions/common/allocate.go), so tools and
-    runbooks that read KAI's messages read kai-ray's."""
+    runbooks that read KAI's messages read kai-ray's, up to the why. Judged as the job stands
+    when the pod failed: a gang short of its minimum is described as such."""
     pod_set = job.pod_sets.get(task_failed.subgroup)
     minimum = pod_set.min_available if pod_set else 1
     gang = any(ps.min_available > 1 for ps in job.pod_sets.values())
@@ -153,14 +159,14 @@ def _failure_text(job: Job, task_failed: Task, placed: int, why: str) -> str:
         if len(job.pod_sets) == 1:
             return (
                 f"Resources were found for {placed} pods while {minimum} are required for gang scheduling. "
-                f"Additional pods cannot be scheduled due to: {why}"
+                "Additional pods cannot be scheduled due to: "
             )
         return (
             f"Resources were found for {placed} pods from all sub-groups while sub-group {pod_set.name} "
             f"requires {minimum} pods for gang scheduling. "
-            f"Additional pods cannot be scheduled in this sub-group due to: {why}"
+            "Additional pods cannot be scheduled in this sub-group due to: "
         )
-    return f"Resources were not found for pod {task_failed.pod.key} due to: {why}"
+    return f"Resources were not found for pod {task_failed.pod.key} due to: "
 
 
 class AllocateAction:
@@ -177,7 +183,11 @@ class AllocateAction:
         later: dict[tuple[str, bool], list[float]] = {}  # queue allocations of simple placements, summed
         while not order.empty():
             # The shards place while the session has no node's row; a job the per-node capacity
-            # predicate may refuse some nodes moves it onto every row (``allocate_job``).
+            # predicate may refuse some nodes moves it onto every row (``allocate_job``), and so
+            # do streams that keep changing one another (sizes sharing nodes, taking turns).
+            if stmt.source is not None and stmt.source.interfering():
+                _add_allocations(state, later)
+                state.every_node()
             alone = stmt.source is not None and order.alone()
             if not alone:
                 _add_allocations(state, later)
@@ -252,7 +262,7 @@ def _place_single_pod(
     assert source is not None
     pick = source.take(task.shape)
     if pick is None:
-        state.unplaced[job.key] = (task, 0)
+        state.unplaced[job.key] = (task, _failure_prefix(job, task, 0))
         job.fit_errors["allocate"] = ""
         return True
     already_running = active > 0

@@ -59,3 +59,19 @@ def test_a_running_job_whose_queue_was_deleted_does_not_stop_the_cycle() -> None
     result = coordinator.cycle(100.0)
     assert result.decisions.pods["default/j-0"].status == "Pending"
     assert result.decisions.pods["default/orphaned-0"].status == "Running"
+
+
+def test_a_gang_that_reached_its_minimum_before_a_pod_failed_is_not_said_to_be_short_of_it() -> None:
+    """A gang of two with one pod still releasing on a cordoned node: the attempt places g-1 on
+    the free node, and g-2 finds no room. At that moment the gang has its two (the releasing pod
+    counts), so KAI names the pod that failed; the gang form ("found for 1 pods while 2 are
+    required") would describe the job after the rollback, which the shards' streams once did."""
+    gang = JobSpec("g", "q", pods=3, min_member=2, releasing_on=["a"])
+    nodes = [replace(node("a", gpu=1), unschedulable=True), node("b", gpu=1)]
+    snapshot = build(nodes, [queue("q", gpu_quota=4)], [gang])
+    for shards in (1, 2):
+        coordinator = in_process_coordinator(config(), shards=shards)
+        coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+        decision = coordinator.cycle(100.0, ("allocate",)).decisions.pods["default/g-2"]
+        assert decision.status == "Pending"
+        assert decision.reason.startswith("Resources were not found for pod default/g-2 due to: ")
