@@ -3,14 +3,16 @@ simulated with and without ``reservation`` in the config, every seed in the same
 same workload per seed (docs/reservation-backfill.md, docs/performance.md).
 
 Per run: when the gang started after it arrived (or that it had not by the end, with its pending
-reason), the cluster's GPU utilization time-averaged over the whole run and from the gang's
-arrival on, the small jobs started, their waits from arrival to start (p50 and p90 of those that
+reason), how often it lost its run again (evicted below its minimum) and when it finished, the
+cluster's GPU utilization time-averaged over the whole run and from the gang's arrival on, the
+small jobs started, their waits from arrival to start (p50 and p90 of those that
 started, and how many still wait at the end), evictions and session p50 / p99.
 
     python -m loadtests.starved_gang                       # 1,000 nodes, 512-pod gang, seeds 1-3
     python -m loadtests.starved_gang --quick               # 80 nodes, a 64-pod gang, one seed
     python -m loadtests.starved_gang --after off 10m 30m --seeds 1 2 3 --json out.json
     python -m loadtests.starved_gang --nodes 250 --gang-pods 128 --seeds 1
+    python -m loadtests.starved_gang --non-preemptible-gang   # a gang reclaim cannot take once up
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class RunFigures:
     reservation: str  # "off" or the ``after`` threshold
     gang_wait: float | None  # seconds from arrival to start; None: not started by the end
     gang_reason: str  # its pending reason at the end ("" once it started)
+    gang_lost: int  # times it was up and lost pods below its minimum (evicted) again
+    gang_done: float | None  # seconds from arrival to finishing its hour of work; None: not by the end
     utilization: float  # time-averaged over the run
     utilization_after_arrival: float  # time-averaged from the gang's arrival to the end
     small_started: int
@@ -57,10 +61,13 @@ class RunFigures:
 
     def row(self) -> list[Any]:
         started = "not started" if self.gang_wait is None else f"{self.gang_wait / 60:.0f} min"
+        done = "-" if self.gang_done is None else f"{self.gang_done / 60:.0f} min"
         return [
             self.seed,
             self.reservation,
             started,
+            self.gang_lost,
+            done,
             f"{self.utilization:.1%}",
             f"{self.utilization_after_arrival:.1%}",
             self.small_started,
@@ -77,6 +84,8 @@ HEADERS = [
     "seed",
     "reservation",
     "gang started after",
+    "gang lost its run",
+    "gang done after",
     "GPU util",
     "util after arrival",
     "small jobs started",
@@ -114,6 +123,8 @@ def run_one(size: StarvedGang, seed: int, after: str, period: float = scenarios.
         reservation=after,
         gang_wait=None if run.first_start is None else run.first_start - size.gang_arrival,
         gang_reason=reason,
+        gang_lost=run.epoch,
+        gang_done=None if run.finished_at is None else run.finished_at - size.gang_arrival,
         utilization=metrics.gpu_utilization,
         utilization_after_arrival=_average(metrics.timeline, size.gang_arrival),
         small_started=len(small),
@@ -164,6 +175,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, help="nodes (default: 1,000, or 80 with --quick)")
     parser.add_argument("--gang-pods", type=int, help="pods of the gang (default: 512, or 64 with --quick)")
     parser.add_argument("--hours", type=float, help="simulated hours (default: the scenario's)")
+    parser.add_argument(
+        "--non-preemptible-gang",
+        action="store_true",
+        help="the gang's PodGroup says non-preemptible (within its team's quota, so reclaim cannot take it once up)",
+    )
     parser.add_argument("--json", metavar="FILE", help="write every run's figures as JSON")
     args = parser.parse_args(argv)
     size = QUICK if args.quick else FULL
@@ -173,10 +189,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         size = replace(size, gang_pods=args.gang_pods)
     if args.hours:
         size = replace(size, hours=args.hours)
+    if args.non_preemptible_gang:
+        size = replace(size, gang_preemptible=False)
     seeds = args.seeds or ([1] if args.quick else [1, 2, 3])
     print(
         f"starved-gang: {size.nodes:,} nodes, a {size.gang_pods}-pod one-GPU gang arriving at "
-        f"{size.gang_arrival / 3600:g} h, {size.hours:g} simulated hours, seeds {seeds}",
+        f"{size.gang_arrival / 3600:g} h ({'preemptible' if size.gang_preemptible else 'non-preemptible'}), "
+        f"{size.hours:g} simulated hours, seeds {seeds}",
         flush=True,
     )
     figures = []

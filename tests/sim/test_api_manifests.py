@@ -3,6 +3,8 @@ must survive the manifest, or a simulation measures a cluster other than the one
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kai_ray.app.sim.apiserver import pod_group_manifest
 from kai_ray.app.sim.workload import JobSpec
 from kai_ray.io.fields import ObjectReader
@@ -30,3 +32,12 @@ def test_a_jobs_expected_runtime_reaches_the_scheduler() -> None:
 
 def test_a_job_that_states_no_runtime_has_none() -> None:
     assert read_back(spec(expected_runtime=None)).expected_runtime_seconds is None
+
+
+def test_a_jobs_preemptibility_set_apart_from_its_priority_reaches_the_scheduler() -> None:
+    # A train-priority job is preemptible by its class; saying otherwise must survive the manifest.
+    protected = replace(spec(expected_runtime=None), preemptible=False)
+    assert read_back(protected).preemptibility == "non-preemptible"
+    assert read_back(spec(expected_runtime=None)).preemptibility is None  # as its priority says
+    exposed = replace(spec(expected_runtime=None), priority_class="build", preemptible=True)
+    assert read_back(exposed).preemptibility == "preemptible"

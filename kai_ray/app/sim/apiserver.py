@@ -95,6 +95,8 @@ def pod_group_manifest(group: PodGroup) -> JSON:
     spec: JSON = {"minMember": group.min_member, "queue": group.queue}
     if group.priority_class_name:
         spec["priorityClassName"] = group.priority_class_name
+    if group.preemptible != (group.priority < L.PREEMPTIBLE_BELOW):  # set apart from what its priority says
+        spec["preemptibility"] = "preemptible" if group.preemptible else "non-preemptible"
     metadata: JSON = {
         "name": group.name,
         "namespace": group.namespace,

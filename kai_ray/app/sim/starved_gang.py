@@ -50,6 +50,7 @@ class StarvedGang:
     stated: float = 0.75  # share of small jobs that state an expected runtime
     time_scale: float = 1.0  # multiplies every runtime (a test shrinks hours to minutes)
     teams: int = 2  # queues sharing the cluster equally; the gang is in the first
+    gang_preemptible: bool = True  # False: its PodGroup says non-preemptible, so no reclaim takes it once up
 
 
 def team_names(teams: int) -> tuple[str, ...]:
@@ -93,7 +94,10 @@ def small_job(rng: random.Random, name: str, arrival: float, size: StarvedGang) 
 
 
 def gang(size: StarvedGang) -> JobSpec:
-    """The large gang: one-GPU pods, all of them needed at once, an hour's work (stated)."""
+    """The large gang: one-GPU pods, all of them needed at once, an hour's work (stated). As
+    preemptible as its priority class says, unless the size says otherwise: once up, a
+    preemptible gang takes its team above its fair share, and the other team's reclaim may take
+    it down again (KAI's rules); a non-preemptible one stays, being within its team's quota."""
     return JobSpec(
         name="big-gang",
         kind="training",
@@ -108,6 +112,7 @@ def gang(size: StarvedGang) -> JobSpec:
         arrival=size.gang_arrival,
         duration=size.time_scale * 3600.0,
         expected_runtime=size.time_scale * 3600.0 * RUNTIME_MARGIN,
+        preemptible=None if size.gang_preemptible else False,
     )
 
 

@@ -18,6 +18,7 @@ import math
 import random
 from dataclasses import dataclass, replace
 
+from kai_ray.labels import PREEMPTIBLE_BELOW
 from kai_ray.model import GpuShare, Pod, PodGroup, Queue, QueueResource, ResourceVector, Toleration
 
 GIB = 2**30
@@ -45,6 +46,11 @@ class JobSpec:
     duration: float  # simulated seconds of running once the gang is up
     dra: bool = False  # its GPUs come through a ResourceClaim (kai_ray/app/sim/dra.py), not nvidia.com/gpu
     expected_runtime: float | None = None  # what its PodGroup's kai.scheduler/expected-runtime says
+    preemptible: bool | None = None  # its PodGroup's spec.preemptibility; None: as its priority says
+
+    @property
+    def is_preemptible(self) -> bool:
+        return self.priority < PREEMPTIBLE_BELOW if self.preemptible is None else self.preemptible
 
     @property
     def priority(self) -> int:
@@ -60,7 +66,7 @@ class JobSpec:
             self.name,
             self.queue,
             self.priority,
-            self.priority < 100,
+            self.is_preemptible,
             self.min_member,
             priority_class_name=self.priority_class,
             created=self.arrival,
