@@ -79,3 +79,26 @@ def test_the_full_scenario_is_a_512_pod_gang_among_small_jobs_on_1000_nodes() ->
     assert {q.name for q in scenario.workload.queues} == {"team-a", "team-b"}
     assert scenario.config.reservation is None, "with or without reservation is the user's --config"
     assert scenarios.starved_gang(seed=1).workload == scenario.workload
+
+
+def test_a_non_preemptible_gang_that_started_on_its_reservation_keeps_its_run() -> None:
+    """Two teams: once up, the gang takes its team above its fair share. As a preemptible job the
+    other team's reclaim may take it down again (on these seeds it does, KAI's rules); said
+    non-preemptible, it is within its team's quota, no reclaim takes it, and it finishes."""
+    config = SchedulerConfig.model_validate({"reservation": {"after": "2m", "minPods": 16}})
+    for seed in (1, 3):
+        size = StarvedGang(
+            nodes=24, gang_pods=32, gang_arrival=300.0, hours=1.0, time_scale=0.25, teams=2, gang_preemptible=False
+        )
+        scenario = scenarios.starved_gang(seed, size)
+        simulation = Simulation(
+            InProcess(in_process_coordinator(config, 1)),
+            scenario.nodes,
+            scenario.workload,
+            SimSettings(horizon=size.hours * 3600),
+        )
+        simulation.run()
+        run = simulation.jobs[GANG]
+        assert run.first_start is not None and run.epoch == 0 and run.finished_at is not None
+        metrics = simulation.metrics
+        assert metrics.partial_gangs == 0 and not metrics.overcommits and not metrics.accounting_errors
