@@ -294,7 +294,8 @@ class Coordinator:
             return Statement(state.table, state.queues, state.jobs_by_task)
         demand = Counter(task.shape for task in pending)  # an upper bound: the pending pods of every job
         clock = partial(_cycle_time, now, started)
-        state.source = RoundPlacer(self.shards, f"e{self.epoch}c{self.cycles}", clock, demand, check)
+        pid = f"e{self.epoch}c{self.cycles}"
+        state.source = RoundPlacer(self.shards, pid, clock, demand, check, nodes=len(self.shards.owner))
         return Statement(state.table, state.queues, state.jobs_by_task, source=state.source)
 
     def _every_node(self, state: SessionState, stmt: Statement, stats: CycleStats) -> None:

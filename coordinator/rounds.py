@@ -39,10 +39,12 @@ from shards.stream_messages import (
 from shards.wire import pack_positions, pack_shapes
 
 Check = Callable[[Answers[RoundReply], str], dict[int, RoundReply]]
-# Rounds needed because shapes changed one another's streams, after which allocate moves onto
-# every node's row: each such round re-places every pod still wanted, so a backlog of sizes
-# that share nodes and take turns in the job order would cost rounds times backlog.
-INTERFERING_ROUNDS = 2
+# When shapes change one another's streams, each round for one of them re-places every pod still
+# wanted, so a backlog of sizes that share nodes and take turns in the job order would cost
+# rounds times backlog. Once the pods re-placed that way reach this share of the cluster's nodes,
+# allocate moves onto every node's row instead, which costs about a pass over the nodes; a few
+# pods of two sizes, as most cycles have, stay on the streams.
+REPLACED_PODS_PER_NODE = 0.25
 
 
 @dataclass(slots=True)
@@ -90,8 +92,9 @@ class RoundPlacer:
     buffers: dict[TaskShape, _Buffer] = field(default_factory=dict)
     taken: Counter[tuple[int, TaskShape]] = field(default_factory=Counter)  # (shard, shape) -> pods taken
     pipelined: dict[tuple[int, TaskShape], set[int]] = field(default_factory=dict)  # positions turned pipelined
+    nodes: int = 0  # in the cluster: what moving onto every node's row costs
     rounds: int = 0
-    replaced: int = 0  # rounds for a shape whose stream another shape's placements had changed
+    replaced: int = 0  # pods re-placed for shapes whose streams another shape's placements had changed
     generation: int = 0
     table: tuple[TaskShape, ...] = ()  # the cycle's shapes; messages name a shape by its place here
     packed: bytes = b""
@@ -108,7 +111,7 @@ class RoundPlacer:
         buffer = self.buffers.get(shape)
         if buffer is None or not buffer.valid or (buffer.exhausted() and not buffer.complete):
             if buffer is not None and not buffer.valid:
-                self.replaced += 1
+                self.replaced += sum(max(self._left(s), 0) for s in self.table)
             self._round(shape)
             buffer = self.buffers[shape]
         if buffer.exhausted():
@@ -137,7 +140,7 @@ class RoundPlacer:
     def interfering(self) -> bool:
         """Whether the shapes' streams kept changing one another this cycle, so that placing on
         every node's row (one copy of the rows, then pod by pod) is the cheaper way on."""
-        return self.replaced >= INTERFERING_ROUNDS
+        return self.replaced > 0 and self.replaced >= REPLACED_PODS_PER_NODE * self.nodes
 
     def give_back(self, pick: Pick) -> None:
         """Undo the latest ``take`` of this shape (rollbacks undo in reverse order)."""
