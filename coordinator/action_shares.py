@@ -10,10 +10,12 @@ cycles its search needed.
 
 An action that raises does not take the session with it: what it had not committed is rolled
 back, the error is logged with its traceback and counted in the cycle's stats, and the actions
-after it run. A bug met by one job (a cluster state no test reached) then costs that action's
-remaining decisions for a cycle, not every decision of every cycle while the state lasts. Tests
-set the environment variable ``RAISE_ACTION_ERRORS`` names, so that the bug fails them where it
-happens.
+after it run. When the action was deciding a job (``SessionState.deciding``), that job is set
+aside for the rest of the session, its pods wait with a reason naming the error, and the action
+runs again without it, up to ``SET_ASIDE_PER_ACTION`` times: a bug met by one job (a cluster
+state no test reached) costs that job a cycle, not the other jobs' decisions, and the job is
+tried again next cycle. Tests set the environment variable ``RAISE_ACTION_ERRORS`` names, so
+that the bug fails them where it happens.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ RAISE_ACTION_ERRORS = "KAI_RAY_RAISE_ACTION_ERRORS"  # set (non-empty): an actio
 # Kept for each later action beyond what it spent last cycle, as a part of the budget: room for
 # a few more jobs than last cycle's before the share it did not ask for is spent by another.
 MARGIN = 0.05
+SET_ASIDE_PER_ACTION = 3  # jobs set aside before an action that keeps failing gives up for the cycle
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,20 +64,37 @@ class ActionShares:
                 later.remove(action.name)
                 searches.action_deadline = self.deadline(started, searches.deadline, later)
             cut_before, searches.cut_short = searches.cut_short, False
-            try:
-                action.execute(state, stmt)
-            except Exception as error:
-                if os.environ.get(RAISE_ACTION_ERRORS):
-                    raise
-                stmt.rollback()  # the job it was deciding, back to the action's last commit
-                stats.failed_actions[action.name] = f"{type(error).__name__}: {error}"
-                log.exception("the %s action failed; the session goes on without the rest of it", action.name)
+            self._run_setting_aside(action, state, stmt, stats)
             searches.action_deadline = None
             stmt.commit()
             stats.action_seconds[action.name] = seconds = time.perf_counter() - started
             if action.time_bounded and searches.deadline is not None:
                 self.last[action.name] = ActionUse(seconds, searches.cut_short)
             searches.cut_short |= cut_before
+
+    def _run_setting_aside(self, action: Action, state: SessionState, stmt: Statement, stats: CycleStats) -> None:
+        """Run the action; if it raises while deciding a job, set that job aside and run it again."""
+        for attempt in range(SET_ASIDE_PER_ACTION + 1):
+            state.deciding = None
+            try:
+                action.execute(state, stmt)
+                return
+            except Exception as error:
+                if os.environ.get(RAISE_ACTION_ERRORS):
+                    raise
+                stmt.rollback()  # the job it was deciding, back to the action's last commit
+                what = f"{type(error).__name__}: {error}"
+                stats.failed_actions[action.name] = what
+                job = state.jobs.get(state.deciding) if state.deciding is not None else None
+                if job is None or job.key in state.set_aside or attempt == SET_ASIDE_PER_ACTION:
+                    log.exception("the %s action failed; the session goes on without the rest of it", action.name)
+                    return
+                log.exception("the %s action failed on job %s; it runs again without that job", action.name, job.key)
+                state.set_aside[job.key] = what
+                job.fit_errors[action.name] = (
+                    f"kai-ray failed while deciding this job ({what}); it is set aside for this cycle "
+                    "and tried again in the next (the scheduler's log has the traceback)"
+                )
 
     def deadline(self, now: float, session_deadline: float, later: Sequence[str]) -> float:
         """The running action's deadline, given the time-bounded actions still to run after it."""

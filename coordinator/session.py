@@ -99,6 +99,10 @@ class SessionState:
     # ``session_rebase``): the opener makes the tasks with this very object.
     placed_holds: PlacedHolds = field(default_factory=PlacedHolds)
     searches: VictimSearches = field(default_factory=VictimSearches)  # the victim searches' record
+    # The job an action is deciding now, set as it takes each one: when the action raises, that
+    # job is set aside for the rest of the session and the action runs again without it.
+    deciding: str | None = None
+    set_aside: dict[str, str] = field(default_factory=dict)  # job -> the error met while deciding it
 
     @property
     def hooks(self) -> SessionHooks:

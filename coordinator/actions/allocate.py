@@ -181,33 +181,37 @@ class AllocateAction:
         order = JobOrder(state.queues, lambda j: state.job_request(j, real=False), keys=state.hooks.job_keys)
         order.push_all(jobs)
         later: dict[tuple[str, bool], list[float]] = {}  # queue allocations of simple placements, summed
-        while not order.empty():
-            # The shards place while the session has no node's row; a job the per-node capacity
-            # predicate may refuse some nodes moves it onto every row (``allocate_job``), and so
-            # do streams that keep changing one another (sizes sharing nodes, taking turns).
-            if stmt.source is not None and stmt.source.interfering():
+        try:
+            while not order.empty():
+                # The shards place while the session has no node's row; a job the per-node capacity
+                # predicate may refuse some nodes moves it onto every row (``allocate_job``), and so
+                # do streams that keep changing one another (sizes sharing nodes, taking turns).
+                if stmt.source is not None and stmt.source.interfering():
+                    _add_allocations(state, later)
+                    state.every_node()
+                alone = stmt.source is not None and order.alone()
+                if not alone:
+                    _add_allocations(state, later)
+                job = order.pop_alone() if alone else order.pop()
+                assert job is not None
+                state.deciding = job.key
+                if stmt.source is not None and _place_single_pod(state, stmt, job, later):
+                    continue  # its queue's allocation is booked before the next pop judges queues
                 _add_allocations(state, later)
-                state.every_node()
-            alone = stmt.source is not None and order.alone()
-            if not alone:
-                _add_allocations(state, later)
-            job = order.pop_alone() if alone else order.pop()
-            assert job is not None
-            if stmt.source is not None and _place_single_pod(state, stmt, job, later):
-                continue  # its queue's allocation is booked before the next pop judges queues
+                checkpoint = stmt.checkpoint()
+                already_running = job.active_allocated() > 0
+                ok, pipelined = self._attempt(state, stmt, job, holds)
+                if not ok:
+                    stmt.rollback(checkpoint)
+                    continue
+                stmt.commit()
+                if not pipelined and not already_running:
+                    state.last_start[job.key] = state.now
+                if job.has_pending() and job.tasks_to_allocate(real=True):  # only pending pods are placed for real
+                    order.push(job)
+        finally:  # placements made directly stand if a later job raises: their queues must know
             _add_allocations(state, later)
-            checkpoint = stmt.checkpoint()
-            already_running = job.active_allocated() > 0
-            ok, pipelined = self._attempt(state, stmt, job, holds)
-            if not ok:
-                stmt.rollback(checkpoint)
-                continue
-            stmt.commit()
-            if not pipelined and not already_running:
-                state.last_start[job.key] = state.now
-            if job.has_pending() and job.tasks_to_allocate(real=True):  # only pending pods are placed for real
-                order.push(job)
-        _add_allocations(state, later)
+        state.deciding = None
         holds.tell_holders(jobs)
 
     @staticmethod
@@ -288,10 +292,14 @@ def _place_single_pod(
 
 
 def eligible_jobs(state: SessionState, pending_only: bool, preemptible_only: bool = False) -> list[Job]:
-    """KAI's job filters: ready, with pending pods, in an existing leaf queue."""
+    """KAI's job filters: ready, with pending pods, in an existing leaf queue; and not set aside
+    after an action failed while deciding it (``coordinator/action_shares.py``)."""
     out = []
+    set_aside = state.set_aside
     for job in state.pending_jobs() if pending_only else state.jobs.values():
         if pending_only and not job.has_pending():
+            continue
+        if set_aside and job.key in set_aside:
             continue
         if not job.ready_for_scheduling():
             continue

@@ -146,6 +146,7 @@ class VictimSearchAction:
             first = False
             job = order.pop()
             assert job is not None
+            state.deciding = job.key
             if kept is not None and kept.under_way_elsewhere(self.name, job.key):
                 continue  # another action's search for it goes on next cycle: it would place it
             # Taken before the search: placing the job's pods in a scenario changes what the
@@ -192,6 +193,7 @@ class VictimSearchAction:
                     pending.refresh(changed)
                     continue
             search_failed(state, job, failed, self.name)
+        state.deciding = None
 
     def _postpone(self, state: SessionState, jobs: Iterable[Job]) -> None:
         """The cycle's time budget is spent: the jobs not reached say so, and are searched next

@@ -9,9 +9,11 @@ from dataclasses import replace
 import pytest
 
 from coordinator.action_shares import RAISE_ACTION_ERRORS
-from coordinator.actions.allocate import allocate_job, eligible_jobs
+from coordinator.actions.allocate import AllocateAction, allocate_job, eligible_jobs
+from coordinator.actions.node_holds import HeldNodes
 from coordinator.actions.preempt import PreemptAction
 from coordinator.coordinator import CycleResult
+from coordinator.jobs import Job
 from coordinator.session import SessionState
 from coordinator.statement import Statement
 from kai_ray.app.runtime import in_process_coordinator
@@ -77,3 +79,42 @@ def test_with_the_variable_set_the_error_fails_the_session(monkeypatch: pytest.M
     monkeypatch.setattr(PreemptAction, "execute", _place_then_fail)
     with pytest.raises(IndexError):
         _cycle(_cluster())
+
+
+def test_a_job_an_action_fails_on_is_set_aside_and_the_jobs_after_it_still_decide(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Allocate raises while deciding one gang: that gang waits with a reason naming the error,
+    and the jobs ordered after it are placed in the same cycle (before, they all waited)."""
+    monkeypatch.delenv(RAISE_ACTION_ERRORS)
+    attempt = AllocateAction._attempt
+
+    def fail_on_bad(state: SessionState, stmt: Statement, job: Job, holds: HeldNodes) -> tuple[bool, bool]:
+        if job.key == "default/bad":
+            raise KeyError("a state no test reached")
+        return attempt(state, stmt, job, holds)
+
+    monkeypatch.setattr(AllocateAction, "_attempt", staticmethod(fail_on_bad))
+    jobs = [
+        JobSpec("first", "q", gpu=1, created=0.0),
+        JobSpec("bad", "q", pods=2, gpu=1, created=1.0),
+        *(JobSpec(f"later-{i}", "q", pods=2, gpu=1, created=2.0 + i) for i in range(3)),
+    ]
+    snapshot = build([node("a", gpu=4), node("b", gpu=4)], [queue("q", gpu_quota=8)], jobs)
+    for shards in (1, 2):
+        result = _cycle_with(snapshot, shards, ("allocate",))
+        pods = result.decisions.pods
+        bound = {bind.pod for bind in result.binds}
+        assert bound == {"default/first-0"} | {f"default/later-{i}-{k}" for i in range(3) for k in range(2)}
+        assert pods["default/bad-0"].status == "Pending"
+        assert "kai-ray failed while deciding this job (KeyError: 'a state no test reached')" in (
+            pods["default/bad-0"].reason
+        )
+        assert result.stats.failed_actions == {"allocate": "KeyError: 'a state no test reached'"}
+    assert "it runs again without that job" in caplog.text
+
+
+def _cycle_with(snapshot: ClusterSnapshot, shards: int, actions: tuple[str, ...]) -> CycleResult:
+    coordinator = in_process_coordinator(config(), shards)
+    coordinator.apply(ClusterDeltas.of_snapshot(snapshot))
+    return coordinator.cycle(NOW, actions)
