@@ -110,9 +110,7 @@ class RoundPlacer:
         """The next place for a pod of ``shape`` in the global order; None when none is left."""
         buffer = self.buffers.get(shape)
         if buffer is None or not buffer.valid or (buffer.exhausted() and not buffer.complete):
-            if buffer is not None and not buffer.valid:
-                self.replaced += sum(max(self._left(s), 0) for s in self.table)
-            self._round(shape)
+            self._round(shape, replacing=buffer is not None and not buffer.valid)
             buffer = self.buffers[shape]
         if buffer.exhausted():
             return None
@@ -171,14 +169,17 @@ class RoundPlacer:
     def _left(self, shape: TaskShape) -> int:
         return self.demand[shape] - sum(n for (_, s), n in self.taken.items() if s == shape)
 
-    def _round(self, first: TaskShape) -> None:
+    def _round(self, first: TaskShape, replacing: bool = False) -> None:
         """Every shard releases what was not taken and places what is still wanted, ``first``
-        first (its stream is then exact whatever the others do)."""
+        first (its stream is then exact whatever the others do); ``replacing``: because another
+        shape's placements changed ``first``'s stream."""
         self.rounds += 1
         self.generation += 1
         shapes = [first] + [s for s in self.table if s != first and self._left(s) > 0]
         place = np.array([self.where[s] for s in shapes], dtype=np.int64)
         wanted = np.array([max(self._left(s), 0) for s in shapes], dtype=np.int64)
+        if replacing:
+            self.replaced += int(wanted.sum())
         now = self.clock()
         requests = {sid: RoundRequest(self.proposal, now, self._taken(sid), place, wanted) for sid in self.shards.ids}
         replies = self.check(self.shards.rounds(requests), "place")
