@@ -105,6 +105,11 @@ class BindCommit:
         if not len(state.table):
             return  # a session on no node's row placed nothing itself: the shards' streams did
         by_job = self._new_binds(state, False, picks)
+        # A job that took pods from the streams before the session moved onto every row and more
+        # on the rows after (an elastic job allocate came back to) is one job: refused at the
+        # settle, none of its pods may bind, so its later ones are not even prepared.
+        for job_key in [key for key in by_job if key in result.refused]:
+            del by_job[job_key]
         if not by_job:
             return
         items: dict[int, list[PrepareItem]] = defaultdict(list)
@@ -193,10 +198,16 @@ def retry_next_cycle(state: SessionState, job_key: str, why: str, result: CycleR
     """A refused job is retried as a whole: the pods it was given in this session, pipelined
     ones included, are pending again (pipelined leftovers alone could be fewer than its gang)."""
     reason = RETRY.format(why=why)
+    # Pods of it the settle bound before the session moved onto every row (an elastic job's
+    # first pods) stay bound, and so does its group's decision; only what was refused waits.
+    bound = {bind.pod for bind in result.binds if bind.reservation.endswith("/" + job_key)}
     for task in state.jobs[job_key].tasks:
+        if task.key in bound:
+            continue
         if task.status in (Status.ALLOCATED, Status.PIPELINED) and task.original_status is Status.PENDING:
             result.decisions.pods[task.key] = PodDecision("Pending", None, (), reason)
-    result.decisions.pod_groups[job_key] = PodDecision("Pending", None, (), reason)
+    if not bound:
+        result.decisions.pod_groups[job_key] = PodDecision("Pending", None, (), reason)
 
 
 def _placement(task: Task) -> Placement:

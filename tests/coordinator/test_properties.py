@@ -303,3 +303,25 @@ def test_a_pending_reason_reads_the_same_whichever_shard_answered_first() -> Non
     far = Diagnosis(2, {cpus: 2}, {"gpu": 8.0})
     shape = TaskShape.of_pod(build([node("a")], [queue("q")], [JobSpec("j", "q", gpu=9)]).pods[0])
     assert near.merged(far).describe(shape) == far.merged(near).describe(shape)
+
+
+def test_a_job_placed_on_the_streams_and_then_on_every_row_is_refused_once_and_binds_nothing() -> None:
+    """The elastic job takes its minimum from the shards' streams; the next job's size re-places
+    the streams, so allocate moves onto every row and gives the elastic job its other pods
+    there. The node of its first pods fills before the settle: the job is refused as a whole,
+    once (it used to be concluded again with its later pods, and could bind them alone)."""
+    snapshot = build(
+        [node("n0", gpu=8), node("n1", gpu=8)],
+        [queue("q", gpu_quota=16)],
+        [
+            JobSpec("el", "q", pods=4, min_member=2, gpu=1, created=0.0),
+            JobSpec("b", "q", pods=1, gpu=2, created=1.0),
+            JobSpec("c", "q", pods=1, gpu=1, created=2.0),
+        ],
+    )
+    coordinator, backend = _coordinator_with_late_arrival(snapshot, 2)
+    first = coordinator.cycle(NOW, ("allocate",))
+    assert backend.blocked is not None and first.stats.full_table
+    retried = {k for k, d in first.decisions.pod_groups.items() if RETRY in d.reason}
+    assert "default/el" in retried and first.stats.aborted_jobs == len(retried)
+    assert not [b.pod for b in first.binds if b.pod.startswith("default/el-")]
