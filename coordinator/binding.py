@@ -199,15 +199,14 @@ def retry_next_cycle(state: SessionState, job_key: str, why: str, result: CycleR
     ones included, are pending again (pipelined leftovers alone could be fewer than its gang)."""
     reason = RETRY.format(why=why)
     # Pods of it the settle bound before the session moved onto every row (an elastic job's
-    # first pods) stay bound, and so does its group's decision; only what was refused waits.
+    # first pods) stay bound; the rest wait, and the group says why.
     bound = {bind.pod for bind in result.binds if bind.reservation.endswith("/" + job_key)}
     for task in state.jobs[job_key].tasks:
         if task.key in bound:
             continue
         if task.status in (Status.ALLOCATED, Status.PIPELINED) and task.original_status is Status.PENDING:
             result.decisions.pods[task.key] = PodDecision("Pending", None, (), reason)
-    if not bound:
-        result.decisions.pod_groups[job_key] = PodDecision("Pending", None, (), reason)
+    result.decisions.pod_groups[job_key] = PodDecision("Pending", None, (), reason)
 
 
 def _placement(task: Task) -> Placement:
