@@ -141,11 +141,7 @@ def _allocate_tree(
 
 
 def _task_failure(state: SessionState, job: Job, task_failed: Task, placed: int, shape: TaskShape) -> str:
-    return _failure_text(job, task_failed, placed, state.explain(shape))
-
-
-def _failure_text(job: Job, task_failed: Task, placed: int, why: str) -> str:
-    return _failure_prefix(job, task_failed, placed) + why
+    return _failure_prefix(job, task_failed, placed) + state.explain(shape)
 
 
 def _failure_prefix(job: Job, task_failed: Task, placed: int) -> str:
