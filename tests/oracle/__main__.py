@@ -24,6 +24,7 @@ from tests.oracle.clusters import FOCI, generate
 from tests.oracle.compare import check
 from tests.oracle.contended import CONTENDED_FOCI
 from tests.oracle.harness import Oracle, OracleUnavailable, ensure_built
+from tests.oracle.kai_fixes import FixedKai
 from tests.oracle.manifests import Case
 from tests.oracle.shrink import shrink
 
@@ -75,36 +76,39 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     table: Counter[tuple[str, str]] = Counter()
     mismatches: list[Case] = []
-    deliberate: Counter[str] = Counter()
+    explained: Counter[str] = Counter()
+    fixed = FixedKai()
     with Oracle(binary) as oracle:
         for seed in _seeds(args):
             case = generate(seed, args.focus)
-            checked = check(oracle, case)
+            checked = check(oracle, case, fixed=fixed)
             result, diffs = checked[0], checked[1]
-            table[(case.focus, result.split(":")[0])] += 1
-            if result.startswith("deliberate"):
-                deliberate[result.split(":")[1]] += 1
-            if result in ("mismatch", "kai-hang", "kai-crash"):
-                print(f"{result.upper()} {case.case_id}: {'; '.join(diffs[:3])}", flush=True)
-            if result != "mismatch":
-                continue
-            mismatches.append(case)
-            if args.shrink:
+            kind = result.split(":")[0]
+            table[(case.focus, kind)] += 1
+            if kind in ("deliberate", "kai-bug"):
+                explained[result] += 1
+            if kind in ("mismatch", "kai-bug", "kai-hang", "kai-crash"):
+                print(f"{kind.upper()}{result[len(kind) :]} {case.case_id}: {'; '.join(diffs[:3])}", flush=True)
+            if result == "mismatch":
+                mismatches.append(case)
+            if args.shrink and kind in ("mismatch", "kai-bug"):
+                # Shrunk against KAI as released (the same disagreement), then classified again.
                 small = shrink(case, _same_disagreement(oracle, checked))
-                _, diffs, kai, ray = check(oracle, small)
-                print(f"  shrunk to {len(small.documents)} objects: {'; '.join(diffs[:4])}", flush=True)
+                verdict, diffs, kai, ray = check(oracle, small, fixed=fixed)
+                print(f"  shrunk to {len(small.documents)} objects, {verdict}: {'; '.join(diffs[:4])}", flush=True)
                 if args.out and kai is not None:
                     args.out.mkdir(parents=True, exist_ok=True)
-                    write_case(args.out / f"{small.case_id}.yaml", small, kai, ray, diffs)
+                    write_case(args.out / f"{small.case_id}.yaml", small, kai, ray, diffs, verdict)
+    fixed.close()
     seconds = time.monotonic() - started
-    columns = ("same", "equivalent", "kai-varies", "deliberate", "mismatch", "kai-hang", "kai-crash")
+    columns = ("same", "equivalent", "kai-varies", "deliberate", "kai-bug", "mismatch", "kai-hang", "kai-crash")
     print("\n" + f"{'focus':<26}" + "".join(f"{c:>12}" for c in columns))
     for focus in (*FOCI, *CONTENDED_FOCI):
         row = [table[(focus, c)] for c in columns]
         if any(row):
             print(f"{focus:<26}" + "".join(f"{n:>12}" for n in row))
-    for name, count in sorted(deliberate.items()):
-        print(f"deliberate difference {name}: {count}")
+    for name, count in sorted(explained.items()):
+        print(f"{name.replace(':', ': ')}: {count}")
     total = sum(table.values())
     print(f"{total} clusters in {seconds:.0f} s, {len(mismatches)} mismatches")
     return 1 if mismatches else 0

@@ -4,12 +4,15 @@ Every disagreement the differential run found was shrunk to one of these and kep
 ``tests/oracle/cases/``. A case file is YAML:
 
     title: one line
-    verdict: fixed | deliberate      # fixed: kai-ray now decides as KAI; deliberate: README entry
+    verdict: fixed | deliberate | kai-bug
+                                     # fixed: kai-ray now decides as KAI; deliberate: README entry;
+                                     # kai-bug: KAI v0.12 decides as kai-ray once ``fix`` is on
+    fix: evicted-pipelined           # kai-bug only: the fixes (tests/oracle/kai_fixes.py), "+"-joined
     actions: reclaim
     now: 2025-06-01T12:00:00Z
     config: {...}                    # kai-ray's config
     kai: {default/pod: Status node}  # KAI's decision per pod, as the oracle printed it
-    kai_ray: {...}                   # deliberate only: kai-ray's decision where it differs
+    kai_ray: {...}                   # deliberate and kai-bug: kai-ray's decision where it differs
     cluster: [manifests]
 
 The default test run replays each case through kai-ray (no Go needed); the oracle tier
@@ -42,11 +45,17 @@ def disagreement(kai: dict[str, Any] | None, ray: dict[str, Any]) -> set[tuple[s
     return {(pod, k, r) for pod, (k, r) in statuses.items() if k != r}
 
 
-def write_case(path: Path, case: Case, kai: dict[str, Any], ray: dict[str, Any], diffs: list[str]) -> None:
+def write_case(
+    path: Path, case: Case, kai: dict[str, Any], ray: dict[str, Any], diffs: list[str], found: str = "mismatch"
+) -> None:
+    """Write a shrunk disagreement; ``found`` is the tier's verdict on it ("kai-bug:<fixes>" is
+    kept as the case's verdict and fix, anything else is left for a person to decide)."""
     kai_decisions, ray_decisions = decisions(kai), decisions(ray)
-    document = {
+    kind, _, fix = found.partition(":")
+    document: dict[str, Any] = {
         "title": f"{case.case_id}: {diffs[0] if diffs else 'no difference'}",
-        "verdict": "undecided",
+        "verdict": "kai-bug" if kind == "kai-bug" else "undecided",
+        **({"fix": fix} if kind == "kai-bug" else {}),
         "actions": case.actions,
         "now": case.now,
         "config": case.config,

@@ -23,8 +23,6 @@ from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
-import numpy as np
-
 from coordinator.actions.consolidation import ConsolidationAction
 from coordinator.actions.preempt import PreemptAction
 from coordinator.actions.solver import JobSolver
@@ -40,8 +38,8 @@ from kai_ray.io.snapshot_loader import snapshot_from_documents
 from placement import scorers
 from placement.placer import Mask
 from placement.scorers import GpuSharingOrder, Ints, Scoring
-from placement.shapes import GPU
 from tests.oracle.harness import Oracle, OracleCrash, OracleTimeout
+from tests.oracle.kai_fixes import FixedKai
 from tests.oracle.kai_job_order import KaiHeapJobOrder
 from tests.oracle.manifests import Case, Doc
 
@@ -217,24 +215,6 @@ def _kai_double_eviction() -> Iterator[None]:
     _KAI_COUNT_LOST.clear()
 
 
-_FEASIBLE_ROWS = JobSolver._feasible_rows
-
-
-def _feasible_by_kai_books(solver: JobSolver, job: Job) -> Mask:
-    """KAI books a pipelined pod against the node's releasing resources even where idle ones
-    took it, whole GPUs and a GPU a pipelined fraction opens alike: the idle count stays above
-    zero (and releasing goes below), and KAI's test, idle GPUs > 0 or releasing GPUs > 0, keeps
-    the node feasible for GPU jobs after its last free GPU was taken this way."""
-    rows = _FEASIBLE_ROWS(solver, job).copy()
-    table = solver.state.table
-    if all(t.shape.wants_gpu for t in job.tasks):
-        rows |= table.present & (table.idle[:, GPU] > 0)  # whole GPUs: idle is never lowered by a pipelined pod
-    for row in np.flatnonzero(table.present).tolist():
-        if any(usage.waits_on_releasing_device for usage in table.groups[row].values()):
-            rows[row] = True
-    return rows
-
-
 def _department_parent(order: JobOrder, node: int) -> int:
     """KAI v0.12's job order knows two levels: a leaf queue's parent (a "department"), and one
     heap of every department, whatever queues are above them."""
@@ -306,14 +286,6 @@ DELIBERATE: dict[str, Callable[[], AbstractContextManager[object]]] = {
     # in one heap of departments and never compares the levels above them; kai-ray orders the
     # queue tree from its top, at any depth.
     "job-order-two-levels": lambda: mock.patch("coordinator.job_order.JobOrder._parent", _department_parent),
-    # KAI v0.12 takes what a pipelined pod holds off the node's releasing resources, idle or not
-    # (``addTaskResources`` in ``pkg/scheduler/api/node_info/node_info.go``; for a GPU a pipelined
-    # fraction opens, ``addSharedTaskResourcesPerPodGroup`` in ``gpu_sharing_node_info.go``), and
-    # keeps a node with idle or releasing GPUs among a GPU job's feasible nodes
-    # (``FeasibleNodesForJob``); kai-ray takes them off what they were.
-    "pipelined-books": lambda: mock.patch(
-        "coordinator.actions.solver.JobSolver._feasible_rows", _feasible_by_kai_books
-    ),
     # KAI v0.12 orders departments by the queue on top of each department's heap, re-placed only
     # when it comes up flagged, so a department can be judged by the queue it just served
     # (``buildFuncOrderBetweenDepartmentsWithJobs`` in
@@ -339,7 +311,9 @@ def explain(case: Case, kai_outcomes: list[Outcome]) -> str | None:
 VARYING_RERUNS = 200
 
 
-def check(oracle: Oracle, case: Case, reruns: int = 30) -> tuple[str, list[str], Outcome | None, Outcome]:
+def check(
+    oracle: Oracle, case: Case, reruns: int = 30, fixed: FixedKai | None = None
+) -> tuple[str, list[str], Outcome | None, Outcome]:
     """Run both on ``case``: (verdict, differences, KAI's outcome, kai-ray's outcome).
 
     KAI's own decisions can vary from run to run (it walks Go maps in places, e.g. the nodes
@@ -353,7 +327,8 @@ def check(oracle: Oracle, case: Case, reruns: int = 30) -> tuple[str, list[str],
     contended consolidation (seed 700009, departments ordered by a stale queue heap) kai-ray's
     answer is one KAI gives about one run in twenty, and thirty runs missed it one time in five.
     "kai-hang": KAI's session did not end (its v0.12 victim search can loop); "kai-crash":
-    KAI's code panicked."""
+    KAI's code panicked. With ``fixed`` (KAI built with fixes to its own bugs), a disagreement
+    left over is "kai-bug:<fixes>" when KAI with those fixes on decides as kai-ray did."""
     ray = run_case(case)
     try:
         kai = oracle.run(case.documents, case.config, case.actions, case.now, case_id=case.case_id)
@@ -373,4 +348,7 @@ def check(oracle: Oracle, case: Case, reruns: int = 30) -> tuple[str, list[str],
     except OracleCrash as error:
         return "kai-crash", [str(error)], None, ray
     reason = explain(case, seen)
-    return (f"deliberate:{reason}" if reason else "mismatch"), diffs, kai, ray
+    if reason:
+        return f"deliberate:{reason}", diffs, kai, ray
+    bug = fixed.explain(case, lambda answer: verdict(case, answer, ray)[0] != "mismatch") if fixed else None
+    return (f"kai-bug:{bug}" if bug else "mismatch"), diffs, kai, ray

@@ -31,10 +31,12 @@ from tests.oracle.clusters import FOCI, generate
 from tests.oracle.compare import check
 from tests.oracle.contended import CONTENDED_FOCI
 from tests.oracle.harness import Oracle, OracleUnavailable, ensure_built
+from tests.oracle.kai_fixes import FixedKai
 
 SEEDS = int(os.environ.get("KAI_RAY_ORACLE_SEEDS", "100"))
 CONTENDED_SEEDS = int(os.environ.get("KAI_RAY_ORACLE_CONTENDED_SEEDS", "20"))
 AGREE = ("same", "equivalent", "kai-varies")  # kai-ray gave (one of) KAI's answers
+EXPLAINED = ("deliberate", "kai-bug")  # a README entry, or KAI decides as kai-ray once its bug is fixed
 NOT_COMPARED = ("kai-hang", "kai-crash")  # KAI's session never ended, or its code panicked
 
 
@@ -48,25 +50,33 @@ def oracle() -> Iterator[Oracle]:
         yield running
 
 
+@pytest.fixture(scope="module")
+def fixed() -> Iterator[FixedKai]:
+    """KAI with fixes to its own bugs, built on first use (a disagreement left over, a kai-bug case)."""
+    with_fixes = FixedKai()
+    yield with_fixes
+    with_fixes.close()
+
+
 @pytest.mark.parametrize("focus", FOCI)
-def test_seeded_clusters_are_decided_as_kai_decides(oracle: Oracle, focus: str) -> None:
-    _compare_seeds(oracle, focus, FOCI.index(focus) * 100_000, SEEDS)
+def test_seeded_clusters_are_decided_as_kai_decides(oracle: Oracle, fixed: FixedKai, focus: str) -> None:
+    _compare_seeds(oracle, fixed, focus, FOCI.index(focus) * 100_000, SEEDS)
 
 
 @pytest.mark.parametrize("focus", CONTENDED_FOCI)
-def test_contended_clusters_are_decided_as_kai_decides(oracle: Oracle, focus: str) -> None:
-    _compare_seeds(oracle, focus, (len(FOCI) + CONTENDED_FOCI.index(focus)) * 100_000, CONTENDED_SEEDS)
+def test_contended_clusters_are_decided_as_kai_decides(oracle: Oracle, fixed: FixedKai, focus: str) -> None:
+    _compare_seeds(oracle, fixed, focus, (len(FOCI) + CONTENDED_FOCI.index(focus)) * 100_000, CONTENDED_SEEDS)
 
 
-def _compare_seeds(oracle: Oracle, focus: str, first: int, count: int) -> None:
+def _compare_seeds(oracle: Oracle, fixed: FixedKai, focus: str, first: int, count: int) -> None:
     unexplained = []
     counts: dict[str, int] = {}
     for seed in range(first, first + count):
         case = generate(seed, focus)
-        result, diffs, _, _ = check(oracle, case)
+        result, diffs, _, _ = check(oracle, case, fixed=fixed)
         kind = result.split(":")[0]
         counts[kind] = counts.get(kind, 0) + 1
-        if kind not in (*AGREE, "deliberate", *NOT_COMPARED):
+        if kind not in (*AGREE, *EXPLAINED, *NOT_COMPARED):
             unexplained.append(f"seed {seed}: {'; '.join(diffs[:3])}")
     hint = f"shrink with: python -m tests.oracle --focus {focus} --seeds <seed> --shrink --out DIR"
     assert not unexplained, f"{counts}; {hint}\n" + "\n".join(unexplained)
@@ -84,6 +94,22 @@ def test_kai_still_decides_each_case_as_recorded(oracle: Oracle, path: Path) -> 
             return
         seen.append(got)
     pytest.fail(f"{path.name}: KAI no longer decides as recorded; it decided {seen[0]}")
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in case_files() if load_case(p)[1]["verdict"] == "kai-bug"], ids=lambda p: p.stem
+)
+def test_kai_with_the_fix_decides_each_kai_bug_case_as_kai_ray(fixed: FixedKai, path: Path) -> None:
+    case, data = load_case(path)
+    wanted = {**data["kai"], **data["kai_ray"]}
+    fixes = str(data["fix"]).split("+")
+    seen = []
+    for _ in range(6):
+        got = decisions(fixed.run(case, fixes))
+        if got == wanted:
+            return
+        seen.append(got)
+    pytest.fail(f"{path.name}: KAI with {data['fix']} on does not decide as kai-ray; it decided {seen[0]}")
 
 
 @pytest.mark.parametrize("seed", range(12))

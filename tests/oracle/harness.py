@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,10 +82,15 @@ def pinned_kai() -> str:
     raise OracleUnavailable("tests/oracle/go.mod does not require KAI-scheduler")
 
 
+def toolchain() -> tuple[str, str]:
+    """The Go binary on PATH and its version (part of every oracle build's cache key)."""
+    go = _go()
+    return go, _go_version(go)
+
+
 def ensure_built(progress: bool = True) -> Path:
     """The oracle binary, built first if this version of the harness is new."""
-    go = _go()
-    version = _go_version(go)
+    go, version = toolchain()
     home = cache_root() / "oracle" / cache_key(version)
     binary = home / "oracle"
 
@@ -142,8 +147,10 @@ class Oracle:
         now: str = "",
         write_zip: Path | None = None,
         case_id: str = "",
+        fixes: Sequence[str] = (),
     ) -> dict[str, Any]:
-        """KAI's outcome for one cluster (a list of manifests), in `kai-ray schedule -o json` shape."""
+        """KAI's outcome for one cluster (a list of manifests), in `kai-ray schedule -o json` shape;
+        ``fixes`` turns on fixes to KAI (only the binary ``kai_fixes`` builds has them)."""
         request = {
             "id": case_id,
             "snapshot": {"apiVersion": "v1", "kind": "List", "items": list(documents)},
@@ -151,6 +158,7 @@ class Oracle:
             "actions": actions,
             "now": now,
             "writeZip": str(write_zip) if write_zip else "",
+            "fixes": list(fixes),
         }
         return self._ask(request, case_id)
 
@@ -214,9 +222,10 @@ class Oracle:
         self.close()
 
 
-def main() -> int:
+def print_binary(build: Callable[[], Path]) -> int:
+    """A builder's command line: build if needed, print the binary's path (or one error line)."""
     try:
-        print(ensure_built())
+        print(build())
     except OracleUnavailable as error:
         print(f"oracle: {error}", file=sys.stderr)
         return 1
@@ -224,4 +233,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(print_binary(ensure_built))

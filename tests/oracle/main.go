@@ -8,7 +8,7 @@
 // reads) or a ZIP from KAI's /get-snapshot endpoint (which carries its own config).
 // --write-zip writes the ZIP KAI's snapshot plugin serves for this cluster and config.
 // In batch mode each input line is {"id", "snapshot" or "file", "config", "actions",
-// "now", "writeZip"} and each output line {"id", "result"} or {"id", "error"}; one process
+// "now", "writeZip", "fixes"} and each output line {"id", "result"} or {"id", "error"}; one process
 // serves many sessions, so KAI's start-up is paid once.
 package main
 
@@ -38,6 +38,7 @@ type request struct {
 	Actions  string          `json:"actions"`  // "" = the config's; "none"
 	Now      string          `json:"now"`      // RFC 3339; "" = the wall clock
 	WriteZip string          `json:"writeZip"` // where to write the /get-snapshot ZIP
+	Fixes    []string        `json:"fixes"`    // fixes to KAI to turn on (the kaifixes build only)
 }
 
 type response struct {
@@ -130,6 +131,9 @@ func serveBatch() {
 
 // handle runs one request: load, optionally write the ZIP, run the session.
 func handle(req request) (*outcome, error) {
+	if err := applyFixes(req.Fixes); err != nil {
+		return nil, err
+	}
 	data := []byte(req.Snapshot)
 	var text string
 	if req.File != "" {
