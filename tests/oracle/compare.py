@@ -328,7 +328,8 @@ def check(
     answer is one KAI gives about one run in twenty, and thirty runs missed it one time in five.
     "kai-hang": KAI's session did not end (its v0.12 victim search can loop); "kai-crash":
     KAI's code panicked. With ``fixed`` (KAI built with fixes to its own bugs), a disagreement
-    left over is "kai-bug:<fixes>" when KAI with those fixes on decides as kai-ray did."""
+    left over is "kai-bug:<fixes>" when KAI with those fixes on decides as kai-ray did, and so
+    is a panic when KAI with its panic fixed (and maybe other fixes) decides as kai-ray did."""
     ray = run_case(case)
     try:
         kai = oracle.run(case.documents, case.config, case.actions, case.now, case_id=case.case_id)
@@ -346,7 +347,12 @@ def check(
     except OracleTimeout as error:
         return "kai-hang", [str(error)], None, ray
     except OracleCrash as error:
-        return "kai-crash", [str(error)], None, ray
+        # KAI's own panic (a nil scenario in its idle-GPU filter): KAI with that fixed may still
+        # be compared.
+        bug = None
+        if fixed:
+            bug = fixed.explain(case, lambda answer: verdict(case, answer, ray)[0] != "mismatch", ("nil-scenario",))
+        return (f"kai-bug:{bug}" if bug else "kai-crash"), [str(error)], None, ray
     reason = explain(case, seen)
     if reason:
         return f"deliberate:{reason}", diffs, kai, ray

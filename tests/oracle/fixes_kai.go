@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/NVIDIA/KAI-scheduler/pkg/scheduler/actions/common/solvers"
+	"github.com/NVIDIA/KAI-scheduler/pkg/scheduler/actions/common/solvers/accumulated_scenario_filters"
 	"github.com/NVIDIA/KAI-scheduler/pkg/scheduler/api/node_info"
 )
 
@@ -15,6 +16,7 @@ var kaiFixes = map[string]*bool{
 	"moved-share":        &node_info.FixMovedShare,
 	"evicted-pipelined":  &node_info.FixEvictedPipelined,
 	"pipelined-on-idle":  &node_info.FixPipelinedOnIdle,
+	"nil-scenario":       &accumulated_scenario_filters.FixNilScenario,
 }
 
 // applyFixes turns on exactly the named fixes for the next session.

@@ -63,6 +63,11 @@ FIXES: dict[str, str] = {
         "(addTaskResources, pkg/scheduler/api/node_info/node_info.go; addSharedTaskResourcesPerPodGroup, "
         "pkg/scheduler/api/node_info/gpu_sharing_node_info.go)"
     ),
+    "nil-scenario": (
+        "a victim search's step for a job with no pod left to place builds no scenario, and the idle-GPU filter "
+        "reads it and panics (NewIdleGpusFilter, "
+        "pkg/scheduler/actions/common/solvers/accumulated_scenario_filters/idle_gpus.go:60)"
+    ),
     "evicted-pipelined": (
         "a pod pipelined onto a node and evicted again is booked there as a releasing pod, so its GPU group counts "
         "as one more busy device (Statement.Evict then NodeInfo.UpdateTask; addSharedTaskResourcesPerPodGroup, "
@@ -121,6 +126,12 @@ HOOKS: tuple[Hook, ...] = (
         "\t\t\tni.oraclePipelinedClosed(gpuGroup)\n",
     ),
     Hook(
+        "pkg/scheduler/actions/common/solvers/accumulated_scenario_filters/idle_gpus.go",
+        "func NewIdleGpusFilter(\n\tscenario *scenario.ByNodeScenario, nodeInfosMap map[string]*node_info.NodeInfo)"
+        " *AccumulatedIdleGpus {\n",
+        "\tif oracleNoScenario(scenario) {\n\t\treturn nil\n\t}\n",
+    ),
+    Hook(
         "pkg/scheduler/actions/common/solvers/job_solver.go",
         "\tfor scenarioToSolve := scenarioBuilder.GetValidScenario();",
         "\toracleAddRecordedJobNodes(ssn, state.recordedVictimsJobs, feasibleNodeMap)\n",
@@ -132,6 +143,7 @@ HOOKS: tuple[Hook, ...] = (
 ADDED_FILES = {
     "node_info.go.in": "pkg/scheduler/api/node_info/oracle_fixes.go",
     "solvers.go.in": "pkg/scheduler/actions/common/solvers/oracle_fixes.go",
+    "scenario_filters.go.in": "pkg/scheduler/actions/common/solvers/accumulated_scenario_filters/oracle_fixes.go",
 }
 
 
@@ -216,11 +228,18 @@ def ensure_fixed_built(progress: bool = True) -> Path:
     return binary
 
 
-def fix_sets() -> Iterator[tuple[str, ...]]:
-    """Every non-empty set of fixes, smallest first: the first that explains a case names it."""
+# A fix set whose runs panic this many times in a row is given up (a panic costs a process).
+CRASHES_PER_SET = 3
+
+
+def fix_sets(required: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Every non-empty set of fixes that holds ``required``, smallest first: the first that
+    explains a case names it."""
     names = sorted(FIXES)
     for size in range(1, len(names) + 1):
-        yield from itertools.combinations(names, size)
+        for fixes in itertools.combinations(names, size):
+            if set(required) <= set(fixes):
+                yield fixes
 
 
 class FixedKai:
@@ -248,20 +267,27 @@ class FixedKai:
             raise OracleUnavailable(self.unavailable or "no fixed KAI")
         return oracle.run(case.documents, case.config, case.actions, case.now, case_id=case.case_id, fixes=fixes)
 
-    def explain(self, case: Case, agrees: Callable[[dict[str, Any]], bool]) -> str | None:
-        """The smallest set of fixes under which some KAI run decides as ``agrees`` accepts,
-        as "fix+fix", or None."""
+    def explain(
+        self, case: Case, agrees: Callable[[dict[str, Any]], bool], required: tuple[str, ...] = ()
+    ) -> str | None:
+        """The smallest set of fixes (holding ``required``) under which some KAI run decides as
+        ``agrees`` accepts, as "fix+fix", or None."""
         oracle = self._running()
         if oracle is None:
             return None
-        for fixes in fix_sets():
+        for fixes in fix_sets(required):
+            crashes = 0
             for _ in range(self.reruns):
                 try:
                     kai = oracle.run(
                         case.documents, case.config, case.actions, case.now, case_id=case.case_id, fixes=fixes
                     )
                 except (OracleCrash, OracleTimeout):
-                    continue  # a fix may lead KAI into its own panics; another run may not
+                    crashes += 1  # KAI's choices vary: another run may take another path
+                    if crashes == CRASHES_PER_SET:
+                        break
+                    continue
+                crashes = 0
                 if agrees(kai):
                     return "+".join(fixes)
         return None
