@@ -28,7 +28,7 @@ from kai_ray.io.snapshot_loader import load_snapshot
 from kai_ray.model import ClusterSnapshot
 from tests.oracle.cases import case_files, decisions, load_case
 from tests.oracle.clusters import FOCI, generate
-from tests.oracle.compare import check
+from tests.oracle.compare import check, run_case, verdict
 from tests.oracle.contended import CONTENDED_FOCI
 from tests.oracle.harness import Oracle, OracleUnavailable, ensure_built
 from tests.oracle.kai_fixes import FixedKai
@@ -101,14 +101,14 @@ def test_kai_still_decides_each_case_as_recorded(oracle: Oracle, path: Path) -> 
 )
 def test_kai_with_the_fix_decides_each_kai_bug_case_as_kai_ray(fixed: FixedKai, path: Path) -> None:
     case, data = load_case(path)
-    wanted = {**data["kai"], **data["kai_ray"]}
+    ray = run_case(case)
     fixes = str(data["fix"]).split("+")
     seen = []
-    for _ in range(6):
-        got = decisions(fixed.run(case, fixes))
-        if got == wanted:
+    for _ in range(6):  # KAI's choice can vary from run to run; kai-ray's must come up
+        got = fixed.run(case, fixes)
+        if verdict(case, got, ray)[0] != "mismatch":
             return
-        seen.append(got)
+        seen.append(decisions(got))
     pytest.fail(f"{path.name}: KAI with {data['fix']} on does not decide as kai-ray; it decided {seen[0]}")
 
 
