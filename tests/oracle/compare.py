@@ -300,12 +300,31 @@ DELIBERATE: dict[str, Callable[[], AbstractContextManager[object]]] = {
 
 def explain(case: Case, kai_outcomes: list[Outcome]) -> str | None:
     """The deliberate difference that accounts for kai-ray's disagreement with KAI, if one does."""
-    for name, patch in DELIBERATE.items():
-        with patch():
-            ray = run_case(case)
+    for name, ray in patched_runs(case):
         if any(verdict(case, kai, ray)[0] != "mismatch" for kai in kai_outcomes):
             return name
     return None
+
+
+def patched_runs(case: Case) -> Iterator[tuple[str, Outcome]]:
+    """kai-ray's outcome under each deliberate difference's patch, by the patch's name."""
+    for name, patch in DELIBERATE.items():
+        with patch():
+            yield name, run_case(case)
+
+
+def _compared_without_the_panic(case: Case, ray: Outcome, fixed: FixedKai) -> str | None:
+    """KAI panicked: the verdict KAI with its panic fixed (and maybe other bugs) gives, against
+    kai-ray as it is or under one deliberate difference's patch, or None."""
+    rays = [("", ray), *patched_runs(case)]
+    found = fixed.explain(
+        case, lambda answer: any(verdict(case, answer, r)[0] != "mismatch" for _, r in rays), ("nil-scenario",)
+    )
+    if found is None:
+        return None
+    fixes, answer = found
+    patch = next(name for name, r in rays if verdict(case, answer, r)[0] != "mismatch")
+    return f"kai-bug:{fixes}" + (f" with deliberate {patch}" if patch else "")
 
 
 VARYING_RERUNS = 200
@@ -329,7 +348,8 @@ def check(
     "kai-hang": KAI's session did not end (its v0.12 victim search can loop); "kai-crash":
     KAI's code panicked. With ``fixed`` (KAI built with fixes to its own bugs), a disagreement
     left over is "kai-bug:<fixes>" when KAI with those fixes on decides as kai-ray did, and so
-    is a panic when KAI with its panic fixed (and maybe other fixes) decides as kai-ray did."""
+    is a panic when KAI with its panic fixed (and maybe other fixes) decides as kai-ray did, or as
+    kai-ray under a deliberate difference's patch ("kai-bug:<fixes> with deliberate <patch>")."""
     ray = run_case(case)
     try:
         kai = oracle.run(case.documents, case.config, case.actions, case.now, case_id=case.case_id)
@@ -349,12 +369,10 @@ def check(
     except OracleCrash as error:
         # KAI's own panic (a nil scenario in its idle-GPU filter): KAI with that fixed may still
         # be compared.
-        bug = None
-        if fixed:
-            bug = fixed.explain(case, lambda answer: verdict(case, answer, ray)[0] != "mismatch", ("nil-scenario",))
-        return (f"kai-bug:{bug}" if bug else "kai-crash"), [str(error)], None, ray
+        bug = _compared_without_the_panic(case, ray, fixed) if fixed else None
+        return (bug or "kai-crash"), [str(error)], None, ray
     reason = explain(case, seen)
     if reason:
         return f"deliberate:{reason}", diffs, kai, ray
-    bug = fixed.explain(case, lambda answer: verdict(case, answer, ray)[0] != "mismatch") if fixed else None
-    return (f"kai-bug:{bug}" if bug else "mismatch"), diffs, kai, ray
+    found = fixed.explain(case, lambda answer: verdict(case, answer, ray)[0] != "mismatch") if fixed else None
+    return (f"kai-bug:{found[0]}" if found else "mismatch"), diffs, kai, ray

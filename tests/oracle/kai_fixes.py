@@ -269,9 +269,9 @@ class FixedKai:
 
     def explain(
         self, case: Case, agrees: Callable[[dict[str, Any]], bool], required: tuple[str, ...] = ()
-    ) -> str | None:
+    ) -> tuple[str, dict[str, Any]] | None:
         """The smallest set of fixes (holding ``required``) under which some KAI run decides as
-        ``agrees`` accepts, as "fix+fix", or None."""
+        ``agrees`` accepts, as "fix+fix", with that run's outcome; or None."""
         oracle = self._running()
         if oracle is None:
             return None
@@ -289,7 +289,7 @@ class FixedKai:
                     continue
                 crashes = 0
                 if agrees(kai):
-                    return "+".join(fixes)
+                    return "+".join(fixes), kai
         return None
 
     def close(self) -> None:
