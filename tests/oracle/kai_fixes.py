@@ -272,16 +272,13 @@ class FixedKai:
     ) -> tuple[str, dict[str, Any]] | None:
         """The smallest set of fixes (holding ``required``) under which some KAI run decides as
         ``agrees`` accepts, as "fix+fix", with that run's outcome; or None."""
-        oracle = self._running()
-        if oracle is None:
+        if self._running() is None:
             return None
         for fixes in fix_sets(required):
             crashes = 0
             for _ in range(self.reruns):
                 try:
-                    kai = oracle.run(
-                        case.documents, case.config, case.actions, case.now, case_id=case.case_id, fixes=fixes
-                    )
+                    kai = self.run(case, fixes)
                 except (OracleCrash, OracleTimeout):
                     crashes += 1  # KAI's choices vary: another run may take another path
                     if crashes == CRASHES_PER_SET:
