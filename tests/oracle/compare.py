@@ -317,9 +317,7 @@ def _compared_without_the_panic(case: Case, ray: Outcome, fixed: FixedKai) -> st
     """KAI panicked: the verdict KAI with its panic fixed (and maybe other bugs) gives, against
     kai-ray as it is or under one deliberate difference's patch, or None."""
     rays = [("", ray), *patched_runs(case)]
-    found = fixed.explain(
-        case, lambda answer: any(verdict(case, answer, r)[0] != "mismatch" for _, r in rays), ("nil-scenario",)
-    )
+    found = fixed.explain(case, lambda answer: any(verdict(case, answer, r)[0] != "mismatch" for _, r in rays))
     if found is None:
         return None
     fixes, answer = found
@@ -367,8 +365,8 @@ def check(
     except OracleTimeout as error:
         return "kai-hang", [str(error)], None, ray
     except OracleCrash as error:
-        # KAI's own panic (a nil scenario in its idle-GPU filter): KAI with that fixed may still
-        # be compared.
+        # KAI's own panic (a nil scenario in its idle-GPU filter, from a stale cache of a job's
+        # pods to place): KAI with a fix that avoids it may still be compared.
         bug = _compared_without_the_panic(case, ray, fixed) if fixed else None
         return (bug or "kai-crash"), [str(error)], None, ray
     reason = explain(case, seen)

@@ -8,6 +8,7 @@ import (
 	"github.com/NVIDIA/KAI-scheduler/pkg/scheduler/actions/common/solvers"
 	"github.com/NVIDIA/KAI-scheduler/pkg/scheduler/actions/common/solvers/accumulated_scenario_filters"
 	"github.com/NVIDIA/KAI-scheduler/pkg/scheduler/api/node_info"
+	"github.com/NVIDIA/KAI-scheduler/pkg/scheduler/api/podgroup_info"
 )
 
 // The fixes this build can turn on, by the names the Python side uses (kai_fixes.py).
@@ -17,6 +18,7 @@ var kaiFixes = map[string]*bool{
 	"evicted-pipelined":  &node_info.FixEvictedPipelined,
 	"pipelined-on-idle":  &node_info.FixPipelinedOnIdle,
 	"nil-scenario":       &accumulated_scenario_filters.FixNilScenario,
+	"tasks-cache":        &podgroup_info.FixTasksCache,
 }
 
 // applyFixes turns on exactly the named fixes for the next session.

@@ -68,6 +68,11 @@ FIXES: dict[str, str] = {
         "reads it and panics (NewIdleGpusFilter, "
         "pkg/scheduler/actions/common/solvers/accumulated_scenario_filters/idle_gpus.go:60)"
     ),
+    "tasks-cache": (
+        "a job's pods to place and their request stay cached after a victim search evicted its running pods: the "
+        "request reads as nothing, and the search builds no scenario (GetTasksToAllocate and "
+        "GetTasksToAllocateInitResource, pkg/scheduler/api/podgroup_info/allocation_info.go)"
+    ),
     "evicted-pipelined": (
         "a pod pipelined onto a node and evicted again is booked there as a releasing pod, so its GPU group counts "
         "as one more busy device (Statement.Evict then NodeInfo.UpdateTask; addSharedTaskResourcesPerPodGroup, "
@@ -132,6 +137,17 @@ HOOKS: tuple[Hook, ...] = (
         "\tif oracleNoScenario(scenario) {\n\t\treturn nil\n\t}\n",
     ),
     Hook(
+        "pkg/scheduler/api/podgroup_info/allocation_info.go",
+        "\tisRealAllocation bool,\n) []*pod_info.PodInfo {\n",
+        "\toracleForgetTasksToAllocate(podGroupInfo)\n",
+    ),
+    Hook(
+        "pkg/scheduler/api/podgroup_info/allocation_info.go",
+        "\tif podGroupInfo.tasksToAllocateInitResource != nil {\n",
+        "\toracleForgetTasksToAllocate(podGroupInfo)\n",
+        before=True,
+    ),
+    Hook(
         "pkg/scheduler/actions/common/solvers/job_solver.go",
         "\tfor scenarioToSolve := scenarioBuilder.GetValidScenario();",
         "\toracleAddRecordedJobNodes(ssn, state.recordedVictimsJobs, feasibleNodeMap)\n",
@@ -144,6 +160,7 @@ ADDED_FILES = {
     "node_info.go.in": "pkg/scheduler/api/node_info/oracle_fixes.go",
     "solvers.go.in": "pkg/scheduler/actions/common/solvers/oracle_fixes.go",
     "scenario_filters.go.in": "pkg/scheduler/actions/common/solvers/accumulated_scenario_filters/oracle_fixes.go",
+    "podgroup_info.go.in": "pkg/scheduler/api/podgroup_info/oracle_fixes.go",
 }
 
 
