@@ -114,6 +114,15 @@ def test_kai_with_the_fix_decides_each_kai_bug_case_as_kai_ray(fixed: FixedKai, 
     pytest.fail(f"{path.name}: KAI with {data['fix']} on does not decide as kai-ray; it decided {seen[0]}")
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_the_fixed_kai_with_no_fix_on_decides_as_kai(oracle: Oracle, fixed: FixedKai, seed: int) -> None:
+    """The fixes' hooks do nothing while their fixes are off: the fixed build is KAI then."""
+    case = generate(2_000_000 + seed, "contended")
+    got = decisions(fixed.run(case, ()))
+    seen = [decisions(oracle.run(case.documents, case.config, case.actions, case.now)) for _ in range(3)]
+    assert got in seen, f"fixed KAI with no fix on: {got}\nKAI: {seen[0]}"
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_a_zip_the_harness_writes_replays_with_the_harness_decisions(oracle: Oracle, seed: int, tmp_path: Path) -> None:
     case = generate(1_000_000 + seed, "all")
