@@ -39,7 +39,7 @@ from placement import scorers
 from placement.placer import Mask
 from placement.scorers import GpuSharingOrder, Ints, Scoring
 from tests.oracle.harness import Oracle, OracleCrash, OracleTimeout
-from tests.oracle.kai_fixes import FixedKai
+from tests.oracle.kai_fixes import PANIC_FIXES, FixedKai
 from tests.oracle.kai_job_order import KaiHeapJobOrder
 from tests.oracle.manifests import Case, Doc
 
@@ -317,7 +317,9 @@ def _compared_without_the_panic(case: Case, ray: Outcome, fixed: FixedKai) -> st
     """KAI panicked: the verdict KAI with its panic fixed (and maybe other bugs) gives, against
     kai-ray as it is or under one deliberate difference's patch, or None."""
     rays = [("", ray), *patched_runs(case)]
-    found = fixed.explain(case, lambda answer: any(verdict(case, answer, r)[0] != "mismatch" for _, r in rays))
+    found = fixed.explain(
+        case, lambda answer: any(verdict(case, answer, r)[0] != "mismatch" for _, r in rays), PANIC_FIXES
+    )
     if found is None:
         return None
     fixes, answer = found
