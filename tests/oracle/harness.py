@@ -88,6 +88,29 @@ def toolchain() -> tuple[str, str]:
     return go, _go_version(go)
 
 
+def go_env() -> dict[str, str]:
+    """The environment of an oracle build: the local toolchain, no cgo, the pins as they are."""
+    env = dict(os.environ, GOTOOLCHAIN="local", CGO_ENABLED=os.environ.get("CGO_ENABLED", "0"))
+    env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -mod=readonly").strip()  # the pins are the pins
+    return env
+
+
+def go_build(go: str, source: Path, home: Path, label: str, progress: bool, tags: Sequence[str] = ()) -> Path:
+    """Build the harness module at ``source`` into ``home``/oracle (staged, then renamed, so a
+    half-written binary is never taken for a built one); the log is ``home``/build.log."""
+    log = home / "build.log"
+    log.write_bytes(b"")
+    staging = home / "oracle.partial"
+    tag_args = ["-tags", ",".join(tags)] if tags else []
+    command = [go, "build", "-v", *tag_args, *BUILD_FLAGS, "-o", str(staging), "."]
+    if run_go_build(command, source, go_env(), log, label, progress) != 0:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        raise OracleUnavailable(f"building the {label} ({pinned_kai()}) failed (log {log}): {' | '.join(lines[-3:])}")
+    binary = home / "oracle"
+    staging.rename(binary)
+    return binary
+
+
 def ensure_built(progress: bool = True) -> Path:
     """The oracle binary, built first if this version of the harness is new."""
     go, version = toolchain()
@@ -97,17 +120,8 @@ def ensure_built(progress: bool = True) -> Path:
     def build() -> None:
         if progress:
             print(f"oracle: building {pinned_kai()} into {home} (minutes, once) ...", file=sys.stderr)
-        env = dict(os.environ, GOTOOLCHAIN="local", CGO_ENABLED=os.environ.get("CGO_ENABLED", "0"))
-        env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -mod=readonly").strip()  # the pins are the pins
-        log = home / "build.log"
         started = time.monotonic()
-        staging = home / "oracle.partial"
-        log.write_bytes(b"")
-        command = [go, "build", "-v", *BUILD_FLAGS, "-o", str(staging), "."]
-        if run_go_build(command, HERE, env, log, "oracle", progress) != 0:
-            lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
-            raise OracleUnavailable(f"building {pinned_kai()} failed (log {log}): {' | '.join(lines[-3:])}")
-        staging.rename(binary)
+        go_build(go, HERE, home, "oracle", progress)
         seconds = round(time.monotonic() - started, 1)
         (home / "build.json").write_text(json.dumps({"kai": pinned_kai(), "go": version, "seconds": seconds}))
         if progress:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
 import shutil
 import stat
 import subprocess
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from realcluster.build import build_once, cache_root, run_go_build
+from realcluster.build import build_once, cache_root
 from tests.oracle.harness import (
     BUILD_FLAGS,
     HERE,
@@ -36,6 +35,8 @@ from tests.oracle.harness import (
     OracleCrash,
     OracleTimeout,
     OracleUnavailable,
+    go_build,
+    go_env,
     pinned_kai,
     print_binary,
     source_files,
@@ -180,10 +181,15 @@ def cache_key(go_version: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def _module_dir(go: str, env: dict[str, str]) -> Path:
+def _module_dir(go: str) -> Path:
     """Where Go keeps the pinned KAI module (downloaded first if it is not there yet)."""
     done = subprocess.run(
-        [go, "mod", "download", "-json", pinned_kai()], cwd=HERE, env=env, capture_output=True, text=True, check=False
+        [go, "mod", "download", "-json", pinned_kai()],
+        cwd=HERE,
+        env=go_env(),
+        capture_output=True,
+        text=True,
+        check=False,
     )
     try:
         found: dict[str, Any] = json.loads(done.stdout)
@@ -210,14 +216,12 @@ def ensure_fixed_built(progress: bool = True) -> Path:
     def build() -> None:
         if progress:
             print(f"oracle: building {pinned_kai()} with fixes into {home} (once) ...", file=sys.stderr)
-        env = dict(os.environ, GOTOOLCHAIN="local", CGO_ENABLED=os.environ.get("CGO_ENABLED", "0"))
-        env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -mod=readonly").strip()
         started = time.monotonic()
         kai, src = home / "kai", home / "src"
         for stale in (kai, src):
             if stale.exists():
                 shutil.rmtree(stale)
-        shutil.copytree(_module_dir(go, env), kai)
+        shutil.copytree(_module_dir(go), kai)
         _writable(kai)
         for hook in HOOKS:
             target = kai / hook.path
@@ -230,14 +234,7 @@ def ensure_fixed_built(progress: bool = True) -> Path:
         module = pinned_kai().split("@")[0]
         with (src / "go.mod").open("a") as go_mod:
             go_mod.write(f"\nreplace {module} => {kai}\n")
-        log = home / "build.log"
-        log.write_bytes(b"")
-        staging = home / "oracle.partial"
-        command = [go, "build", "-v", "-tags", "kaifixes", *BUILD_FLAGS, "-o", str(staging), "."]
-        if run_go_build(command, src, env, log, "oracle with fixes", progress) != 0:
-            lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
-            raise OracleUnavailable(f"building {pinned_kai()} with fixes failed (log {log}): {' | '.join(lines[-3:])}")
-        staging.rename(binary)
+        go_build(go, src, home, "oracle with fixes", progress, tags=("kaifixes",))
         if progress:
             print(f"oracle: built with fixes in {time.monotonic() - started:.1f} s", file=sys.stderr)
 
