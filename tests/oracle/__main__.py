@@ -24,7 +24,7 @@ from tests.oracle.clusters import FOCI, generate
 from tests.oracle.compare import check
 from tests.oracle.contended import CONTENDED_FOCI
 from tests.oracle.harness import Oracle, OracleUnavailable, ensure_built
-from tests.oracle.kai_fixes import FIXES, FixedKai
+from tests.oracle.kai_fixes import FIXES, FixedKai, named_fixes
 from tests.oracle.manifests import Case
 from tests.oracle.shrink import shrink
 
@@ -109,8 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{focus:<26}" + "".join(f"{n:>12}" for n in row))
     for name, count in sorted(explained.items()):
         print(f"{name.replace(':', ': ')}: {count}")
-    bugs = {fix for name in explained if name.startswith("kai-bug:") for fix in name[8:].split()[0].split("+")}
-    for fix in sorted(bugs):
+    for fix in sorted({fix for name in explained for fix in named_fixes(name)}):
         print(f"  {fix}: {FIXES[fix]}")
     total = sum(table.values())
     print(f"{total} clusters in {seconds:.0f} s, {len(mismatches)} mismatches")

@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from tests.oracle.kai_fixes import named_fixes
 from tests.oracle.manifests import Case
 
 CASES = Path(__file__).resolve().parent / "cases"
@@ -51,11 +52,11 @@ def write_case(
     """Write a shrunk disagreement; ``found`` is the tier's verdict on it ("kai-bug:<fixes>" is
     kept as the case's verdict and fix, anything else is left for a person to decide)."""
     kai_decisions, ray_decisions = decisions(kai), decisions(ray)
-    kind, _, fix = found.partition(":")
+    fixes = named_fixes(found)
     document: dict[str, Any] = {
         "title": f"{case.case_id}: {diffs[0] if diffs else 'no difference'}",
-        "verdict": "kai-bug" if kind == "kai-bug" else "undecided",
-        **({"fix": fix} if kind == "kai-bug" else {}),
+        "verdict": "kai-bug" if fixes else "undecided",
+        **({"fix": "+".join(fixes)} if fixes else {}),
         "actions": case.actions,
         "now": case.now,
         "config": case.config,

@@ -250,6 +250,13 @@ CRASHES_PER_SET = 3
 PANIC_FIXES = ("nil-scenario", "tasks-cache")
 
 
+def named_fixes(verdict: str) -> list[str]:
+    """The fixes a "kai-bug:<fix>+<fix>[ with deliberate <patch>]" verdict names; none for any
+    other verdict."""
+    kind, _, rest = verdict.partition(":")
+    return rest.split(" ", 1)[0].split("+") if kind == "kai-bug" else []
+
+
 def fix_sets(any_of: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
     """Every non-empty set of fixes (holding one of ``any_of``, if given), smallest first: the
     first that explains a case names it."""
