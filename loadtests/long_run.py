@@ -13,6 +13,11 @@ a process whose second half grows as much as its first is not bounded.
     python -m loadtests.long_run --minutes 3 --sample 20  # a smoke run
     python -m loadtests.long_run --minutes 20 --trace 4   # where this process's memory goes
     python -m loadtests.long_run --minutes 20 --trace 4 --shards 0  # ... with the coordinator and shard in it
+
+Each process's resident memory is also split into its anonymous pages (heap, stacks, buffers: what
+a leak grows) and its file-backed ones (code and data of the interpreter, Ray's native library and
+the extension modules, paged in as code paths are first run, and bounded by those files' sizes):
+the rows ending in ``[anon]`` and ``[file]``.
 """
 
 from __future__ import annotations
@@ -50,25 +55,41 @@ class Samples:
     def take(self, processes: dict[str, list[psutil.Process]]) -> None:
         at = (time.monotonic() - self.started) / 60
         for name, members in processes.items():
-            total = 0
+            total = anonymous = 0
             for process in members:
                 try:
                     total += process.memory_info().rss
-                except psutil.Error:
+                    anonymous += _anonymous_bytes(process.pid)
+                except (psutil.Error, OSError):
                     continue
             self.rss_mib[name].append((at, total / 2**20))
+            if anonymous:
+                self.rss_mib[f"{name} [anon]"].append((at, anonymous / 2**20))
+                self.rss_mib[f"{name} [file]"].append((at, (total - anonymous) / 2**20))
 
     def report(self) -> str:
         lines = [f"jobs created {self.created:,}, deleted {self.deleted:,}"]
-        lines.append(f"{'process':<22} {'start':>8} {'half':>8} {'end':>8} {'1st half':>9} {'2nd half':>9}  MiB")
+        lines.append(f"{'process':<34} {'start':>8} {'half':>8} {'end':>8} {'1st half':>9} {'2nd half':>9}  MiB")
         for name, series in sorted(self.rss_mib.items()):
             if len(series) < 3:
                 continue
             start, middle, end = series[0][1], series[len(series) // 2][1], series[-1][1]
             lines.append(
-                f"{name:<22} {start:8.1f} {middle:8.1f} {end:8.1f} {middle - start:+9.1f} {end - middle:+9.1f}"
+                f"{name:<34} {start:8.1f} {middle:8.1f} {end:8.1f} {middle - start:+9.1f} {end - middle:+9.1f}"
             )
         return "\n".join(lines)
+
+
+def _anonymous_bytes(pid: int) -> int:
+    """The process's resident anonymous memory (Linux's ``smaps_rollup``; 0 where there is none)."""
+    try:
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except FileNotFoundError:
+        return 0
+    for line in rollup.splitlines():
+        if line.startswith("Anonymous:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 def _processes(dev_cluster_pid: int | None) -> dict[str, list[psutil.Process]]:
@@ -91,9 +112,19 @@ def _processes(dev_cluster_pid: int | None) -> dict[str, list[psutil.Process]]:
             groups["ray raylet"].append(child)
         elif "ray::" in command or "default_worker.py" in command:
             groups["ray workers (actors)"].append(child)
+            groups[_actor_role(command)].append(child)
         else:
             groups["ray other"].append(child)
     return groups
+
+
+def _actor_role(command: str) -> str:
+    """Which of kai-ray's actors a Ray worker is, from the title Ray gives its process."""
+    if "ShardActor" in command:
+        return "ray shard actors"
+    if "CoordinatorHost" in command:
+        return "ray coordinator actor"
+    return "ray other workers"
 
 
 async def _churn(api: KubeApi, samples: Samples, until: float, jobs_per_second: float) -> None:
