@@ -37,7 +37,7 @@ from shards.messages import ShardDeltas
 from shards.protocol import Batch, BatchReply, Settle, ShardDown
 from shards.shard import Shard
 from shards.stream_messages import SettleRequest
-from tests.builders import JobSpec, build, config, node, queue
+from tests.builders import GIB, JobSpec, build, config, node, queue
 from tests.coordinator.decision_checks import check_decisions
 from tests.coordinator.random_clusters import NOW, clusters, shuffled
 
@@ -325,3 +325,44 @@ def test_a_job_placed_on_the_streams_and_then_on_every_row_is_refused_once_and_b
     retried = {k for k, d in first.decisions.pod_groups.items() if RETRY in d.reason}
     assert "default/el" in retried and first.stats.aborted_jobs == len(retried)
     assert not [b.pod for b in first.binds if b.pod.startswith("default/el-")]
+
+
+def test_a_gang_short_of_room_reads_the_same_reason_whatever_order_its_cluster_was_listed_in() -> None:
+    """The gang j10 finds room for one pod of the two it needs. Its reason lists why each node
+    turns its next pod away, read once the session leaves the shards' streams for every node's
+    row; when that happened depended on the order of the shapes' streams, which followed the
+    order the pods were listed in (before or after j2's pod took n2's last pod slot)."""
+    nodes = [
+        node("n0", gpu=2, cpu=16_000, memory=64 * GIB, gpu_memory=40_960),
+        node("n1", gpu=4, cpu=16_000, memory=64 * GIB, gpu_memory=40_960),
+        node("n2", gpu=8, cpu=16_000, memory=64 * GIB, pods=6, gpu_memory=40_960),
+        node("n3", gpu=8, cpu=16_000, memory=64 * GIB, gpu_memory=40_960),
+        node("n4", gpu=0, cpu=16_000, memory=64 * GIB, gpu_memory=40_960),
+    ]
+    jobs = [
+        JobSpec("j0", "q0", gpu=2, releasing_on=["n0"], created=0.0, cpu=500),
+        JobSpec("j1", "q0", gpu=3, running_on=["n1"], created=1.0, cpu=500),
+        JobSpec("j2", "q0", gpu=3, created=2.0, cpu=500),
+        JobSpec("j3", "q0", gpu=1, created=3.0, cpu=500),
+        JobSpec("j4", "q0", pods=2, min_member=1, gpu=2, releasing_on=["n2"], created=4.0, cpu=500),
+        JobSpec("j5", "q0", gpu=2, priority=75, created=5.0, cpu=500),
+        JobSpec("j6", "q0", gpu=1, created=6.0, cpu=500),
+        JobSpec("j7", "q0", gpu=3, cpu=8_000, running_on=["n3"], created=7.0),
+        JobSpec("j8", "q0", gpu=1, created=8.0, cpu=500),
+        JobSpec(
+            "j9",
+            "q0",
+            pods=4,
+            fraction=0.5,
+            running_on=["n2", "n2", "n2", "n3"],
+            gpu_groups=["n2-shared0", "n2-shared0", "n2-shared1", "n3-shared0"],
+            created=9.0,
+            cpu=500,
+        ),
+        JobSpec("j10", "q0", pods=3, min_member=2, gpu=3, cpu=8_000, priority=75, created=10.0),
+    ]
+    snapshot = build(nodes, [queue("q0")], jobs)
+    first = comparable(cycle(snapshot).decisions)
+    assert first[0]["default/j10-2"].reason.startswith("Resources were found for 1 pods while 2 are required")
+    for seed in range(10):
+        assert comparable(cycle(shuffled(snapshot, random.Random(seed))).decisions) == first
