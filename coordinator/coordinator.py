@@ -26,7 +26,6 @@ A cycle with nothing new returns the last decisions without a session.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -46,7 +45,7 @@ from coordinator.node_mirror import NodeMirror
 from coordinator.pod_maps import PodMaps, not_ready_gangs
 from coordinator.reservation import next_reservation
 from coordinator.results import BindIntent, CycleResult, CycleStats, EvictIntent
-from coordinator.rounds import RoundPlacer, merged_diagnoses
+from coordinator.rounds import RoundPlacer, merged_diagnoses, pending_demand
 from coordinator.search_backoff import SearchBackoff
 from coordinator.session import SessionState
 from coordinator.session_cache import SessionCache
@@ -292,17 +291,7 @@ class Coordinator:
         if not pending:  # no round this cycle otherwise: a shard that died must still be noticed now
             check(self.shards.heartbeat(), "heartbeat")
             return Statement(state.table, state.queues, state.jobs_by_task)
-        # An upper bound: the pending pods of every job. Its shapes in the order of their first pod by
-        # key, not in the order the cluster listed the pods: each round places the shapes one on top of
-        # another in this order, which decides when the session moves onto every node's row (and
-        # what the shards say then of the pods that fit nowhere): same cluster, same decisions.
-        first_key: dict[TaskShape, str] = {}
-        for task in pending:
-            known = first_key.get(task.shape)
-            if known is None or task.key < known:
-                first_key[task.shape] = task.key
-        counts = Counter(task.shape for task in pending)
-        demand = Counter({shape: counts[shape] for shape in sorted(first_key, key=first_key.__getitem__)})
+        demand = pending_demand((task.key, task.shape) for task in pending)  # every job's: an upper bound
         clock = partial(_cycle_time, now, started)
         pid = f"e{self.epoch}c{self.cycles}"
         state.source = RoundPlacer(self.shards, pid, clock, demand, check, nodes=len(self.shards.owner))

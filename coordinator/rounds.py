@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -80,6 +80,20 @@ class _Buffer:
 
     def exhausted(self) -> bool:
         return self.entry >= len(self.names)
+
+
+def pending_demand(pods: Iterable[tuple[str, TaskShape]]) -> Counter[TaskShape]:
+    """Pending pods (key, shape) counted per shape, the shapes in the order of each one's first pod
+    by key. Each round places the shapes one on top of another in this order, which decides when
+    the session leaves the streams for every node's row, and so what the shards then say of a pod
+    that fits nowhere: the order the cluster listed its pods in must not change that."""
+    counts: Counter[TaskShape] = Counter()
+    first: dict[TaskShape, str] = {}
+    for key, shape in pods:
+        counts[shape] += 1
+        if key < first.setdefault(shape, key):
+            first[shape] = key
+    return Counter({shape: counts[shape] for shape in sorted(first, key=first.__getitem__)})
 
 
 @dataclass(slots=True)
